@@ -1,0 +1,248 @@
+#include <algorithm>
+#include <unordered_set>
+
+#include "compiler/ir/ir.h"
+#include "runtime/ops/registry.h"
+
+namespace pcc {
+
+namespace {
+const OpInfo kOpInfos[] = {
+#define PCC_OP(Name, MinIn, MaxIn, NumOut) {#Name, MinIn, MaxIn, NumOut},
+#include "compiler/ir/Ops.def"
+#undef PCC_OP
+};
+}  // namespace
+
+const OpInfo& opInfo(OpKind op) { return kOpInfos[static_cast<int>(op)]; }
+
+std::optional<OpKind> opFromName(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(OpKind::kNumOps); ++i)
+    if (kOpInfos[i].name == name) return static_cast<OpKind>(i);
+  return std::nullopt;
+}
+
+bool isCollective(OpKind op) {
+  return op == OpKind::AllReduce || op == OpKind::AllGather || op == OpKind::ReduceScatter;
+}
+
+std::string_view meshAxisName(MeshAxis a) {
+  switch (a) {
+    case MeshAxis::kDP: return "dp";
+    case MeshAxis::kTP: return "tp";
+    case MeshAxis::kPP: return "pp";
+    case MeshAxis::kNone: return "-";
+  }
+  return "-";
+}
+
+std::optional<MeshAxis> meshAxisFromName(std::string_view s) {
+  for (MeshAxis a : {MeshAxis::kDP, MeshAxis::kTP, MeshAxis::kPP, MeshAxis::kNone})
+    if (meshAxisName(a) == s) return a;
+  return std::nullopt;
+}
+
+bool Sharding::isReplicated() const {
+  if (partial != MeshAxis::kNone) return false;
+  return std::all_of(dims.begin(), dims.end(), [](MeshAxis a) { return a == MeshAxis::kNone; });
+}
+
+int Sharding::dimSplitOver(MeshAxis axis) const {
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] == axis) return static_cast<int>(i);
+  return -1;
+}
+
+std::string Sharding::str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ",";
+    s += meshAxisName(dims[i]);
+  }
+  s += "]";
+  if (partial != MeshAxis::kNone) s += strCat(" partial(", meshAxisName(partial), ")");
+  return s;
+}
+
+std::string Node::describe() const {
+  return strCat("node '", name_, "' (", pcc::opName(op_), ")");
+}
+
+Value* Graph::newValue(std::string name, TensorType type) {
+  auto v = std::make_unique<Value>();
+  v->id_ = nextId_++;
+  if (name.empty() || byName_.count(name)) name = uniqueName(name.empty() ? std::to_string(v->id_) : name);
+  v->name_ = std::move(name);
+  v->type_ = std::move(type);
+  byName_[v->name_] = v.get();
+  values_.push_back(std::move(v));
+  return values_.back().get();
+}
+
+std::string Graph::uniqueName(const std::string& base) const {
+  if (!byName_.count(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string n = base + "_" + std::to_string(i);
+    if (!byName_.count(n)) return n;
+  }
+}
+
+Value* Graph::addInput(std::string name, TensorType type) {
+  Value* v = newValue(std::move(name), std::move(type));
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::addConstant(std::string name, Tensor data) {
+  Value* v = newValue(std::move(name), data.type());
+  v->constant_ = std::move(data);
+  return v;
+}
+
+Node* Graph::addNode(OpKind op, std::vector<Value*> inputs, std::vector<TensorType> outputTypes,
+                     AttrMap attrs, std::string name, std::vector<std::string> outputNames,
+                     std::optional<size_t> pos) {
+  auto n = std::make_unique<Node>();
+  n->op_ = op;
+  n->name_ = std::move(name);
+  n->inputs_ = std::move(inputs);
+  n->attrs_ = std::move(attrs);
+  for (size_t i = 0; i < outputTypes.size(); ++i) {
+    std::string oname = i < outputNames.size() ? outputNames[i] : std::string();
+    Value* v = newValue(std::move(oname), std::move(outputTypes[i]));
+    v->producer_ = n.get();
+    n->outputs_.push_back(v);
+  }
+  Node* raw = n.get();
+  size_t at = pos ? std::min(*pos, nodes_.size()) : nodes_.size();
+  nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(at), std::move(n));
+  return raw;
+}
+
+std::vector<Value*> Graph::constants() const {
+  std::vector<Value*> out;
+  for (auto& v : values_)
+    if (v->isConstant()) out.push_back(v.get());
+  return out;
+}
+
+std::vector<Node*> Graph::nodes() const {
+  std::vector<Node*> out;
+  out.reserve(nodes_.size());
+  for (auto& n : nodes_) out.push_back(n.get());
+  return out;
+}
+
+size_t Graph::indexOf(const Node* n) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].get() == n) return i;
+  return nodes_.size();
+}
+
+std::vector<Node*> Graph::users(const Value* v) const {
+  std::vector<Node*> out;
+  for (auto& n : nodes_)
+    if (std::find(n->inputs_.begin(), n->inputs_.end(), v) != n->inputs_.end()) out.push_back(n.get());
+  return out;
+}
+
+std::unordered_map<const Value*, int> Graph::useCounts() const {
+  std::unordered_map<const Value*, int> counts;
+  for (auto& n : nodes_)
+    for (Value* v : n->inputs_)
+      if (v) ++counts[v];
+  for (Value* v : outputs_) ++counts[v];
+  return counts;
+}
+
+void Graph::replaceAllUsesWith(Value* from, Value* to) {
+  for (auto& n : nodes_)
+    for (Value*& v : n->inputs_)
+      if (v == from) v = to;
+  for (Value*& v : outputs_)
+    if (v == from) v = to;
+}
+
+void Graph::eraseNodes(const std::vector<Node*>& dead) {
+  std::unordered_set<const Node*> deadSet(dead.begin(), dead.end());
+  std::unordered_set<const Value*> deadValues;
+  for (const Node* n : dead)
+    for (Value* v : n->outputs_) deadValues.insert(v);
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
+                              [&](const std::unique_ptr<Node>& n) { return deadSet.count(n.get()) != 0; }),
+               nodes_.end());
+  for (const Value* v : deadValues) byName_.erase(v->name_);
+  values_.erase(std::remove_if(values_.begin(), values_.end(),
+                               [&](const std::unique_ptr<Value>& v) { return deadValues.count(v.get()) != 0; }),
+                values_.end());
+}
+
+void Graph::eraseUnusedConstants() {
+  auto counts = useCounts();
+  std::unordered_set<const Value*> dead;
+  for (auto& v : values_)
+    if (v->isConstant() && !counts.count(v.get())) dead.insert(v.get());
+  for (const Value* v : dead) byName_.erase(v->name_);
+  values_.erase(std::remove_if(values_.begin(), values_.end(),
+                               [&](const std::unique_ptr<Value>& v) { return dead.count(v.get()) != 0; }),
+                values_.end());
+}
+
+Value* Graph::findValue(std::string_view name) const {
+  auto it = byName_.find(std::string(name));
+  return it == byName_.end() ? nullptr : it->second;
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto g = std::make_unique<Graph>();
+  g->name_ = name_;
+  std::unordered_map<const Value*, Value*> map;
+  for (auto& v : values_) {
+    if (v->producer_) continue;
+    Value* nv = v->isConstant() ? g->addConstant(v->name_, *v->constant_) : g->newValue(v->name_, v->type_);
+    nv->sharding_ = v->sharding_;
+    map[v.get()] = nv;
+  }
+  for (Value* in : inputs_) g->inputs_.push_back(map.at(in));
+  for (auto& n : nodes_) {
+    std::vector<Value*> ins;
+    for (Value* v : n->inputs_) ins.push_back(v ? map.at(v) : nullptr);
+    std::vector<TensorType> types;
+    std::vector<std::string> names;
+    for (Value* o : n->outputs_) {
+      types.push_back(o->type_);
+      names.push_back(o->name_);
+    }
+    Node* nn = g->addNode(n->op_, ins, types, n->attrs_, n->name_, names);
+    nn->stage_ = n->stage_;
+    for (size_t i = 0; i < n->outputs_.size(); ++i) {
+      nn->outputs_[i]->sharding_ = n->outputs_[i]->sharding_;
+      map[n->outputs_[i]] = nn->outputs_[i];
+    }
+  }
+  for (Value* o : outputs_) g->outputs_.push_back(map.at(o));
+  return g;
+}
+
+StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<Value*>& inputs,
+                                                   const AttrMap& attrs, const std::string& nodeName) {
+  auto describe = [&] {
+    std::string s = strCat("node '", nodeName, "' (", opName(op), ") with inputs (");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      s += strCat(i ? ", " : "", inputs[i] ? inputs[i]->type().str() : std::string("none"));
+    return s + ")";
+  };
+  const OpSchema* schema = findOpSchema(opName(op));
+  if (!schema || !schema->infer) return unsupported(describe(), ": no type inference for this op");
+  InferArgs args;
+  args.attrs = &attrs;
+  for (Value* v : inputs) {
+    args.inputs.push_back(v ? v->type() : TensorType{});
+    args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
+  }
+  auto r = schema->infer(args);
+  if (!r.ok()) return r.status().withContext(describe());
+  return r;
+}
+
+}  // namespace pcc

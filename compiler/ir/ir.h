@@ -1,0 +1,184 @@
+// The pcc IR: a Graph of Nodes over Values, in topological order, with static
+// shapes. See docs/ir.md for the textual form.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/support/attribute.h"
+#include "runtime/support/dtype.h"
+#include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
+
+namespace pcc {
+
+enum class OpKind : int {
+#define PCC_OP(Name, MinIn, MaxIn, NumOut) Name,
+#include "compiler/ir/Ops.def"
+#undef PCC_OP
+  kNumOps
+};
+
+struct OpInfo {
+  std::string_view name;
+  int minInputs, maxInputs, numOutputs;  // -1: variadic / set by the node
+};
+/// \returns the static description of `op` from Ops.def.
+const OpInfo& opInfo(OpKind op);
+inline std::string_view opName(OpKind op) { return opInfo(op).name; }
+/// \returns the op named `name`, or nullopt.
+std::optional<OpKind> opFromName(std::string_view name);
+bool isCollective(OpKind op);
+
+/// Axes of the logical device mesh pp × dp × tp (tp innermost).
+enum class MeshAxis : int8_t { kNone = -1, kDP = 0, kTP = 1, kPP = 2 };
+std::string_view meshAxisName(MeshAxis a);  // "dp", "tp", "pp", "-"
+std::optional<MeshAxis> meshAxisFromName(std::string_view s);
+
+/// How a value is laid out over the mesh: each tensor dimension is replicated
+/// (kNone) or split evenly-as-possible over one mesh axis; `partial` marks a
+/// value each rank of that axis holds a partial sum of.
+struct Sharding {
+  std::vector<MeshAxis> dims;
+  MeshAxis partial = MeshAxis::kNone;
+
+  bool isReplicated() const;
+  /// \returns the dimension split over `axis`, or -1.
+  int dimSplitOver(MeshAxis axis) const;
+  /// \returns "[dp,-]" or "[-,-] partial(tp)".
+  std::string str() const;
+  bool operator==(const Sharding& o) const { return dims == o.dims && partial == o.partial; }
+};
+
+class Node;
+
+class Value {
+ public:
+  int id() const { return id_; }
+  const std::string& name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+  const TensorType& type() const { return type_; }
+  void setType(TensorType t) { type_ = std::move(t); }
+  /// The producing node; nullptr for graph inputs and constants.
+  Node* producer() const { return producer_; }
+  bool isConstant() const { return constant_.has_value(); }
+  const Tensor& constantData() const { return *constant_; }
+  void setConstantData(Tensor t) { constant_ = std::move(t); }
+  /// Sharding annotation; nullopt until the partitioner runs.
+  const std::optional<Sharding>& sharding() const { return sharding_; }
+  void setSharding(std::optional<Sharding> s) { sharding_ = std::move(s); }
+
+ private:
+  friend class Graph;
+  int id_ = -1;
+  std::string name_;
+  TensorType type_;
+  Node* producer_ = nullptr;
+  std::optional<Tensor> constant_;
+  std::optional<Sharding> sharding_;
+};
+
+class Node {
+ public:
+  OpKind op() const { return op_; }
+  std::string_view opName() const { return pcc::opName(op_); }
+  const std::string& name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+  /// Inputs; an absent optional input is nullptr.
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  void setInput(size_t i, Value* v) { inputs_.at(i) = v; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  Value* output(size_t i = 0) const { return outputs_.at(i); }
+  AttrMap& attrs() { return attrs_; }
+  const AttrMap& attrs() const { return attrs_; }
+  /// Pipeline stage assigned by the partitioner (0 when there is one stage).
+  int stage() const { return stage_; }
+  void setStage(int s) { stage_ = s; }
+  /// \returns "node 'name' (Op)" for error messages.
+  std::string describe() const;
+
+ private:
+  friend class Graph;
+  OpKind op_ = OpKind::kNumOps;
+  std::string name_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  AttrMap attrs_;
+  int stage_ = 0;
+};
+
+/// A graph owns its values and nodes. Nodes are kept in topological order;
+/// passes that create nodes insert them at a position that keeps it so.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  const std::string& name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+
+  /// Adds a graph input (a run-time tensor).
+  Value* addInput(std::string name, TensorType type);
+  /// Adds a constant (an initializer / weight) holding `data`.
+  Value* addConstant(std::string name, Tensor data);
+  /// Creates a node with one output per entry of `outputTypes` and inserts it
+  /// before position `pos` of nodes() (default: at the end). Output names are
+  /// taken from `outputNames` where given, else made unique.
+  Node* addNode(OpKind op, std::vector<Value*> inputs, std::vector<TensorType> outputTypes,
+                AttrMap attrs = {}, std::string name = {}, std::vector<std::string> outputNames = {},
+                std::optional<size_t> pos = std::nullopt);
+  void addOutput(Value* v) { outputs_.push_back(v); }
+  void setOutputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  /// Constants in creation order.
+  std::vector<Value*> constants() const;
+  /// Nodes in topological order.
+  std::vector<Node*> nodes() const;
+  size_t numNodes() const { return nodes_.size(); }
+  /// \returns the position of `n` in nodes().
+  size_t indexOf(const Node* n) const;
+
+  /// \returns the nodes that read `v`, in order (a node reading v twice appears once).
+  std::vector<Node*> users(const Value* v) const;
+  /// \returns a map from each value to its number of uses (nodes and graph outputs).
+  std::unordered_map<const Value*, int> useCounts() const;
+  /// Makes every reader of `from` (nodes and graph outputs) read `to` instead.
+  void replaceAllUsesWith(Value* from, Value* to);
+  /// Erases the given nodes; none of their outputs may still be used.
+  void eraseNodes(const std::vector<Node*>& dead);
+  /// Drops constants and inputs no node or output reads... constants only: inputs are the interface.
+  void eraseUnusedConstants();
+  /// \returns a value by name, or nullptr.
+  Value* findValue(std::string_view name) const;
+  /// \returns `base` if no value has that name, else base + "_N".
+  std::string uniqueName(const std::string& base) const;
+  /// \returns a deep copy (constants share their buffers).
+  std::unique_ptr<Graph> clone() const;
+
+ private:
+  Value* newValue(std::string name, TensorType type);
+
+  std::string name_ = "main";
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::unordered_map<std::string, Value*> byName_;
+  int nextId_ = 0;
+};
+
+/// Infers the output types of a node that is being created: looks up the op's
+/// schema and calls its inference with the input types and constant values.
+/// \returns the output types, or an error naming the node, op and input shapes.
+StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<Value*>& inputs,
+                                                   const AttrMap& attrs, const std::string& nodeName);
+
+}  // namespace pcc

@@ -1,0 +1,60 @@
+// Operator semantics in one place: for each op, a type-inference function and a
+// simple, obviously correct CPU reference kernel. The IR infers shapes with the
+// former; the reference evaluator, the constant folder and the CPU runtime
+// backend run the latter. Ops are in canonical (newest-opset) form: every
+// opset difference is removed by the importer before an op reaches here.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/support/attribute.h"
+#include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
+
+namespace pcc {
+
+/// What type inference sees of a node.
+struct InferArgs {
+  /// Type of each input; an absent optional input has dtype kUndefined.
+  std::vector<TensorType> inputs;
+  /// Value of each input where it is a known constant, else nullptr. Ops whose
+  /// output shape depends on an input's value (Reshape, Slice, Expand, ...)
+  /// need it and fail with an invalid-input error otherwise.
+  std::vector<const Tensor*> constInputs;
+  const AttrMap* attrs = nullptr;
+  bool has(size_t i) const { return i < inputs.size() && inputs[i].dtype != DType::kUndefined; }
+};
+
+/// \returns the output types, or an error naming what is wrong with the inputs.
+using InferFn = StatusOr<std::vector<TensorType>> (*)(const InferArgs& args);
+
+/// Runs the op. `inputs[i]` is nullptr for an absent optional input; `outputs`
+/// arrives empty and the kernel appends one owning tensor per output.
+using ComputeFn = Status (*)(const std::vector<const Tensor*>& inputs, const AttrMap& attrs,
+                             std::vector<Tensor>& outputs);
+
+struct OpSchema {
+  std::string name;
+  InferFn infer = nullptr;
+  ComputeFn compute = nullptr;
+};
+
+/// \returns the schema of op `name`, or nullptr if pcc has no kernel for it.
+const OpSchema* findOpSchema(std::string_view name);
+/// \returns the names of every op with a kernel, sorted.
+std::vector<std::string> registeredOps();
+
+/// Runs the kernel of `op` and checks its outputs against inferred types.
+/// \returns the outputs, or an error naming op and input shapes.
+StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,
+                                    const AttrMap& attrs);
+
+/// Registration hooks, one per kernel file (called once by the registry).
+class OpRegistry {
+ public:
+  void add(OpSchema s);
+};
+
+}  // namespace pcc

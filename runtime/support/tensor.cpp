@@ -1,0 +1,151 @@
+#include "runtime/support/tensor.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace pcc {
+
+namespace {
+// 64-byte aligned, zeroed buffer shared by its tensors.
+std::shared_ptr<const void> allocAligned(size_t nbytes) {
+  size_t n = (nbytes + 63) / 64 * 64;
+  if (n == 0) n = 64;
+  void* p = std::aligned_alloc(64, n);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, n);
+  return std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+}
+}  // namespace
+
+Tensor Tensor::zeros(DType dtype, Dims shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.owner_ = allocAligned(t.nbytes());
+  t.data_ = t.owner_.get();
+  return t;
+}
+
+Tensor Tensor::view(DType dtype, Dims shape, const void* data, std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.owner_ = std::move(owner);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = zeros(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.mutableData(), data_, nbytes());
+  return t;
+}
+
+Tensor Tensor::reshaped(Dims shape) const {
+  assert(numElements(shape) == numel());
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+double Tensor::getDouble(int64_t i) const {
+  switch (dtype_) {
+    case DType::kF32: return data<float>()[i];
+    case DType::kF64: return data<double>()[i];
+    case DType::kF16: return halfToFloat(data<uint16_t>()[i]);
+    case DType::kBF16: return bf16ToFloat(data<uint16_t>()[i]);
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kU8: return data<uint8_t>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
+    case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kUndefined: break;
+  }
+  return 0;
+}
+
+int64_t Tensor::getInt(int64_t i) const {
+  switch (dtype_) {
+    case DType::kI64: return data<int64_t>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kU8: case DType::kBool: return data<uint8_t>()[i];
+    default: return static_cast<int64_t>(getDouble(i));
+  }
+}
+
+std::vector<int64_t> Tensor::toInts() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) v[i] = getInt(i);
+  return v;
+}
+
+std::string Tensor::str(int64_t maxElems) const {
+  std::ostringstream os;
+  os << type().str() << " {";
+  for (int64_t i = 0; i < numel() && i < maxElems; ++i) os << (i ? ", " : "") << getDouble(i);
+  if (numel() > maxElems) os << ", ...";
+  os << "}";
+  return os.str();
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      do { ++e; man <<= 1; } while (!(man & 0x400));
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t man = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (man ? 0x200u : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    man |= 0x800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | static_cast<uint32_t>(exp) << 10 | man >> 13;
+  uint32_t rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
+  return static_cast<uint16_t>(half);
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
+  uint32_t rounding = 0x7fffu + ((x >> 16) & 1);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+}  // namespace pcc

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what pcc's build and tests need. Idempotent: skips what is present.
+#   tools/setup.sh [BUILD_DIR]   (the Python venv goes in BUILD_DIR/venv; default build/)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+
+debs=(cmake g++ make pkg-config
+      libonnx-dev libprotobuf-dev protobuf-compiler
+      libgtest-dev libgmock-dev libbenchmark-dev
+      libgloo-dev libdnnl-dev llvm-14-tools libonnx-testdata
+      python3 python3-venv)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python for tests only: pinned, in the build tree, built on Debian's python3.
+venv=$build/venv
+stamp=$venv/.pcc-requirements
+req=$here/tools/requirements.txt
+if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
+  echo "setup: creating Python environment in $venv"
+  mkdir -p "$build"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+  cp "$req" "$stamp"
+fi
+echo "setup: ok"
