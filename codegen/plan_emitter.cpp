@@ -1,0 +1,177 @@
+#include "codegen/plan_emitter.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "codegen/plan_report.h"
+#include "runtime/plan_convert.h"
+
+namespace pcc {
+
+namespace {
+
+plan::Instruction::Kind collectiveKind(OpKind op) {
+  switch (op) {
+    case OpKind::AllReduce: return plan::Instruction::ALL_REDUCE;
+    case OpKind::AllGather: return plan::Instruction::ALL_GATHER;
+    case OpKind::ReduceScatter: return plan::Instruction::REDUCE_SCATTER;
+    default: return plan::Instruction::KERNEL;
+  }
+}
+
+// Index of the group of `rank` along `axis`, adding it to the plan on first use.
+int groupIndex(plan::Plan& p, const Mesh& mesh, int rank, MeshAxis axis) {
+  std::vector<int> ranks = mesh.groupOf(rank, axis);
+  for (int i = 0; i < p.groups_size(); ++i) {
+    const plan::Group& g = p.groups(i);
+    if (g.axis() == meshAxisName(axis) && std::vector<int>(g.ranks().begin(), g.ranks().end()) == ranks) return i;
+  }
+  plan::Group* g = p.add_groups();
+  g->set_axis(std::string(meshAxisName(axis)));
+  for (int r : ranks) g->add_ranks(r);
+  return p.groups_size() - 1;
+}
+
+// Emits one program. Buffers are numbered in value order; constants become
+// weights in `weights`; a FREE follows each value's last use.
+Status emitProgram(const Graph& g, int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights,
+                   plan::RankProgram* prog) {
+  std::unordered_map<const Value*, int> ids;
+  auto bufferOf = [&](const Value* v) {
+    auto it = ids.find(v);
+    if (it != ids.end()) return it->second;
+    int id = prog->buffers_size();
+    plan::Buffer* b = prog->add_buffers();
+    b->set_id(id);
+    b->set_name(v->name());
+    *b->mutable_desc() = toDesc(v->type());
+    b->set_weight(-1);
+    if (v->isConstant()) {
+      *prog->add_weights() = weights.add(v->name(), v->constantData());
+      b->set_weight(prog->weights_size() - 1);
+    }
+    ids[v] = id;
+    return id;
+  };
+  for (Value* in : g.inputs()) bufferOf(in);
+  // Last reader of each value, so temporaries are released early.
+  std::unordered_map<const Value*, size_t> lastUse;
+  std::vector<Node*> nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (Value* v : nodes[i]->inputs())
+      if (v) lastUse[v] = i;
+  std::set<const Value*> keep(g.outputs().begin(), g.outputs().end());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node* n = nodes[i];
+    plan::Instruction* ins = prog->add_instructions();
+    ins->set_kind(collectiveKind(n->op()));
+    ins->set_op(std::string(n->opName()));
+    ins->set_node(n->name());
+    for (Value* v : n->inputs()) ins->add_inputs(v ? bufferOf(v) : -1);
+    for (Value* v : n->outputs()) ins->add_outputs(bufferOf(v));
+    if (isCollective(n->op())) {
+      auto axis = meshAxisFromName(n->attrs().getString("axis", ""));
+      if (!axis || *axis == MeshAxis::kNone) return internalError(n->describe(), ": collective without a mesh axis");
+      ins->set_group(groupIndex(plan, mesh, rank, *axis));
+      ins->set_dim(static_cast<int32_t>(n->attrs().getInt("dim", -1)));
+    } else {
+      for (const auto& [name, a] : n->attrs().all()) toAttrProto(name, a, ins->add_attrs());
+    }
+    plan::Instruction* freeIns = nullptr;
+    for (Value* v : n->inputs()) {
+      if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i) continue;
+      if (!freeIns) {
+        freeIns = prog->add_instructions();
+        freeIns->set_kind(plan::Instruction::FREE);
+      }
+      freeIns->add_inputs(ids.at(v));
+    }
+  }
+  return Status::OK();
+}
+
+void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<const Value*, int>& ids,
+                 google::protobuf::RepeatedPtrField<plan::IoBinding>* out) {
+  for (const IoBind& b : binds) {
+    plan::IoBinding* pb = out->Add();
+    pb->set_buffer(ids.at(b.value));
+    pb->set_index(static_cast<int32_t>(b.index));
+    pb->set_split_dim(b.splitDim);
+    pb->set_offset(b.offset);
+    pb->set_length(b.length);
+  }
+}
+
+// Buffer ids by value, recovered from the program (buffers are named by value).
+std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::RankProgram& prog) {
+  std::unordered_map<std::string, int> byName;
+  for (const plan::Buffer& b : prog.buffers()) byName.emplace(b.name(), b.id());
+  std::unordered_map<const Value*, int> ids;
+  for (Value* v : g.inputs()) ids[v] = byName.at(v->name());
+  for (Value* v : g.outputs()) ids[v] = byName.at(v->name());
+  return ids;
+}
+
+}  // namespace
+
+StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
+                               const std::vector<RankGraph>& ranks, const std::string& modelPath) {
+  EmittedPlan out;
+  plan::Plan& p = out.plan;
+  p.set_schema_version(kPlanSchemaVersion);
+  p.set_model(modelPath);
+  p.set_producer("pcc 0.1.0");
+  for (Value* v : partitioned.inputs()) {
+    plan::IoDesc* d = p.add_inputs();
+    d->set_name(v->name());
+    *d->mutable_desc() = toDesc(v->type());
+  }
+  for (Value* v : partitioned.outputs()) {
+    plan::IoDesc* d = p.add_outputs();
+    d->set_name(v->name());
+    *d->mutable_desc() = toDesc(v->type());
+  }
+  p.mutable_mesh()->set_pp(partition.mesh.pp);
+  p.mutable_mesh()->set_dp(partition.mesh.dp);
+  p.mutable_mesh()->set_tp(partition.mesh.tp);
+  for (const std::string& n : partition.notes) p.add_notes(n);
+  for (const std::string& s : partition.tensorParallelPairs) p.add_tensor_parallel_pairs(s);
+
+  for (const RankGraph& rg : ranks) {
+    std::string file = strCat("rank", rg.rank, ".bin");
+    auto writer = std::make_unique<WeightFileWriter>();
+    plan::RankProgram* prog = p.add_ranks();
+    prog->set_rank(rg.rank);
+    prog->set_stage(0);
+    for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
+    prog->set_weight_file(file);
+    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog).withContext(strCat("rank ", rg.rank)));
+    auto ids = idsByName(*rg.graph, *prog);
+    addBindings(rg.inputs, ids, prog->mutable_inputs());
+    addBindings(rg.outputs, ids, prog->mutable_outputs());
+    out.weights[file] = std::move(writer);
+  }
+
+  // The oracle: the unpartitioned graph as one program with whole inputs/outputs.
+  auto refWriter = std::make_unique<WeightFileWriter>();
+  plan::RankProgram* ref = p.mutable_reference();
+  ref->set_rank(0);
+  ref->set_weight_file("reference.bin");
+  RETURN_IF_ERROR(emitProgram(reference, 0, Mesh{}, p, *refWriter, ref).withContext("reference program"));
+  auto ids = idsByName(reference, *ref);
+  std::vector<IoBind> ins, outs;
+  for (size_t k = 0; k < reference.inputs().size(); ++k) ins.push_back({k, reference.inputs()[k], -1, 0, 0});
+  for (size_t k = 0; k < reference.outputs().size(); ++k) outs.push_back({k, reference.outputs()[k], -1, 0, 0});
+  addBindings(ins, ids, ref->mutable_inputs());
+  addBindings(outs, ids, ref->mutable_outputs());
+  out.weights["reference.bin"] = std::move(refWriter);
+  return out;
+}
+
+Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p) {
+  std::map<std::string, WeightFileWriter*> files;
+  for (const auto& [name, w] : p.weights) files[name] = w.get();
+  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan));
+}
+
+}  // namespace pcc

@@ -1,0 +1,31 @@
+// From local graphs to a plan bundle: one RankProgram per rank (buffers,
+// weights, instructions, input/output bindings), plus the reference program.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/ir.h"
+#include "passes/partition/partitioner.h"
+#include "runtime/plan.pb.h"
+#include "runtime/plan_io.h"
+
+namespace pcc {
+
+/// A plan in memory with the weight files it still has to write.
+struct EmittedPlan {
+  plan::Plan plan;
+  /// Weight file name (relative to the bundle) -> writer; owned here.
+  std::map<std::string, std::unique_ptr<WeightFileWriter>> weights;
+};
+
+/// Builds the plan for `ranks` (lowered from `partitioned`) and the reference
+/// program from `reference` (the unpartitioned, unoptimized graph).
+/// \returns the plan, or an internal error when a node cannot be expressed.
+StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
+                               const std::vector<RankGraph>& ranks, const std::string& modelPath);
+
+/// Writes `p` as a bundle directory `dir` (plan.pb, weight files, report.json).
+Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p);
+
+}  // namespace pcc

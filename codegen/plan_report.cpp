@@ -1,0 +1,186 @@
+#include "codegen/plan_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "runtime/plan_convert.h"
+#include "runtime/support/status.h"
+
+namespace pcc {
+
+namespace {
+
+int64_t bytesOf(const plan::Buffer& b) {
+  TensorType t = fromDesc(b.desc());
+  return static_cast<int64_t>(t.bytes());
+}
+
+int64_t attrInt(const plan::Instruction& ins, const std::string& name, int64_t dflt) {
+  for (const plan::Attr& a : ins.attrs())
+    if (a.name() == name && a.value_case() == plan::Attr::kI) return a.i();
+  return dflt;
+}
+
+int64_t instructionFlops(const plan::Instruction& ins, const plan::RankProgram& prog) {
+  auto type = [&](int32_t id) { return fromDesc(prog.buffers(id).desc()); };
+  if (ins.outputs_size() == 0) return 0;
+  TensorType out = type(ins.outputs(0));
+  const std::string& op = ins.op();
+  if ((op == "MatMul" || op == "Gemm") && ins.inputs_size() >= 2) {
+    TensorType a = type(ins.inputs(0));
+    if (a.shape.empty()) return 0;
+    int64_t k = op == "Gemm" && attrInt(ins, "transA", 0) ? a.shape[0] : a.shape.back();
+    return 2 * out.numel() * k;
+  }
+  if (op == "Conv" && ins.inputs_size() >= 2) {
+    TensorType w = type(ins.inputs(1));
+    if (w.shape.empty() || w.shape[0] == 0) return 0;
+    return 2 * out.numel() * (w.numel() / w.shape[0]);
+  }
+  return out.numel();
+}
+
+RankStats statsOf(const plan::RankProgram& prog) {
+  RankStats s;
+  s.rank = prog.rank();
+  s.meshCoord.assign(prog.mesh_coord().begin(), prog.mesh_coord().end());
+  for (const plan::Weight& w : prog.weights()) s.weightBytes += static_cast<int64_t>(w.nbytes());
+  std::vector<bool> live(prog.buffers_size(), false);
+  int64_t cur = 0;
+  auto touch = [&](int32_t id) {
+    if (id < 0 || id >= prog.buffers_size() || live[id] || prog.buffers(id).weight() >= 0) return;
+    live[id] = true;
+    cur += bytesOf(prog.buffers(id));
+  };
+  for (const plan::IoBinding& b : prog.inputs()) touch(b.buffer());
+  s.peakActivationBytes = cur;
+  for (const plan::Instruction& ins : prog.instructions()) {
+    switch (ins.kind()) {
+      case plan::Instruction::FREE:
+        for (int32_t id : ins.inputs())
+          if (id >= 0 && live[id]) {
+            live[id] = false;
+            cur -= bytesOf(prog.buffers(id));
+          }
+        continue;
+      case plan::Instruction::KERNEL:
+        ++s.opCounts[ins.op()];
+        s.flops += instructionFlops(ins, prog);
+        break;
+      default: {
+        std::string name = plan::Instruction::Kind_Name(ins.kind());
+        std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+        if (ins.inputs_size() > 0 && ins.inputs(0) >= 0) s.commBytes[name] += bytesOf(prog.buffers(ins.inputs(0)));
+        ++s.commCount[name];
+        break;
+      }
+    }
+    for (int32_t id : ins.outputs()) touch(id);
+    s.peakActivationBytes = std::max(s.peakActivationBytes, cur);
+  }
+  return s;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+    else o += c;
+  }
+  return o + "\"";
+}
+
+template <typename M>
+std::string jsonMap(const M& m) {
+  std::string o = "{";
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    o += strCat(first ? "" : ", ", jsonString(k), ": ", v);
+    first = false;
+  }
+  return o + "}";
+}
+
+std::string rankJson(const RankStats& r) {
+  std::string coord;
+  for (size_t i = 0; i < r.meshCoord.size(); ++i) coord += strCat(i ? ", " : "", r.meshCoord[i]);
+  return strCat("{\"rank\": ", r.rank, ", \"mesh_coord\": [", coord, "], \"ops\": ", jsonMap(r.opCounts),
+                ", \"flops\": ", r.flops, ", \"weight_bytes\": ", r.weightBytes,
+                ", \"peak_activation_bytes\": ", r.peakActivationBytes, ", \"comm_bytes\": ", jsonMap(r.commBytes),
+                ", \"comm_count\": ", jsonMap(r.commCount), "}");
+}
+
+std::string humanBytes(int64_t b) {
+  char buf[32];
+  if (b >= (1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
+  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+}  // namespace
+
+PlanStats computePlanStats(const plan::Plan& p) {
+  PlanStats s;
+  for (const plan::RankProgram& r : p.ranks()) s.ranks.push_back(statsOf(r));
+  s.reference = statsOf(p.reference());
+  return s;
+}
+
+std::string planReportJson(const plan::Plan& p) {
+  PlanStats s = computePlanStats(p);
+  std::ostringstream o;
+  o << "{\n  \"schema_version\": " << p.schema_version() << ",\n  \"model\": " << jsonString(p.model())
+    << ",\n  \"mesh\": {\"pp\": " << p.mesh().pp() << ", \"dp\": " << p.mesh().dp() << ", \"tp\": " << p.mesh().tp()
+    << "},\n  \"world_size\": " << p.ranks_size() << ",\n  \"notes\": [";
+  for (int i = 0; i < p.notes_size(); ++i) o << (i ? ", " : "") << jsonString(p.notes(i));
+  o << "],\n  \"tensor_parallel_pairs\": [";
+  for (int i = 0; i < p.tensor_parallel_pairs_size(); ++i) o << (i ? ", " : "") << jsonString(p.tensor_parallel_pairs(i));
+  o << "],\n  \"ranks\": [\n";
+  for (size_t i = 0; i < s.ranks.size(); ++i) o << "    " << rankJson(s.ranks[i]) << (i + 1 < s.ranks.size() ? ",\n" : "\n");
+  o << "  ],\n  \"reference\": " << rankJson(s.reference) << "\n}\n";
+  return o.str();
+}
+
+std::string planReportText(const plan::Plan& p) {
+  PlanStats s = computePlanStats(p);
+  std::ostringstream o;
+  o << "model:   " << p.model() << "\n";
+  o << "mesh:    pp=" << p.mesh().pp() << " dp=" << p.mesh().dp() << " tp=" << p.mesh().tp() << "  ("
+    << p.ranks_size() << " rank" << (p.ranks_size() == 1 ? "" : "s") << ")\n";
+  for (const std::string& n : p.notes()) o << "note:    " << n << "\n";
+  for (const std::string& t : p.tensor_parallel_pairs()) o << "tp pair: " << t << "\n";
+  o << "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-6s %-11s %8s %12s %12s %12s  %s\n", "rank", "(pp,dp,tp)", "kernels",
+                "GFLOP", "weights", "peak act.", "communication");
+  o << line;
+  auto row = [&](const RankStats& r, const std::string& label) {
+    int kernels = 0;
+    for (const auto& [op, c] : r.opCounts) kernels += c;
+    std::string coord = "(";
+    for (size_t i = 0; i < r.meshCoord.size(); ++i) coord += strCat(i ? "," : "", r.meshCoord[i]);
+    coord += ")";
+    std::string comm;
+    for (const auto& [k, b] : r.commBytes) comm += strCat(comm.empty() ? "" : ", ", k, " x", r.commCount.at(k), " ", humanBytes(b));
+    if (comm.empty()) comm = "none";
+    std::snprintf(line, sizeof line, "%-6s %-11s %8d %12.4f %12s %12s  %s\n", label.c_str(), coord.c_str(), kernels,
+                  r.flops / 1e9, humanBytes(r.weightBytes).c_str(), humanBytes(r.peakActivationBytes).c_str(),
+                  comm.c_str());
+    o << line;
+  };
+  for (const RankStats& r : s.ranks) row(r, std::to_string(r.rank));
+  row(s.reference, "ref");
+  o << "\noperators per rank:\n";
+  for (const RankStats& r : s.ranks) {
+    o << "  rank " << r.rank << ":";
+    for (const auto& [op, c] : r.opCounts) o << " " << op << " x" << c;
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace pcc

@@ -1,0 +1,79 @@
+#include "compiler/driver.h"
+
+#include <chrono>
+#include <ostream>
+
+#include "compiler/ir/text.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/onnx/importer.h"
+#include "passes/pass_manager.h"
+#include "passes/registry.h"
+
+namespace pcc {
+
+namespace {
+
+class Stopwatch {
+ public:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// The optimization pipeline run before partitioning.
+constexpr const char* kPipeline[] = {"fold-constants", "cse", "dce"};
+
+}  // namespace
+
+StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log) {
+  auto say = [&](const std::string& s) {
+    if (log && !opts.quiet) *log << "pcc: " << s << "\n";
+  };
+  Compilation c;
+  Stopwatch total;
+  ImportOptions io;
+  io.batch = opts.batch;
+  io.shapes = opts.shapes;
+  ASSIGN_OR_RETURN(c.reference, importOnnxModel(opts.modelPath, io));
+  say(strCat("imported ", opts.modelPath, ": ", c.reference->numNodes(), " nodes, ",
+             c.reference->constants().size(), " constants (", total.seconds(), " s)"));
+
+  c.partitioned = c.reference->clone();
+  PassManager pm;
+  for (const char* name : kPipeline) pm.add(createPass(name));
+  PassContext ctx;
+  ctx.verifyEach = opts.verifyEach;
+  ctx.printAfter = opts.printAfter;
+  ctx.log = log;
+  ASSIGN_OR_RETURN(bool changed, pm.run(*c.partitioned, ctx));
+  (void)changed;
+  say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
+
+  PartitionOptions po;
+  po.gpus = opts.gpus;
+  po.dp = opts.dp;
+  po.tp = opts.tp;
+  po.pp = opts.pp;
+  ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));
+  RETURN_IF_ERROR(verifyGraph(*c.partitioned).withContext("after partitioning"));
+  for (const std::string& n : c.partition.notes) say("note: " + n);
+  ASSIGN_OR_RETURN(c.ranks, lowerToRanks(*c.partitioned, c.partition));
+  for (const RankGraph& rg : c.ranks)
+    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
+  say(strCat("partitioned: mesh ", c.partition.mesh.str(), ", ", c.ranks.size(), " rank programs"));
+
+  ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
+  say(strCat("compiled in ", total.seconds(), " s"));
+  return c;
+}
+
+std::string emitIr(const Compilation& c) {
+  std::string s = "// global graph, mesh " + c.partition.mesh.str() + "\n" + printGraph(*c.partitioned);
+  if (!c.ranks.empty()) s += "\n// rank 0 program\n" + printGraph(*c.ranks[0].graph);
+  return s;
+}
+
+}  // namespace pcc

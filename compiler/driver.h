@@ -1,0 +1,31 @@
+// The compiler pipeline: import -> passes -> partition -> lower -> emit.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/plan_emitter.h"
+#include "compiler/ir/ir.h"
+#include "compiler/options.h"
+#include "passes/partition/partitioner.h"
+
+namespace pcc {
+
+/// Everything one compilation produced, for the tools and tests to inspect.
+struct Compilation {
+  std::unique_ptr<Graph> reference;    ///< as imported: the oracle
+  std::unique_ptr<Graph> partitioned;  ///< optimized, with sharding annotations
+  Partition partition;
+  std::vector<RankGraph> ranks;
+  EmittedPlan plan;
+};
+
+/// Runs the whole pipeline on opts.modelPath. Progress goes to `log` (may be null).
+/// \returns the compilation, or the first error (bad model: invalid input).
+StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log);
+
+/// \returns the annotated global graph, then rank 0's local program, as text.
+std::string emitIr(const Compilation& c);
+
+}  // namespace pcc

@@ -1,0 +1,46 @@
+// The textual form of the IR: a printer and a parser that round-trip exactly,
+// print(parse(print(g))) == print(g). The syntax is documented in docs/ir.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "compiler/ir/ir.h"
+
+namespace pcc {
+
+/// Knobs of the printer; the defaults are what pcc-opt and the lit tests use.
+struct PrintOptions {
+  /// Constants with at most this many elements print their data as
+  /// `dense<...>`; larger ones print only `const` (the parser then fills them
+  /// with pseudoRandomTensor() data). Negative: always print the data.
+  int64_t maxConstElements = 16;
+};
+
+/// \returns `g` in the textual form, ending with a newline.
+std::string printGraph(const Graph& g, const PrintOptions& options = {});
+
+/// Parses one graph in the textual form. `//` comments are skipped. The parser
+/// infers nothing: node output types are the printed ones (run verifyGraph()
+/// to check them). `fileName` and `firstLine` (the line `text` starts on in
+/// that file) only feed error locations.
+/// \returns the graph, or an invalid-input error `FILE:LINE:COL: expected ...`.
+StatusOr<std::unique_ptr<Graph>> parseGraph(std::string_view text, const std::string& fileName = "<input>",
+                                            int firstLine = 1);
+
+/// \returns deterministic pseudo-random data of type `type`: floats uniform in
+/// [-1, 1], integers in [0, 4), bools 0/1. Used for constants whose data the
+/// printer elides (seeded by seedFromName(value name)) and by the evaluator's
+/// random inputs.
+Tensor pseudoRandomTensor(const TensorType& type, uint64_t seed);
+
+/// \returns a stable 64-bit hash of `name` (FNV-1a), a seed for pseudoRandomTensor().
+uint64_t seedFromName(std::string_view name);
+
+/// \returns true if `name` prints bare after `%` (matches [A-Za-z0-9_.]+);
+/// other names print quoted: %"/blk/Add_output_0".
+bool isBareName(std::string_view name);
+
+}  // namespace pcc

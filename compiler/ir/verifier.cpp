@@ -1,0 +1,126 @@
+// The verifier walks the graph once in node order, keeping the set of values
+// defined so far; every check reports the first violation it finds.
+
+#include "compiler/ir/verifier.h"
+
+#include <unordered_set>
+
+namespace pcc {
+
+namespace {
+
+/// \returns "node 'name' (Op)", or "node defining %out (Op)" for unnamed nodes,
+/// so that errors on parsed IR point at a line.
+std::string describeNode(const Node* n) {
+  if (!n->name().empty()) return n->describe();
+  if (!n->outputs().empty() && n->output(0)) return strCat("node defining %", n->output(0)->name(), " (", n->opName(), ")");
+  return strCat("unnamed node (", n->opName(), ")");
+}
+
+std::string typeList(const std::vector<TensorType>& types) {
+  std::string s;
+  for (size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + types[i].str();
+  return s;
+}
+
+Status checkSharding(const Value* v, const std::string& where) {
+  if (v->sharding() && static_cast<int64_t>(v->sharding()->dims.size()) != v->type().rank())
+    return invalidInput("verifier: ", where, ": value %", v->name(), " of type ", v->type().str(),
+                        " has sharding ", v->sharding()->str(), " of rank ", v->sharding()->dims.size());
+  return Status::OK();
+}
+
+Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined) {
+  const OpInfo& info = opInfo(n->op());
+  std::string what = describeNode(n);
+  int numIn = static_cast<int>(n->inputs().size());
+  if (numIn < info.minInputs || (info.maxInputs >= 0 && numIn > info.maxInputs)) {
+    std::string range = info.maxInputs < 0 ? strCat("at least ", info.minInputs)
+                        : info.minInputs == info.maxInputs ? strCat(info.minInputs)
+                                                           : strCat(info.minInputs, " to ", info.maxInputs);
+    return invalidInput("verifier: ", what, ": has ", numIn, " inputs, expected ", range);
+  }
+  int numOut = static_cast<int>(n->outputs().size());
+  if (info.numOutputs >= 0 ? numOut != info.numOutputs : numOut < 1)
+    return invalidInput("verifier: ", what, ": has ", numOut, " outputs, expected ",
+                        info.numOutputs >= 0 ? strCat(info.numOutputs) : std::string("at least 1"));
+  for (int i = 0; i < numIn; ++i) {
+    const Value* v = n->input(i);
+    if (!v) {
+      if (i < info.minInputs) return invalidInput("verifier: ", what, ": required input ", i, " is absent");
+      continue;
+    }
+    if (!defined.count(v))
+      return invalidInput("verifier: ", what, ": input ", i, " %", v->name(),
+                          " is not defined before the node (nodes must be in topological order)");
+  }
+  if (n->stage() < 0) return invalidInput("verifier: ", what, ": negative stage ", n->stage());
+  for (const Value* o : n->outputs()) {
+    if (!o) return invalidInput("verifier: ", what, ": has a null output");
+    if (o->producer() != n) return invalidInput("verifier: ", what, ": output %", o->name(), " names another producer");
+    RETURN_IF_ERROR(checkSharding(o, what));
+  }
+
+  std::string inferName = n->name().empty() ? "%" + n->output(0)->name() : n->name();
+  auto inferred = inferOutputTypes(n->op(), n->inputs(), n->attrs(), inferName);
+  if (!inferred.ok()) {
+    // AllGather's and ReduceScatter's types depend on attributes (`dim`,
+    // `group_size`) that a hand-written or partially lowered graph may leave
+    // out; without them there is nothing to check against.
+    bool sizedCollective = n->op() == OpKind::AllGather || n->op() == OpKind::ReduceScatter;
+    if (sizedCollective && (!n->attrs().has("dim") || !n->attrs().has("group_size"))) return Status::OK();
+    return invalidInput("verifier: ", inferred.status().message());
+  }
+  std::vector<TensorType> actual;
+  for (const Value* o : n->outputs()) actual.push_back(o->type());
+  if (inferred->size() != actual.size())
+    return invalidInput("verifier: ", what, ": has ", actual.size(), " outputs but type inference gives ",
+                        inferred->size(), " (", typeList(*inferred), ")");
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (actual[i] != (*inferred)[i])
+      return invalidInput("verifier: ", what, ": output ", i, " %", n->output(i)->name(), " has type ",
+                          actual[i].str(), " but type inference gives ", (*inferred)[i].str());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status verifyGraph(const Graph& g) {
+  std::unordered_set<const Value*> defined;
+  std::unordered_set<std::string> names;
+  auto define = [&](const Value* v, const std::string& where) -> Status {
+    if (v->name().empty()) return invalidInput("verifier: ", where, ": a value has an empty name");
+    if (!names.insert(v->name()).second)
+      return invalidInput("verifier: ", where, ": value name %", v->name(), " is defined twice");
+    defined.insert(v);
+    return Status::OK();
+  };
+
+  for (const Value* v : g.inputs()) {
+    if (v->producer() || v->isConstant())
+      return invalidInput("verifier: graph input %", v->name(), " is also a node output or a constant");
+    RETURN_IF_ERROR(define(v, strCat("graph input %", v->name())));
+    RETURN_IF_ERROR(checkSharding(v, "graph input"));
+  }
+  for (const Value* c : g.constants()) {
+    if (c->producer()) return invalidInput("verifier: constant %", c->name(), " is also a node output");
+    if (c->constantData().type() != c->type())
+      return invalidInput("verifier: constant %", c->name(), " has type ", c->type().str(), " but its data is ",
+                          c->constantData().type().str());
+    RETURN_IF_ERROR(define(c, strCat("constant %", c->name())));
+    RETURN_IF_ERROR(checkSharding(c, "constant"));
+  }
+  for (const Node* n : g.nodes()) {
+    RETURN_IF_ERROR(verifyNode(n, defined));
+    for (const Value* o : n->outputs()) RETURN_IF_ERROR(define(o, describeNode(n)));
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Value* v = g.outputs()[i];
+    if (!v) return invalidInput("verifier: graph output ", i, " is null");
+    if (!defined.count(v)) return invalidInput("verifier: graph output ", i, " %", v->name(), " is not defined in the graph");
+  }
+  return Status::OK();
+}
+
+}  // namespace pcc

@@ -1,0 +1,21 @@
+// The IR verifier: the invariants every pass must keep.
+#pragma once
+
+#include "compiler/ir/ir.h"
+
+namespace pcc {
+
+/// Checks that `g` is well formed:
+///  - nodes are in topological order: every input is a graph input, a
+///    constant, or an output of an earlier node; required inputs are present;
+///  - input and output counts are within Ops.def's bounds;
+///  - each output type equals what inferOutputTypes() gives (AllGather and
+///    ReduceScatter only when they carry their `dim` and `group_size`
+///    attributes);
+///  - value names are unique and non-empty; graph outputs are defined;
+///  - constants' types match their data; shardings have the rank of their
+///    tensors; stages are non-negative.
+/// \returns OK, or an invalid-input error naming the node or value at fault.
+Status verifyGraph(const Graph& g);
+
+}  // namespace pcc

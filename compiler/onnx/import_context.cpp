@@ -1,0 +1,221 @@
+#include "compiler/onnx/import_context.h"
+
+#include "runtime/ops/registry.h"
+
+namespace pcc {
+
+namespace {
+
+/// \returns the attribute's kind; old models leave `type` unset, so it is then
+/// deduced from the field that holds a value.
+onnx::AttributeProto::AttributeType attrKind(const onnx::AttributeProto& a) {
+  using A = onnx::AttributeProto;
+  if (a.type() != A::UNDEFINED) return a.type();
+  if (a.has_f()) return A::FLOAT;
+  if (a.has_i()) return A::INT;
+  if (a.has_s()) return A::STRING;
+  if (a.has_t()) return A::TENSOR;
+  if (a.floats_size()) return A::FLOATS;
+  if (a.ints_size()) return A::INTS;
+  if (a.strings_size()) return A::STRINGS;
+  return A::UNDEFINED;
+}
+
+}  // namespace
+
+ImportContext::ImportContext(Graph& g, std::string file, int64_t opset, std::string baseDir,
+                             ExternalDataFiles& files, std::unordered_set<std::string> graphOutputs,
+                             std::unordered_set<std::string> consumed, std::unordered_set<std::string> reserved)
+    : graph_(g),
+      file_(std::move(file)),
+      opset_(opset),
+      baseDir_(std::move(baseDir)),
+      files_(files),
+      graphOutputs_(std::move(graphOutputs)),
+      consumed_(std::move(consumed)),
+      reserved_(std::move(reserved)) {}
+
+Value* ImportContext::lookup(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? nullptr : it->second;
+}
+
+Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
+  node_ = &n;
+  nodeName_ = std::move(name);
+  attrs_ = AttrMap();
+  using A = onnx::AttributeProto;
+  for (const auto& a : n.attribute()) {
+    switch (attrKind(a)) {
+      case A::FLOAT: attrs_.set(a.name(), a.f()); break;
+      case A::INT: attrs_.set(a.name(), static_cast<int64_t>(a.i())); break;
+      case A::STRING: attrs_.set(a.name(), a.s()); break;
+      case A::FLOATS: attrs_.set(a.name(), std::vector<float>(a.floats().begin(), a.floats().end())); break;
+      case A::INTS: attrs_.set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end())); break;
+      case A::STRINGS:
+        attrs_.set(a.name(), std::vector<std::string>(a.strings().begin(), a.strings().end()));
+        break;
+      case A::TENSOR: {
+        auto t = tensorFromProto(a.t(), baseDir_, &files_);
+        if (!t.ok()) return invalid("attribute '", a.name(), "': ", t.status().message());
+        attrs_.set(a.name(), std::move(t).value());
+        break;
+      }
+      default:
+        return unsupportedHere("attribute '", a.name(), "' has a kind pcc does not support (",
+                               A::AttributeType_Name(attrKind(a)), ")");
+    }
+  }
+  return Status::OK();
+}
+
+Value* ImportContext::input(size_t i) const {
+  if (i >= numInputs() || node_->input(static_cast<int>(i)).empty()) return nullptr;
+  return lookup(node_->input(static_cast<int>(i)));
+}
+
+StatusOr<Value*> ImportContext::requiredInput(size_t i) const {
+  if (Value* v = input(i)) return v;
+  return invalid("input ", i, " is required");
+}
+
+bool ImportContext::outputUsed(size_t i) const {
+  if (i >= numOutputs()) return false;
+  const std::string& n = node_->output(static_cast<int>(i));
+  return !n.empty() && (consumed_.count(n) || graphOutputs_.count(n));
+}
+
+bool ImportContext::isGraphOutput(size_t i) const {
+  return i < numOutputs() && graphOutputs_.count(node_->output(static_cast<int>(i))) != 0;
+}
+
+Status ImportContext::onlyFirstOutputsUsed(size_t n, std::string_view what) const {
+  for (size_t i = n; i < numOutputs(); ++i)
+    if (outputUsed(i))
+      return unsupportedHere("output ", i, " ('", node_->output(static_cast<int>(i)), "') is used; ", what);
+  return Status::OK();
+}
+
+AttrMap ImportContext::keep(std::initializer_list<std::string_view> names) const {
+  AttrMap out;
+  for (std::string_view n : names) {
+    auto it = attrs_.all().find(std::string(n));
+    if (it != attrs_.all().end()) out.set(it->first, it->second);
+  }
+  return out;
+}
+
+std::string ImportContext::freshName(const std::string& base) const {
+  auto taken = [&](const std::string& s) { return graph_.findValue(s) || reserved_.count(s); };
+  if (!taken(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string s = base + "_" + std::to_string(i);
+    if (!taken(s)) return s;
+  }
+}
+
+Value* ImportContext::constant(Tensor t, std::string_view tag) {
+  return graph_.addConstant(freshName(strCat(nodeName_, "_", tag)), std::move(t));
+}
+
+Value* ImportContext::constI64(const std::vector<int64_t>& v, std::string_view tag) {
+  return constant(Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(v.size())}, v), tag);
+}
+
+Status ImportContext::constantOutput(size_t i, Tensor t) {
+  if (i >= numOutputs()) return Status::OK();
+  const std::string& name = node_->output(static_cast<int>(i));
+  if (isGraphOutput(i)) {
+    Value* c = constant(std::move(t), "value");
+    ASSIGN_OR_RETURN(std::vector<Value*> outs, emit(OpKind::Identity, {c}, {}, {name}));
+    setOutput(i, outs[0]);
+    return Status::OK();
+  }
+  std::string vname = name.empty() ? freshName(strCat(nodeName_, "_value")) : name;
+  setOutput(i, graph_.addConstant(vname, std::move(t)));
+  return Status::OK();
+}
+
+void ImportContext::setOutput(size_t i, Value* v) {
+  if (i < numOutputs() && !node_->output(static_cast<int>(i)).empty()) define(node_->output(static_cast<int>(i)), v);
+}
+
+bool ImportContext::shouldFold(const std::vector<Value*>& inputs, const std::vector<TensorType>& outTypes) const {
+  bool any = false, inputsSmall = true;
+  for (Value* v : inputs) {
+    if (!v) continue;
+    if (!v->isConstant()) return false;
+    any = true;
+    if (v->type().numel() > kMaxFoldElements) inputsSmall = false;
+  }
+  if (!any) return false;
+  int64_t outElems = 0;
+  for (const TensorType& t : outTypes) outElems += t.numel();
+  return outElems <= kMaxFoldElements || inputsSmall;
+}
+
+StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*> inputs, AttrMap attrs,
+                                                  std::vector<std::string> names, std::string_view tag) {
+  const OpInfo& info = opInfo(op);
+  while (!inputs.empty() && !inputs.back()) inputs.pop_back();  // trailing absent optionals
+  if (static_cast<int>(inputs.size()) < info.minInputs ||
+      (info.maxInputs >= 0 && static_cast<int>(inputs.size()) > info.maxInputs))
+    return invalid(info.name, " takes ", info.minInputs, " to ", info.maxInputs, " inputs, got ", inputs.size());
+
+  // Type inference: the schema's InferFn (what inferOutputTypes calls), invoked
+  // directly so the message can take the importer's node-error form.
+  const OpSchema* schema = findOpSchema(info.name);
+  if (!schema || !schema->infer) return unsupportedHere("no type inference for ", info.name);
+  InferArgs args;
+  args.attrs = &attrs;
+  for (Value* v : inputs) {
+    args.inputs.push_back(v ? v->type() : TensorType{});
+    args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
+  }
+  auto inferred = schema->infer(args);
+  if (!inferred.ok()) {
+    const Status& s = inferred.status();
+    return error(s.code(), info.name == node_->op_type() ? s.message() : strCat(info.name, ": ", s.message()));
+  }
+  std::vector<TensorType> types = std::move(inferred).value();
+  names.resize(types.size());
+  bool feedsGraphOutput = false;
+  for (const std::string& n : names) feedsGraphOutput |= !n.empty() && graphOutputs_.count(n);
+  std::string base = strCat(nodeName_, "_", tag.empty() ? info.name : tag);
+
+  std::vector<Value*> outs;
+  if (!feedsGraphOutput && schema->compute && shouldFold(inputs, types)) {
+    std::vector<const Tensor*> ins;
+    for (Value* v : inputs) ins.push_back(v ? &v->constantData() : nullptr);
+    auto r = runOp(info.name, ins, attrs);
+    if (!r.ok()) return error(r.status().code(), strCat("constant folding failed: ", r.status().message()));
+    for (size_t i = 0; i < r->size(); ++i)
+      outs.push_back(graph_.addConstant(names[i].empty() ? freshName(base) : names[i], std::move((*r)[i])));
+    return outs;
+  }
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i].empty()) names[i] = freshName(types.size() == 1 ? base : strCat(base, "_", i));
+  Node* n = graph_.addNode(op, std::move(inputs), std::move(types), std::move(attrs),
+                           tag.empty() ? nodeName_ : strCat(nodeName_, "/", tag), std::move(names));
+  return n->outputs();
+}
+
+Status ImportContext::emitNode(OpKind op, std::vector<Value*> inputs, AttrMap attrs) {
+  std::vector<std::string> names(node_->output().begin(), node_->output().end());
+  ASSIGN_OR_RETURN(std::vector<Value*> outs, emit(op, std::move(inputs), std::move(attrs), std::move(names)));
+  for (size_t i = 0; i < outs.size(); ++i) setOutput(i, outs[i]);
+  return Status::OK();
+}
+
+Status ImportContext::error(StatusCode code, const std::string& problem) const {
+  std::string shapes;
+  for (int i = 0; i < node_->input_size(); ++i) {
+    const Value* v = node_->input(i).empty() ? nullptr : lookup(node_->input(i));
+    shapes += strCat(i ? ", " : "", v ? v->type().str() : std::string("none"));
+  }
+  std::string msg = strCat(file_, ": node '", nodeName_, "' (", node_->op_type(), ", opset ", opset_, "): ", problem);
+  if (node_->input_size() > 0) msg += strCat(" [input shapes ", shapes, "]");
+  return Status(code, msg);
+}
+
+}  // namespace pcc

@@ -1,0 +1,292 @@
+// Model-level import. The steps:
+//   1. parse the file with protobuf and check what protobuf cannot: a graph,
+//      ir_version, a default-domain opset in 7..21, every value defined once and
+//      before it is read (a truncated file can still parse);
+//   2. list every unsupported op of the model in one error;
+//   3. initializers become constants (external data mmapped, never copied);
+//   4. inputs get static shapes from --shape / --batch (symbols bound by name);
+//   5. nodes are imported in order through the op table (op_importers.cpp),
+//      folding constant subgraphs as they appear;
+//   6. graph outputs keep the ONNX order; one that is an input or a constant
+//      is produced by an inserted Identity node. Unused constants are dropped.
+#include "compiler/onnx/importer.h"
+
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <unordered_set>
+
+#include "compiler/onnx/import_context.h"
+#include "compiler/onnx/op_importers.h"
+#include "runtime/support/mapped_file.h"
+
+namespace pcc {
+
+namespace {
+
+constexpr int64_t kMinOpset = 7, kMaxOpset = 21;
+
+bool isDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+std::string nodeLabel(const onnx::NodeProto& n, int index) {
+  return n.name().empty() ? strCat(n.op_type(), "_", index) : n.name();
+}
+
+template <typename... A>
+Status notValid(const std::string& file, const A&... why) {
+  return invalidInput(file, ": not a valid ONNX model (", strCat(why...), ")");
+}
+
+/// Step 1: what a parsed model must satisfy before import. \returns the
+/// default-domain opset.
+StatusOr<int64_t> checkModel(const onnx::ModelProto& m, const std::string& file) {
+  if (!m.has_graph()) return notValid(file, "no graph");
+  if (m.ir_version() <= 0) return notValid(file, "no ir_version");
+  std::optional<int64_t> opset;
+  for (const auto& o : m.opset_import())
+    if (isDefaultDomain(o.domain())) opset = o.version();
+  if (!opset) return notValid(file, "no opset_import for the default domain");
+  if (*opset < kMinOpset || *opset > kMaxOpset)
+    return unsupported(file, ": opset ", *opset, " of the default domain is not supported (pcc imports opsets ",
+                       kMinOpset, " to ", kMaxOpset, ")");
+
+  const onnx::GraphProto& g = m.graph();
+  std::unordered_set<std::string> defined;
+  for (const auto& t : g.initializer()) {
+    if (t.name().empty()) return notValid(file, "an initializer has no name");
+    if (!defined.insert(t.name()).second) return notValid(file, "initializer '", t.name(), "' is defined twice");
+  }
+  for (const auto& in : g.input()) {
+    if (in.name().empty()) return notValid(file, "a graph input has no name");
+    defined.insert(in.name());
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if (n.op_type().empty()) return notValid(file, "node ", i, " has no op_type");
+    for (const std::string& in : n.input())
+      if (!in.empty() && !defined.count(in))
+        return notValid(file, "node '", nodeLabel(n, i), "' (", n.op_type(), ") reads '", in,
+                        "', which is not a graph input, an initializer or an output of an earlier node");
+    for (const std::string& out : n.output())
+      if (!out.empty() && !defined.insert(out).second)
+        return notValid(file, "value '", out, "' is defined twice (node '", nodeLabel(n, i), "')");
+  }
+  if (g.output_size() == 0) return notValid(file, "the graph has no outputs");
+  for (const auto& out : g.output())
+    if (!defined.count(out.name())) return notValid(file, "graph output '", out.name(), "' is never defined");
+  return *opset;
+}
+
+/// Step 2: \returns one error listing every op the importer has no function for.
+Status checkSupported(const onnx::GraphProto& g, const std::string& file, int64_t opset) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> nodesOf;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if (isDefaultDomain(n.domain()) && findImporter(n.op_type(), opset)) continue;
+    std::string op = isDefaultDomain(n.domain()) ? n.op_type() : strCat(n.domain(), ".", n.op_type());
+    if (!nodesOf.count(op)) order.push_back(op);
+    nodesOf[op].push_back(nodeLabel(n, i));
+  }
+  if (order.empty()) return Status::OK();
+  constexpr size_t kMaxNames = 3;
+  std::string list;
+  for (const std::string& op : order) {
+    const auto& names = nodesOf[op];
+    list += strCat(list.empty() ? "" : ", ", op, names.size() == 1 ? " (node " : " (nodes ");
+    for (size_t i = 0; i < names.size() && i < kMaxNames; ++i) list += strCat(i ? ", '" : "'", names[i], "'");
+    if (names.size() > kMaxNames) list += strCat(" and ", names.size() - kMaxNames, " more");
+    list += ")";
+  }
+  return unsupported(file, ": unsupported operators (opset ", opset, "): ", list);
+}
+
+/// One graph input's declaration: a dim is fixed, or symbolic with an
+/// optional name (dim_param).
+struct InputDecl {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  bool hasShape = false;
+  std::vector<std::optional<int64_t>> dims;
+  std::vector<std::string> symbols;
+};
+
+StatusOr<InputDecl> declOf(const onnx::ValueInfoProto& in, const std::string& file) {
+  InputDecl d;
+  d.name = in.name();
+  if (!in.type().has_tensor_type())
+    return unsupported(file, ": input '", in.name(), "' is not a tensor (pcc supports tensor inputs only)");
+  const auto& tt = in.type().tensor_type();
+  std::optional<DType> dt = dtypeFromOnnx(tt.elem_type());
+  if (!dt) return unsupported(file, ": input '", in.name(), "' has unsupported element type ", tt.elem_type());
+  d.dtype = *dt;
+  d.hasShape = tt.has_shape();
+  for (const auto& dim : tt.shape().dim()) {
+    if (dim.has_dim_value()) {
+      if (dim.dim_value() < 0) return notValid(file, "input '", in.name(), "' has a negative dim");
+      d.dims.push_back(dim.dim_value());
+      d.symbols.emplace_back();
+    } else {
+      d.dims.push_back(std::nullopt);
+      d.symbols.push_back(dim.has_dim_param() ? dim.dim_param() : std::string());
+    }
+  }
+  return d;
+}
+
+/// Step 4: binds symbols from --shape, then --batch, and \returns the static
+/// shape of every declared input, in order.
+StatusOr<std::vector<Dims>> bindShapes(std::vector<InputDecl>& decls, const ImportOptions& opts,
+                                       const std::string& file) {
+  std::string inputList;
+  for (const InputDecl& d : decls) inputList += strCat(inputList.empty() ? "" : ", ", d.name);
+  for (const auto& [name, dims] : opts.shapes) {
+    bool found = false;
+    for (const InputDecl& d : decls) found |= d.name == name;
+    if (!found)
+      return invalidInput(file, ": --shape names '", name, "', which is not an input of the model (inputs: ",
+                          inputList.empty() ? "none" : inputList, ")");
+  }
+  if (opts.batch && *opts.batch <= 0) return invalidInput(file, ": --batch must be positive, got ", *opts.batch);
+
+  std::map<std::string, std::pair<int64_t, std::string>> symbols;  // symbol -> value, who bound it
+  auto bind = [&](const std::string& sym, int64_t v, const std::string& by) -> Status {
+    if (sym.empty()) return Status::OK();
+    auto [it, fresh] = symbols.emplace(sym, std::make_pair(v, by));
+    if (!fresh && it->second.first != v)
+      return invalidInput(file, ": symbolic dim '", sym, "' is ", it->second.first, " by ", it->second.second,
+                          " but ", v, " by ", by);
+    return Status::OK();
+  };
+  std::vector<Dims> shapes(decls.size());
+  for (size_t k = 0; k < decls.size(); ++k) {
+    InputDecl& d = decls[k];
+    auto it = opts.shapes.find(d.name);
+    if (it == opts.shapes.end()) continue;
+    const Dims& given = it->second;
+    std::string by = strCat("--shape ", d.name);
+    if (d.hasShape && given.size() != d.dims.size())
+      return invalidInput(file, ": ", by, " has rank ", given.size(), " but the input has rank ", d.dims.size());
+    for (size_t i = 0; i < given.size(); ++i) {
+      if (given[i] < 0) return invalidInput(file, ": ", by, " has a negative dim");
+      if (!d.hasShape) continue;
+      if (d.dims[i] && *d.dims[i] != given[i])
+        return invalidInput(file, ": ", by, " sets dim ", i, " to ", given[i], " but the model fixes it to ",
+                            *d.dims[i]);
+      RETURN_IF_ERROR(bind(d.symbols[i], given[i], by));
+    }
+    shapes[k] = given;
+  }
+  if (opts.batch)
+    for (size_t k = 0; k < decls.size(); ++k)
+      if (!opts.shapes.count(decls[k].name) && !decls[k].dims.empty() && !decls[k].dims[0])
+        RETURN_IF_ERROR(bind(decls[k].symbols[0], *opts.batch, "--batch"));
+
+  for (size_t k = 0; k < decls.size(); ++k) {
+    const InputDecl& d = decls[k];
+    if (opts.shapes.count(d.name)) continue;
+    if (!d.hasShape)
+      return invalidInput(file, ": input '", d.name, "' has no declared shape; give it with --shape ", d.name, "=AxB");
+    for (size_t i = 0; i < d.dims.size(); ++i) {
+      if (d.dims[i]) {
+        shapes[k].push_back(*d.dims[i]);
+      } else if (!d.symbols[i].empty() && symbols.count(d.symbols[i])) {
+        shapes[k].push_back(symbols[d.symbols[i]].first);
+      } else if (i == 0 && opts.batch) {
+        shapes[k].push_back(*opts.batch);
+      } else {
+        return invalidInput(file, ": input '", d.name, "' dim ", i, " is symbolic ('",
+                            d.symbols[i].empty() ? std::string("?") : d.symbols[i], "'); give the full shape with --shape ",
+                            d.name, "=AxB...", i == 0 ? " or the batch size with --batch N" : "");
+      }
+    }
+  }
+  return shapes;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, const std::string& baseDir,
+                                                 const std::string& displayName, const ImportOptions& opts) {
+  const std::string& file = displayName;
+  ASSIGN_OR_RETURN(int64_t opset, checkModel(m, file));
+  const onnx::GraphProto& gp = m.graph();
+  RETURN_IF_ERROR(checkSupported(gp, file, opset));
+
+  std::unordered_set<std::string> graphOutputs, consumed, reserved, initNames;
+  for (const auto& o : gp.output()) graphOutputs.insert(o.name());
+  for (const auto& t : gp.initializer()) reserved.insert(t.name()), initNames.insert(t.name());
+  for (const auto& in : gp.input()) reserved.insert(in.name());
+  for (const auto& n : gp.node()) {
+    for (const std::string& s : n.input())
+      if (!s.empty()) consumed.insert(s);
+    for (const std::string& s : n.output()) reserved.insert(s);
+  }
+
+  auto g = std::make_unique<Graph>();
+  ExternalDataFiles files;
+  ImportContext ctx(*g, file, opset, baseDir, files, graphOutputs, consumed, reserved);
+
+  // Step 4 first, so inputs come before constants in the graph's value order.
+  std::vector<InputDecl> decls;
+  for (const auto& in : gp.input()) {
+    if (initNames.count(in.name())) continue;  // IR < 4 lists initializers as inputs too
+    ASSIGN_OR_RETURN(InputDecl d, declOf(in, file));
+    decls.push_back(std::move(d));
+  }
+  ASSIGN_OR_RETURN(std::vector<Dims> shapes, bindShapes(decls, opts, file));
+  for (size_t k = 0; k < decls.size(); ++k)
+    ctx.define(decls[k].name, g->addInput(decls[k].name, TensorType{decls[k].dtype, shapes[k]}));
+
+  // Step 3.
+  for (const auto& t : gp.initializer()) {
+    auto tensor = tensorFromProto(t, baseDir, &files);
+    if (!tensor.ok()) return tensor.status().withContext(strCat(file, ": initializer"));
+    ctx.define(t.name(), g->addConstant(t.name(), std::move(tensor).value()));
+  }
+
+  // Step 5.
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto& n = gp.node(i);
+    RETURN_IF_ERROR(ctx.beginNode(n, nodeLabel(n, i)));
+    ImportFn fn = findImporter(n.op_type(), opset);
+    if (!fn) return internalError(file, ": no importer for ", n.op_type(), " after the support check");
+    RETURN_IF_ERROR(fn(ctx));
+    for (size_t k = 0; k < ctx.numOutputs(); ++k)
+      if (ctx.outputUsed(k) && !ctx.lookup(n.output(static_cast<int>(k))))
+        return ctx.error(StatusCode::kInternal, strCat("the importer did not define output ", k));
+  }
+
+  // Step 6.
+  std::vector<Value*> outs;
+  for (const auto& o : gp.output()) {
+    Value* v = ctx.lookup(o.name());
+    if (!v) return internalError(file, ": graph output '", o.name(), "' has no value");
+    if (v->isConstant() || !v->producer()) {
+      v = g->addNode(OpKind::Identity, {v}, {v->type()}, {}, strCat("output_", o.name()),
+                     {ctx.freshName(o.name())})
+              ->output();
+    }
+    int32_t declared = o.type().tensor_type().elem_type();
+    if (declared != 0 && static_cast<int32_t>(v->type().dtype) != declared)
+      return invalidInput(file, ": graph output '", o.name(), "' is declared with ONNX element type ", declared,
+                          " but computes ", v->type().str());
+    outs.push_back(v);
+  }
+  g->setOutputs(std::move(outs));
+  g->eraseUnusedConstants();
+  return g;
+}
+
+StatusOr<std::unique_ptr<Graph>> importOnnxModel(const std::string& path, const ImportOptions& opts) {
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> f, MappedFile::open(path));
+  if (f->size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return invalidInput(path, ": not a valid ONNX model (over 2 GiB; store the weights as external data)");
+  onnx::ModelProto m;
+  if (!m.ParseFromArray(f->data(), static_cast<int>(f->size())))
+    return notValid(path, "protobuf parsing failed: not ONNX, or truncated");
+  std::string baseDir = std::filesystem::path(path).parent_path().string();
+  return importOnnxModel(m, baseDir, path, opts);
+}
+
+}  // namespace pcc

@@ -1,0 +1,51 @@
+// ONNX import: ModelProto -> pcc Graph with static shapes.
+//
+// The importer accepts models of opsets 7 to 21 of the default domain and maps
+// every node into the canonical (newest-opset) ops of compiler/ir/Ops.def; all
+// opset differences are resolved here (see op_importers.cpp). Shapes are
+// inferred by pcc itself (inferOutputTypes), not by the ONNX library, whose
+// shape inference stops at opset 17. Nodes whose inputs are all constants are
+// evaluated at import (constant folding), so the shape subgraphs of exported
+// models disappear and every shape is static.
+//
+// Graph outputs keep the ONNX order and names. An ONNX output that is a graph
+// input, an initializer or a Constant is produced by an inserted Identity node,
+// so every graph output is the output of a node.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+#include "compiler/ir/ir.h"
+#include "runtime/support/dtype.h"
+#include "runtime/support/status.h"
+
+namespace pcc {
+
+/// How the symbolic dims of the model's inputs are bound.
+struct ImportOptions {
+  /// Binds dim 0 of every input whose dim 0 is symbolic (--batch N). Other
+  /// occurrences of the same symbol name, in any input, get the same value.
+  std::optional<int64_t> batch;
+  /// Full shape of input NAME (--shape NAME=AxB). Must match the rank and the
+  /// fixed dims of the model's declaration; binds the symbols it covers.
+  std::map<std::string, Dims> shapes;
+};
+
+/// Reads and imports the ONNX model at `path`; external data files are found
+/// relative to the model's directory.
+/// \returns the graph, or an invalid-input / unsupported error whose message
+/// starts with `path` and names the node, op, opset and shapes involved.
+StatusOr<std::unique_ptr<Graph>> importOnnxModel(const std::string& path, const ImportOptions& opts);
+
+/// Imports a parsed model. `baseDir` resolves external data; `displayName`
+/// starts every error message (usually the model's path).
+StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, const std::string& baseDir,
+                                                 const std::string& displayName, const ImportOptions& opts);
+
+}  // namespace pcc

@@ -1,0 +1,249 @@
+// One import function per ONNX op, in one table (kImporters at the end).
+//
+// Each function maps an ONNX node of any opset from 7 to 21 to the canonical
+// IR ops of Ops.def, which have the newest opset's semantics. What changed
+// between opsets is resolved here and nowhere else:
+//   - attributes that later became inputs (Squeeze/Unsqueeze/Split axes and
+//     split < 13, ReduceMean axes < 18, Slice starts/ends/axes < 10) become
+//     constant inputs;
+//   - Softmax < 13 normalizes over the input coerced to 2-D; unless the axis is
+//     the last one, that is Flatten -> Softmax(-1) -> Reshape;
+//   - attributes without meaning for inference (BatchNormalization spatial,
+//     is_test, consumed_inputs, momentum; Gemm broadcast; Dropout ratio) are
+//     dropped; training-only outputs are rejected when something reads them.
+#include "compiler/onnx/op_importers.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace pcc {
+
+namespace {
+
+using C = ImportContext;
+
+/// \returns every input of the node, absent ones as nullptr.
+std::vector<Value*> allInputs(const C& c) {
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < c.numInputs(); ++i) ins.push_back(c.input(i));
+  return ins;
+}
+
+/// The op maps one-to-one; `keep` is its canonical attribute set.
+Status direct(C& c, OpKind op, std::initializer_list<std::string_view> keep) {
+  int n = opInfo(op).numOutputs;
+  if (n > 0) RETURN_IF_ERROR(c.onlyFirstOutputsUsed(static_cast<size_t>(n), "pcc supports only the first"));
+  return c.emitNode(op, allInputs(c), c.keep(keep));
+}
+
+/// \returns the int list attribute `name` as a 1-D i64 constant, or nullptr when absent.
+Value* intsAttrAsInput(C& c, const std::string& name) {
+  if (!c.attrs().has(name)) return nullptr;
+  return c.constI64(c.attrs().getInts(name), name);
+}
+
+/// Identity and Dropout: an alias of a constant input, else an Identity node.
+Status importIdentityLike(C& c) {
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  if (x->isConstant() && !c.isGraphOutput(0)) {
+    c.setOutput(0, x);
+    return Status::OK();
+  }
+  return c.emitNode(OpKind::Identity, {x}, {});
+}
+
+Status importIdentity(C& c) { return importIdentityLike(c); }
+
+Status importDropout(C& c) {
+  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "the dropout mask exists only in training"));
+  if (Value* training = c.input(2)) {  // opset >= 12
+    if (training->isConstant() && training->constantData().numel() == 1 &&
+        training->constantData().getInt(0) != 0)
+      return c.unsupportedHere("training_mode = true (pcc compiles inference)");
+  }
+  return importIdentityLike(c);
+}
+
+Status importConstant(C& c) {
+  const AttrMap& a = c.attrs();
+  if (const Tensor* t = a.getTensor("value")) return c.constantOutput(0, *t);
+  if (a.has("value_float")) return c.constantOutput(0, Tensor::scalarF32(a.getFloat("value_float", 0)));
+  if (a.has("value_int")) return c.constantOutput(0, Tensor::scalarI64(a.getInt("value_int", 0)));
+  if (a.has("value_floats")) {
+    std::vector<float> v = a.getFloats("value_floats");
+    return c.constantOutput(0, Tensor::fromVector<float>(DType::kF32, {static_cast<int64_t>(v.size())}, v));
+  }
+  if (a.has("value_ints")) {
+    std::vector<int64_t> v = a.getInts("value_ints");
+    return c.constantOutput(0, Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(v.size())}, v));
+  }
+  std::string names;
+  for (const auto& [name, attr] : a.all()) names += strCat(names.empty() ? "" : ", ", name);
+  return c.unsupportedHere("no supported value attribute (has: ", names.empty() ? "none" : names,
+                           "; pcc supports value, value_float(s), value_int(s))");
+}
+
+Status importShape(C& c) {
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  // Every shape is static after import, so Shape is always a constant.
+  const Dims& dims = x->type().shape;
+  int64_t r = static_cast<int64_t>(dims.size());
+  auto clampIndex = [r](int64_t i) { return std::clamp(i < 0 ? i + r : i, int64_t(0), r); };
+  int64_t start = clampIndex(c.attrs().getInt("start", 0)), end = clampIndex(c.attrs().getInt("end", r));
+  std::vector<int64_t> v;
+  for (int64_t i = start; i < end; ++i) v.push_back(dims[i]);
+  return c.constantOutput(0, Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(v.size())}, v));
+}
+
+Status importCast(C& c) {
+  if (!c.attrs().has("to")) return c.invalid("attribute 'to' is required");
+  int64_t to = c.attrs().getInt("to", 0);
+  if (!dtypeFromOnnx(static_cast<int32_t>(to)))
+    return c.unsupportedHere("cast to ONNX data type ", to, " (pcc has no such element type)");
+  return c.emitNode(OpKind::Cast, allInputs(c), c.keep({"to"}));
+}
+
+Status importSoftmax(C& c) {
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  if (c.opset() >= 13) {
+    AttrMap a;
+    a.set("axis", c.attrs().getInt("axis", -1));
+    return c.emitNode(OpKind::Softmax, {x}, a);
+  }
+  // Opset < 13: softmax over the input coerced to 2-D at `axis`.
+  int64_t r = x->type().rank();
+  int64_t axis = c.attrs().getInt("axis", 1);
+  if (axis < -r || axis >= std::max<int64_t>(r, 1)) return c.invalid("axis ", axis, " is out of range for rank ", r);
+  if (axis < 0) axis += r;
+  AttrMap last;
+  last.set("axis", int64_t(-1));
+  if (axis == r - 1) return c.emitNode(OpKind::Softmax, {x}, last);
+  AttrMap flat;
+  flat.set("axis", axis);
+  ASSIGN_OR_RETURN(std::vector<Value*> f, c.emit(OpKind::Flatten, {x}, flat, {}, "flatten"));
+  ASSIGN_OR_RETURN(std::vector<Value*> s, c.emit(OpKind::Softmax, {f[0]}, last, {}, "softmax"));
+  return c.emitNode(OpKind::Reshape, {s[0], c.constI64(x->type().shape, "shape")}, {});
+}
+
+Status importLayerNorm(C& c) {
+  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "Mean and InvStdDev are training outputs pcc does not compute"));
+  return c.emitNode(OpKind::LayerNormalization, allInputs(c), c.keep({"axis", "epsilon"}));
+}
+
+Status importBatchNorm(C& c) {
+  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "running statistics are training outputs pcc does not compute"));
+  if (c.attrs().getInt("training_mode", 0) != 0) return c.unsupportedHere("training_mode = 1 (pcc compiles inference)");
+  if (c.opset() < 9 && c.attrs().getInt("spatial", 1) == 0)
+    return c.unsupportedHere("spatial = 0 (per-activation statistics)");
+  return c.emitNode(OpKind::BatchNormalization, allInputs(c), c.keep({"epsilon"}));
+}
+
+Status importReduceMean(C& c) {
+  if (c.opset() >= 18) return c.emitNode(OpKind::ReduceMean, allInputs(c), c.keep({"keepdims", "noop_with_empty_axes"}));
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  return c.emitNode(OpKind::ReduceMean, {x, intsAttrAsInput(c, "axes")}, c.keep({"keepdims"}));
+}
+
+Status importSqueeze(C& c) {
+  if (c.opset() >= 13) return c.emitNode(OpKind::Squeeze, allInputs(c), {});
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  return c.emitNode(OpKind::Squeeze, {x, intsAttrAsInput(c, "axes")}, {});
+}
+
+Status importUnsqueeze(C& c) {
+  if (c.opset() >= 13) return c.emitNode(OpKind::Unsqueeze, allInputs(c), {});
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  Value* axes = intsAttrAsInput(c, "axes");
+  if (!axes) return c.invalid("attribute 'axes' is required before opset 13");
+  return c.emitNode(OpKind::Unsqueeze, {x, axes}, {});
+}
+
+Status importSplit(C& c) {
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  Value* split = c.opset() >= 13 ? c.input(1) : intsAttrAsInput(c, "split");
+  AttrMap a = c.keep({"axis"});
+  int64_t n = static_cast<int64_t>(c.numOutputs());
+  if (c.attrs().has("num_outputs") && c.attrs().getInt("num_outputs", 0) != n)
+    return c.invalid("num_outputs = ", c.attrs().getInt("num_outputs", 0), " but the node has ", n, " outputs");
+  if (!split) a.set("num_outputs", n);
+  return c.emitNode(OpKind::Split, {x, split}, a);
+}
+
+Status importSlice(C& c) {
+  if (c.opset() >= 10) return c.emitNode(OpKind::Slice, allInputs(c), {});
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  Value* starts = intsAttrAsInput(c, "starts");
+  Value* ends = intsAttrAsInput(c, "ends");
+  if (!starts || !ends) return c.invalid("attributes 'starts' and 'ends' are required before opset 10");
+  return c.emitNode(OpKind::Slice, {x, starts, ends, intsAttrAsInput(c, "axes")}, {});
+}
+
+#define PCC_DIRECT(Op, ...) \
+  [](C& c) { return direct(c, OpKind::Op, {__VA_ARGS__}); }
+
+struct Entry {
+  const char* opType;
+  int minOpset;  ///< the opset that introduced the op (7: older than pcc's range)
+  ImportFn fn;
+};
+
+const Entry kImporters[] = {
+    {"MatMul", 7, PCC_DIRECT(MatMul)},
+    {"Gemm", 7, PCC_DIRECT(Gemm, "alpha", "beta", "transA", "transB")},
+    {"Conv", 7, PCC_DIRECT(Conv, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")},
+    {"Add", 7, PCC_DIRECT(Add)},
+    {"Sub", 7, PCC_DIRECT(Sub)},
+    {"Mul", 7, PCC_DIRECT(Mul)},
+    {"Div", 7, PCC_DIRECT(Div)},
+    {"Pow", 7, PCC_DIRECT(Pow)},
+    {"Equal", 7, PCC_DIRECT(Equal)},
+    {"Where", 9, PCC_DIRECT(Where)},
+    {"Sqrt", 7, PCC_DIRECT(Sqrt)},
+    {"Erf", 9, PCC_DIRECT(Erf)},
+    {"Tanh", 7, PCC_DIRECT(Tanh)},
+    {"Sigmoid", 7, PCC_DIRECT(Sigmoid)},
+    {"Relu", 7, PCC_DIRECT(Relu)},
+    {"Gelu", 20, PCC_DIRECT(Gelu, "approximate")},
+    {"Cast", 7, importCast},
+    {"Identity", 7, importIdentity},
+    {"Dropout", 7, importDropout},
+    {"Constant", 7, importConstant},
+    {"Softmax", 7, importSoftmax},
+    {"LayerNormalization", 17, importLayerNorm},
+    {"BatchNormalization", 7, importBatchNorm},
+    {"ReduceMean", 7, importReduceMean},
+    {"MaxPool", 7, PCC_DIRECT(MaxPool, "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")},
+    {"AveragePool", 7,
+     PCC_DIRECT(AveragePool, "auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
+                "strides")},
+    {"GlobalAveragePool", 7, PCC_DIRECT(GlobalAveragePool)},
+    {"Reshape", 7, PCC_DIRECT(Reshape, "allowzero")},
+    {"Transpose", 7, PCC_DIRECT(Transpose, "perm")},
+    {"Flatten", 7, PCC_DIRECT(Flatten, "axis")},
+    {"Squeeze", 7, importSqueeze},
+    {"Unsqueeze", 7, importUnsqueeze},
+    {"Concat", 7, PCC_DIRECT(Concat, "axis")},
+    {"Split", 7, importSplit},
+    {"Slice", 7, importSlice},
+    {"Gather", 7, PCC_DIRECT(Gather, "axis")},
+    {"Shape", 7, importShape},
+    {"ConstantOfShape", 9, PCC_DIRECT(ConstantOfShape, "value")},
+    {"Expand", 8, PCC_DIRECT(Expand)},
+};
+
+#undef PCC_DIRECT
+
+}  // namespace
+
+ImportFn findImporter(std::string_view opType, int64_t opset) {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<std::string_view, const Entry*>();
+    for (const Entry& e : kImporters) (*m)[e.opType] = &e;
+    return m;
+  }();
+  auto it = table->find(opType);
+  if (it == table->end() || opset < it->second->minOpset) return nullptr;
+  return it->second->fn;
+}
+
+}  // namespace pcc

@@ -1,0 +1,48 @@
+// CompileOptions: every option of the compiler, in one documented struct.
+// The command line (tools/pcc.cpp) fills it; nothing else reads flags.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "runtime/support/dtype.h"
+#include "runtime/support/status.h"
+
+namespace pcc {
+
+struct CompileOptions {
+  /// The ONNX model to compile.
+  std::string modelPath;
+  /// Plan bundle directory to write (-o). Empty: <model stem>.pcc, unless an
+  /// --emit form was asked for, which prints instead of writing a plan.
+  std::string outputPath;
+  /// Number of devices to spread the model over (--gpus).
+  int gpus = 1;
+  /// Mesh extents from --strategy (0 = derived: dp takes what tp and pp leave).
+  /// "auto" leaves all three 0; until the cost-model search lands, auto means
+  /// data parallelism over every device.
+  int dp = 0, tp = 0, pp = 0;
+  /// Binds the leading symbolic dimension of every input (--batch).
+  std::optional<int64_t> batch;
+  /// Full shapes of named inputs (--shape NAME=2x128).
+  std::map<std::string, Dims> shapes;
+  /// What to print instead of (or besides, with -o) writing a plan: "", "ir", "report", "json".
+  std::string emit;
+  /// Print the IR after this pass to stderr (--print-after).
+  std::string printAfter;
+  /// Run the verifier after every pass (--verify-each; always on in tests).
+  bool verifyEach = false;
+  /// Suppress progress messages on stderr (--quiet).
+  bool quiet = false;
+};
+
+/// Parses a --strategy value: "auto", "tp=4", "dp=2,tp=2,pp=1".
+/// \returns ok, or an invalid-input error naming the bad part.
+Status parseStrategy(const std::string& text, CompileOptions& opts);
+
+/// Parses "2x128" (also "2,128"). \returns the dims or an invalid-input error.
+StatusOr<Dims> parseDims(const std::string& text);
+
+}  // namespace pcc

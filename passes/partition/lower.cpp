@@ -1,0 +1,247 @@
+// Lowering an annotated global graph to per-rank local graphs.
+//
+// Algorithm, for each rank:
+//  1. Graph inputs become local inputs of the rank's slice (IoBind says which).
+//  2. Nodes are copied in order. Each input is first brought to the layout the
+//     node needs (Partition::inputSharding): constants are sliced offline;
+//     activations are converted by, in this order, an AllReduce (partial ->
+//     full), an AllGather per split dimension the node cannot take, and a
+//     local Slice per dimension the node wants split but has whole.
+//     Conversions are cached per (value, layout), so a value read by several
+//     nodes is converted once.
+//  3. Shape operands (Reshape's and Expand's shape, ConstantOfShape's input)
+//     are replaced by the local output shape; a Gemm bias added to a partial
+//     sum is kept on the first rank of the group only.
+//  4. Every local output type is re-inferred and must equal the shape the
+//     sharding predicts; a mismatch is an internal error, never a silent
+//     wrong answer.
+//  5. Graph outputs are made whole except for at most one split dimension;
+//     one rank per distinct piece writes it.
+#include <map>
+
+#include "passes/partition/partitioner.h"
+
+namespace pcc {
+
+namespace {
+
+// Copies the block of `t` that `rank` holds under sharding `s`.
+Tensor sliceConstant(const Tensor& t, const Sharding& s, const Mesh& mesh, int rank) {
+  Dims local = localShape(t.shape(), s, mesh, rank);
+  if (local == t.shape()) return t;
+  const Dims& g = t.shape();
+  size_t r = g.size(), es = dtypeSize(t.dtype());
+  Dims start(r, 0);
+  for (size_t d = 0; d < r; ++d)
+    if (s.dims[d] != MeshAxis::kNone)
+      start[d] = chunkOffset(g[d], mesh.extent(s.dims[d]), mesh.coord(rank, s.dims[d]));
+  Tensor out = Tensor::zeros(t.dtype(), local);
+  if (out.numel() == 0) return out;
+  // Copy contiguous runs along the innermost dimension.
+  Dims idx(r, 0);
+  const char* src = static_cast<const char*>(t.raw());
+  char* dst = static_cast<char*>(out.mutableData());
+  int64_t inner = r ? local[r - 1] : 1;
+  int64_t rows = out.numel() / std::max<int64_t>(inner, 1);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d) off = off * g[d] + start[d] + idx[d];
+    std::memcpy(dst + row * inner * es, src + off * es, inner * es);
+    for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+class RankLowering {
+ public:
+  RankLowering(const Graph& g, const Partition& p, int rank) : g_(g), p_(p), rank_(rank) {}
+
+  StatusOr<RankGraph> run() {
+    RankGraph rg;
+    rg.rank = rank_;
+    rg.graph = std::make_unique<Graph>();
+    lg_ = rg.graph.get();
+    lg_->setName(g_.name());
+    for (size_t k = 0; k < g_.inputs().size(); ++k) {
+      Value* v = g_.inputs()[k];
+      const Sharding& s = *v->sharding();
+      Value* lv = lg_->addInput(v->name(), {v->type().dtype, localShape(v->type().shape, s, p_.mesh, rank_)});
+      lv->setSharding(s);
+      cache_[key(v, s)] = lv;
+      IoBind b{k, lv, -1, 0, 0};
+      for (size_t d = 0; d < s.dims.size(); ++d)
+        if (s.dims[d] != MeshAxis::kNone) setSplit(b, v, s, static_cast<int>(d));
+      rg.inputs.push_back(b);
+    }
+    for (const Node* n : g_.nodes()) RETURN_IF_ERROR(lowerNode(n));
+    RETURN_IF_ERROR(bindOutputs(rg));
+    return rg;
+  }
+
+ private:
+  static std::string key(const Value* v, const Sharding& s) { return strCat(v->id(), "|", s.str()); }
+
+  void setSplit(IoBind& b, const Value* v, const Sharding& s, int d) {
+    int parts = p_.mesh.extent(s.dims[d]), c = p_.mesh.coord(rank_, s.dims[d]);
+    b.splitDim = d;
+    b.offset = chunkOffset(v->type().shape[d], parts, c);
+    b.length = chunkSize(v->type().shape[d], parts, c);
+  }
+
+  std::string fresh(const std::string& base) { return lg_->uniqueName(base); }
+
+  Value* i64Const(const std::string& name, const std::vector<int64_t>& vals) {
+    return lg_->addConstant(fresh(name), Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(vals.size())}, vals));
+  }
+
+  StatusOr<Value*> addCollective(OpKind op, Value* in, MeshAxis axis, int dim, const std::string& base) {
+    AttrMap a;
+    a.set("axis", std::string(meshAxisName(axis)));
+    a.set("dim", static_cast<int64_t>(dim));
+    a.set("group_size", static_cast<int64_t>(p_.mesh.extent(axis)));
+    ASSIGN_OR_RETURN(auto types, inferOutputTypes(op, {in}, a, base));
+    Node* n = lg_->addNode(op, {in}, types, a, fresh(base), {fresh(base)});
+    return n->output();
+  }
+
+  // Step 2: \returns the local value of `v` laid out as `req`.
+  StatusOr<Value*> materialize(const Value* v, const Sharding& req) {
+    auto hit = cache_.find(key(v, req));
+    if (hit != cache_.end()) return hit->second;
+    if (v->isConstant()) {
+      Value* lc = lg_->addConstant(fresh(v->name()), sliceConstant(v->constantData(), req, p_.mesh, rank_));
+      lc->setSharding(req);
+      cache_[key(v, req)] = lc;
+      return lc;
+    }
+    Sharding cur = *v->sharding();
+    Value* lv = cache_.at(key(v, cur));
+    const std::string& name = v->name();
+    if (cur.partial != MeshAxis::kNone && cur.partial != req.partial) {
+      ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllReduce, lv, cur.partial, -1, name + ".allreduce"));
+      cur.partial = MeshAxis::kNone;
+      lv->setSharding(cur);
+      cache_[key(v, cur)] = lv;
+    }
+    for (size_t d = 0; d < cur.dims.size(); ++d) {
+      MeshAxis a = cur.dims[d];
+      if (a == MeshAxis::kNone || a == req.dims[d]) continue;
+      if (v->type().shape[d] % p_.mesh.extent(a) != 0)
+        return unsupported("value '", name, "' ", v->type().str(), " is split unevenly over ", meshAxisName(a),
+                           " on dimension ", d, " and would need an all-gather; uneven all-gathers are not supported");
+      ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, a, static_cast<int>(d), name + ".allgather"));
+      cur.dims[d] = MeshAxis::kNone;
+      lv->setSharding(cur);
+      cache_[key(v, cur)] = lv;
+    }
+    for (size_t d = 0; d < cur.dims.size(); ++d) {
+      MeshAxis a = req.dims[d];
+      if (a == MeshAxis::kNone || cur.dims[d] == a) continue;
+      int parts = p_.mesh.extent(a), c = p_.mesh.coord(rank_, a);
+      int64_t off = chunkOffset(v->type().shape[d], parts, c), len = chunkSize(v->type().shape[d], parts, c);
+      std::vector<Value*> ins = {lv, i64Const(name + ".start", {off}), i64Const(name + ".end", {off + len}),
+                                 i64Const(name + ".axes", {static_cast<int64_t>(d)})};
+      std::string nodeName = fresh(name + ".slice");
+      ASSIGN_OR_RETURN(auto types, inferOutputTypes(OpKind::Slice, ins, {}, nodeName));
+      lv = lg_->addNode(OpKind::Slice, ins, types, {}, nodeName, {fresh(name + ".local")})->output();
+      cur.dims[d] = a;
+      lv->setSharding(cur);
+      cache_[key(v, cur)] = lv;
+    }
+    if (!(cur == req))
+      return internalError("cannot lay out value '", name, "' as ", req.str(), " (reached ", cur.str(), ")");
+    return lv;
+  }
+
+  Status lowerNode(const Node* n) {
+    std::vector<Value*> ins;
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      const Value* v = n->input(i);
+      if (!v) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      ASSIGN_OR_RETURN(Value* lv, materialize(v, p_.inputSharding.at({n, i})));
+      ins.push_back(lv);
+    }
+    // Step 3: shape operands and partial-sum biases.
+    std::vector<Dims> expected;
+    for (Value* o : n->outputs()) expected.push_back(localShape(o->type().shape, *o->sharding(), p_.mesh, rank_));
+    int shapeOperand = n->op() == OpKind::Reshape || n->op() == OpKind::Expand ? 1
+                       : n->op() == OpKind::ConstantOfShape                    ? 0
+                                                                               : -1;
+    if (shapeOperand >= 0 && expected[0] != n->output()->type().shape)
+      ins[shapeOperand] = i64Const(n->input(shapeOperand)->name() + ".local", expected[0]);
+    const Sharding& os = *n->output()->sharding();
+    if (n->op() == OpKind::Gemm && ins.size() > 2 && ins[2] && os.partial != MeshAxis::kNone &&
+        p_.mesh.coord(rank_, os.partial) != 0)
+      ins[2] = lg_->addConstant(fresh(n->input(2)->name() + ".zero"), Tensor::zeros(ins[2]->type()));
+    // Step 4.
+    ASSIGN_OR_RETURN(auto types, inferOutputTypes(n->op(), ins, n->attrs(), n->name()));
+    for (size_t i = 0; i < types.size(); ++i)
+      if (types[i].shape != expected[i])
+        return internalError("rank ", rank_, ": ", n->describe(), " output ", i, " has local shape ",
+                             dimsToString(types[i].shape), " but its sharding ", n->output(i)->sharding()->str(),
+                             " of ", n->output(i)->type().str(), " predicts ", dimsToString(expected[i]));
+    std::vector<std::string> names;
+    for (Value* o : n->outputs()) names.push_back(o->name());
+    Node* ln = lg_->addNode(n->op(), ins, types, n->attrs(), n->name(), names);
+    ln->setStage(n->stage());
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      const Value* o = n->output(i);
+      ln->output(i)->setSharding(o->sharding());
+      cache_[key(o, *o->sharding())] = ln->output(i);
+    }
+    return Status::OK();
+  }
+
+  // Step 5.
+  Status bindOutputs(RankGraph& rg) {
+    std::vector<Value*> outs;
+    for (size_t k = 0; k < g_.outputs().size(); ++k) {
+      const Value* v = g_.outputs()[k];
+      Sharding want = *v->sharding();
+      want.partial = MeshAxis::kNone;
+      bool kept = false;
+      for (MeshAxis& a : want.dims) {
+        if (a == MeshAxis::kNone) continue;
+        if (kept) a = MeshAxis::kNone;
+        kept = true;
+      }
+      ASSIGN_OR_RETURN(Value* lv, materialize(v, want));
+      bool writer = true;
+      for (MeshAxis a : {MeshAxis::kDP, MeshAxis::kTP, MeshAxis::kPP})
+        if (want.dimSplitOver(a) < 0 && p_.mesh.coord(rank_, a) != 0) writer = false;
+      if (!writer) continue;
+      IoBind b{k, lv, -1, 0, 0};
+      for (size_t d = 0; d < want.dims.size(); ++d)
+        if (want.dims[d] != MeshAxis::kNone) setSplit(b, v, want, static_cast<int>(d));
+      rg.outputs.push_back(b);
+      outs.push_back(lv);
+    }
+    lg_->setOutputs(outs);
+    return Status::OK();
+  }
+
+  const Graph& g_;
+  const Partition& p_;
+  int rank_;
+  Graph* lg_ = nullptr;
+  std::map<std::string, Value*> cache_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p) {
+  std::vector<RankGraph> out;
+  for (int r = 0; r < p.mesh.size(); ++r) {
+    ASSIGN_OR_RETURN(RankGraph rg, RankLowering(g, p, r).run());
+    out.push_back(std::move(rg));
+  }
+  return out;
+}
+
+}  // namespace pcc

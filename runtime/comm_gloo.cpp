@@ -1,0 +1,412 @@
+#include "runtime/comm_gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+namespace pcc {
+
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+/// Elementwise c = a + b for the gloo allreduce, computed in T (or in float
+/// for the 16-bit float types).
+template <typename T>
+void sumInto(void* c, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(c);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(x[i] + y[i]);
+}
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void sum16(void* c, const void* a, const void* b, size_t n) {
+  uint16_t* o = static_cast<uint16_t*>(c);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = FromF(ToF(x[i]) + ToF(y[i]));
+}
+
+using SumFn = void (*)(void*, const void*, const void*, size_t);
+
+/// \returns the sum function for `t`, or nullptr when sums of it are unsupported.
+SumFn sumFor(DType t) {
+  switch (t) {
+    case DType::kF32: return &sumInto<float>;
+    case DType::kF64: return &sumInto<double>;
+    case DType::kI32: return &sumInto<int32_t>;
+    case DType::kI64: return &sumInto<int64_t>;
+    case DType::kI8: return &sumInto<int8_t>;
+    case DType::kU8: return &sumInto<uint8_t>;
+    case DType::kF16: return &sum16<&halfToFloat, &floatToHalf>;
+    case DType::kBF16: return &sum16<&bf16ToFloat, &floatToBf16>;
+    default: return nullptr;
+  }
+}
+
+/// A tensor seen as [outer, extent(dim), inner] rows of bytes.
+struct Split3 {
+  int64_t outer = 1, extent = 0, inner = 1;
+  size_t elem = 0;
+  size_t rowBytes() const { return static_cast<size_t>(inner) * elem; }
+};
+
+Split3 split3(const Dims& shape, int dim, DType dt) {
+  Split3 s;
+  s.elem = dtypeSize(dt);
+  for (int i = 0; i < dim; ++i) s.outer *= shape[i];
+  s.extent = shape[dim];
+  for (size_t i = dim + 1; i < shape.size(); ++i) s.inner *= shape[i];
+  return s;
+}
+
+/// Copies [outer, ext, inner] at `src` to rows [off, off+ext) of the
+/// [outer, total, inner] tensor at `dst`.
+void copyIntoSlab(const Split3& s, const uint8_t* src, int64_t ext, uint8_t* dst, int64_t total,
+                  int64_t off) {
+  size_t row = s.rowBytes();
+  for (int64_t o = 0; o < s.outer; ++o)
+    std::memcpy(dst + (o * total + off) * row, src + o * ext * row, ext * row);
+}
+
+/// The inverse: rows [off, off+ext) of [outer, total, inner] at `src` to `dst`.
+void copyFromSlab(const Split3& s, const uint8_t* src, int64_t total, int64_t off, int64_t ext,
+                  uint8_t* dst) {
+  size_t row = s.rowBytes();
+  for (int64_t o = 0; o < s.outer; ++o)
+    std::memcpy(dst + o * ext * row, src + (o * total + off) * row, ext * row);
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx, int globalRank, int groupRank,
+                   int groupSize, std::string label, Ms timeout)
+      : ctx_(std::move(ctx)), globalRank_(globalRank), rank_(groupRank), size_(groupSize),
+        label_(std::move(label)), timeout_(timeout), sendSeq_(groupSize, 0), recvSeq_(groupSize, 0) {}
+
+  ~GlooCommunicator() override = default;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status allReduceSum(Tensor& t) override {
+    SumFn fn = sumFor(t.dtype());
+    if (!fn) return unsupported(prefix("all-reduce"), "sum of ", t.type().str(), " is not supported");
+    if (size_ == 1 || t.nbytes() == 0) return Status::OK();
+    switch (dtypeSize(t.dtype())) {
+      case 1: return allReduceAs<uint8_t>(t, fn);
+      case 2: return allReduceAs<uint16_t>(t, fn);
+      case 4: return allReduceAs<uint32_t>(t, fn);
+      case 8: return allReduceAs<uint64_t>(t, fn);
+      default: return internalError(prefix("all-reduce"), "unexpected element size");
+    }
+  }
+
+  Status allGather(const Tensor& in, int dim, Tensor* out) override {
+    if (dim < 0 || dim >= in.rank())
+      return invalidInput(prefix("all-gather"), "dim ", dim, " is out of range for ", in.type().str());
+    if (size_ == 1) {
+      *out = in.clone();
+      return Status::OK();
+    }
+    Split3 s = split3(in.shape(), dim, in.dtype());
+    // Exchange (extent, row size) first: extents may differ between ranks.
+    std::vector<int64_t> mine = {s.extent, s.outer * s.inner}, all(2 * size_);
+    Status st = guard("all-gather (sizes)", in.type(), [&] {
+      gloo::AllgatherOptions opts(ctx_);
+      opts.setInput(mine.data(), mine.size());
+      opts.setOutput(all.data(), all.size());
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::allgather(opts);
+    });
+    RETURN_IF_ERROR(st);
+    int64_t total = 0;
+    std::vector<size_t> bytesPer(size_);
+    for (int r = 0; r < size_; ++r) {
+      if (all[2 * r + 1] != mine[1])
+        return invalidInput(prefix("all-gather"), "rank ", r, " of the group has ",
+                            all[2 * r + 1], " elements per row along dim ", dim, ", this rank ",
+                            in.type().str(), " has ", mine[1]);
+      total += all[2 * r];
+      bytesPer[r] = static_cast<size_t>(all[2 * r] * s.outer) * s.rowBytes();
+    }
+    std::vector<uint8_t> flat(std::accumulate(bytesPer.begin(), bytesPer.end(), size_t{0}) + 1);
+    st = guard("all-gather", in.type(), [&] {
+      gloo::AllgathervOptions opts(ctx_);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in.raw())), in.nbytes());
+      opts.setOutput(flat.data(), bytesPer);
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::allgatherv(opts);
+    });
+    RETURN_IF_ERROR(st);
+    Dims shape = in.shape();
+    shape[dim] = total;
+    Tensor result = Tensor::zeros(in.dtype(), shape);
+    uint8_t* dst = result.mutableData<uint8_t>();
+    size_t pos = 0;
+    int64_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      copyIntoSlab(s, flat.data() + pos, all[2 * r], dst, total, off);
+      pos += bytesPer[r];
+      off += all[2 * r];
+    }
+    *out = std::move(result);
+    return Status::OK();
+  }
+
+  Status reduceScatterSum(const Tensor& in, int dim, Tensor* out) override {
+    if (dim < 0 || dim >= in.rank())
+      return invalidInput(prefix("reduce-scatter"), "dim ", dim, " is out of range for ",
+                          in.type().str());
+    if (!sumFor(in.dtype()))
+      return unsupported(prefix("reduce-scatter"), "sum of ", in.type().str(), " is not supported");
+    Split3 s = split3(in.shape(), dim, in.dtype());
+    // Every rank's slice length along dim, in group order.
+    std::vector<int64_t> lens(size_);
+    if (out->defined()) {
+      if (out->rank() != in.rank() || out->dtype() != in.dtype())
+        return invalidInput(prefix("reduce-scatter"), "output ", out->type().str(),
+                            " does not match input ", in.type().str());
+      int64_t mine = out->shape()[dim];
+      if (size_ == 1) {
+        lens[0] = mine;
+      } else {
+        Status st = guard("reduce-scatter (sizes)", in.type(), [&] {
+          gloo::AllgatherOptions opts(ctx_);
+          opts.setInput(&mine, 1);
+          opts.setOutput(lens.data(), lens.size());
+          opts.setTag(nextTag());
+          opts.setTimeout(timeout_);
+          gloo::allgather(opts);
+        });
+        RETURN_IF_ERROR(st);
+      }
+    } else {
+      for (int r = 0; r < size_; ++r) lens[r] = s.extent / size_ + (r < s.extent % size_ ? 1 : 0);
+    }
+    if (std::accumulate(lens.begin(), lens.end(), int64_t{0}) != s.extent)
+      return invalidInput(prefix("reduce-scatter"), "slice lengths along dim ", dim,
+                          " do not add up to the input's ", in.type().str());
+    int64_t off = std::accumulate(lens.begin(), lens.begin() + rank_, int64_t{0});
+    Dims outShape = in.shape();
+    outShape[dim] = lens[rank_];
+    Tensor result = Tensor::zeros(in.dtype(), outShape);
+
+    // Lay the input out as [dim, outer, inner] so that every rank's slice is
+    // one contiguous block, the form gloo's reduce-scatter scatters.
+    size_t row = s.rowBytes();
+    Tensor work = Tensor::zeros(in.dtype(), {s.extent * s.outer * s.inner});
+    {
+      const uint8_t* src = static_cast<const uint8_t*>(in.raw());
+      uint8_t* dst = work.mutableData<uint8_t>();
+      for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t d = 0; d < s.extent; ++d)
+          std::memcpy(dst + (d * s.outer + o) * row, src + (o * s.extent + d) * row, row);
+    }
+    const uint8_t* mySlice = work.data<uint8_t>() + off * s.outer * row;
+    if (size_ > 1 && work.nbytes() > 0) {
+      std::vector<int> counts(size_);
+      for (int r = 0; r < size_; ++r) counts[r] = static_cast<int>(lens[r] * s.outer * s.inner);
+      RETURN_IF_ERROR(runReduceScatter(work, counts, in.type()));
+      mySlice = work.data<uint8_t>();  // gloo leaves this rank's block at the front
+    }
+    // [len, outer, inner] -> [outer, len, inner]
+    uint8_t* dst = result.mutableData<uint8_t>();
+    for (int64_t d = 0; d < lens[rank_]; ++d)
+      for (int64_t o = 0; o < s.outer; ++o)
+        std::memcpy(dst + (o * lens[rank_] + d) * row, mySlice + (d * s.outer + o) * row, row);
+    *out = std::move(result);
+    return Status::OK();
+  }
+
+  Status send(const Tensor& t, int peer) override {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return invalidInput(prefix("send"), "invalid peer ", peer, " (world of ", size_, ")");
+    if (t.nbytes() == 0) return Status::OK();
+    uint64_t slot = kP2PSlot | sendSeq_[peer]++;
+    return guard(strCat("send to rank ", peer).c_str(), t.type(), [&] {
+      auto buf = ctx_->createUnboundBuffer(const_cast<void*>(t.raw()), t.nbytes());
+      buf->send(peer, slot);
+      if (!buf->waitSend(timeout_)) throw std::runtime_error("send aborted");
+    });
+  }
+
+  Status recv(Tensor* t, int peer) override {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return invalidInput(prefix("recv"), "invalid peer ", peer, " (world of ", size_, ")");
+    if (!t->defined()) return internalError(prefix("recv"), "receive buffer is not allocated");
+    if (t->nbytes() == 0) return Status::OK();
+    uint64_t slot = kP2PSlot | recvSeq_[peer]++;
+    return guard(strCat("recv from rank ", peer).c_str(), t->type(), [&] {
+      auto buf = ctx_->createUnboundBuffer(t->mutableData(), t->nbytes());
+      buf->recv(peer, slot);
+      if (!buf->waitRecv(timeout_)) throw std::runtime_error("recv aborted");
+    });
+  }
+
+  void abort() override {
+    if (!ctx_) return;
+    try {
+      ctx_->closeConnections();
+    } catch (const std::exception&) {
+      // Best effort: the peers fall back to their timeout.
+    }
+  }
+
+ private:
+  // Point-to-point slots live above every slot gloo's collectives build.
+  static constexpr uint64_t kP2PSlot = uint64_t{1} << 60;
+
+  uint32_t nextTag() { return tag_++; }
+
+  std::string prefix(const char* what) const {
+    return strCat("rank ", globalRank_, ": ", what, " over ", label_, ": ");
+  }
+
+  /// Runs a gloo call; gloo reports errors (timeouts, closed peers) by throwing.
+  template <typename F>
+  Status guard(const char* what, const TensorType& type, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return internalError(prefix(what), type.str(), " failed (timeout ", timeout_.count() / 1000.0,
+                           " s): ", e.what());
+    }
+    return Status::OK();
+  }
+
+  /// All-reduce with gloo seeing elements of T's size, so that its segments
+  /// never split an element; the arithmetic is `fn`'s.
+  template <typename T>
+  Status allReduceAs(Tensor& t, SumFn fn) {
+    return guard("all-reduce", t.type(), [&] {
+      gloo::AllreduceOptions opts(ctx_);
+      opts.setOutput(t.mutableData<T>(), static_cast<size_t>(t.numel()));
+      opts.setReduceFunction(fn);
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::allreduce(opts);
+    });
+  }
+
+  template <typename T>
+  void reduceScatterTyped(Tensor& work, const std::vector<int>& counts) {
+    std::vector<T*> ptrs = {work.mutableData<T>()};
+    gloo::ReduceScatterHalvingDoubling<T> algo(ctx_, ptrs, static_cast<int>(work.numel()), counts);
+    algo.run();
+  }
+
+  Status runReduceScatter(Tensor& work, const std::vector<int>& counts, const TensorType& type) {
+    switch (work.dtype()) {
+      case DType::kF32: return guard("reduce-scatter", type, [&] { reduceScatterTyped<float>(work, counts); });
+      case DType::kF64: return guard("reduce-scatter", type, [&] { reduceScatterTyped<double>(work, counts); });
+      case DType::kI32: return guard("reduce-scatter", type, [&] { reduceScatterTyped<int32_t>(work, counts); });
+      case DType::kI64: return guard("reduce-scatter", type, [&] { reduceScatterTyped<int64_t>(work, counts); });
+      default: break;
+    }
+    // Types gloo's reduce-scatter has no sum for: all-reduce, then move this
+    // rank's block to the front as the reduce-scatter would.
+    RETURN_IF_ERROR(allReduceSum(work));
+    size_t es = dtypeSize(work.dtype());
+    size_t off = std::accumulate(counts.begin(), counts.begin() + rank_, size_t{0}) * es;
+    uint8_t* p = work.mutableData<uint8_t>();
+    std::memmove(p, p + off, counts[rank_] * es);
+    return Status::OK();
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;  // null for a group of one
+  int globalRank_, rank_, size_;
+  std::string label_;
+  Ms timeout_;
+  uint32_t tag_ = 0;
+  std::vector<uint64_t> sendSeq_, recvSeq_;
+};
+
+std::string groupLabel(const std::string& name, const std::vector<int>& ranks) {
+  std::string s = name + " (ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  return s + ")";
+}
+
+}  // namespace
+
+std::shared_ptr<GlooStore> GlooStore::inProcess() {
+  return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<gloo::rendezvous::HashStore>()));
+}
+
+StatusOr<std::shared_ptr<GlooStore>> GlooStore::inDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return invalidInput(dir, ": cannot create rendezvous directory: ", ec.message());
+  try {
+    return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<gloo::rendezvous::FileStore>(dir)));
+  } catch (const std::exception& e) {
+    return invalidInput(dir, ": cannot open rendezvous store: ", e.what());
+  }
+}
+
+StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
+                                const std::vector<GlooGroup>& groups, bool withWorld,
+                                const GlooOptions& options) {
+  std::shared_ptr<gloo::transport::Device> dev;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    dev = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return internalError("rank ", rank, ": cannot create a gloo TCP device on ", options.hostname,
+                         ": ", e.what());
+  }
+  auto connect = [&](const std::string& key, const std::string& label,
+                     const std::vector<int>& ranks) -> StatusOr<std::unique_ptr<Communicator>> {
+    auto it = std::find(ranks.begin(), ranks.end(), rank);
+    int me = static_cast<int>(it - ranks.begin());
+    int n = static_cast<int>(ranks.size());
+    std::shared_ptr<gloo::rendezvous::Context> ctx;
+    if (n > 1) {
+      try {
+        ctx = std::make_shared<gloo::rendezvous::Context>(me, n);
+        ctx->setTimeout(options.timeout);
+        gloo::rendezvous::PrefixStore prefixed(key, store.store());
+        ctx->connectFullMesh(prefixed, dev);
+      } catch (const std::exception& e) {
+        return internalError("rank ", rank, ": cannot connect ", label, " within ",
+                             options.timeout.count() / 1000.0, " s: ", e.what());
+      }
+    }
+    return std::unique_ptr<Communicator>(
+        new GlooCommunicator(std::move(ctx), rank, me, n, label, options.timeout));
+  };
+
+  RankComms comms;
+  comms.groups.resize(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<int>& ranks = groups[g].ranks;
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
+    std::string label = groupLabel(strCat("group ", g, " '", groups[g].axis, "'"), ranks);
+    ASSIGN_OR_RETURN(comms.groups[g], connect(strCat("group", g), label, ranks));
+  }
+  if (withWorld) {
+    std::vector<int> all(worldSize);
+    std::iota(all.begin(), all.end(), 0);
+    ASSIGN_OR_RETURN(comms.world, connect("world", strCat("the world of ", worldSize, " ranks"), all));
+  }
+  return comms;
+}
+
+}  // namespace pcc

@@ -1,0 +1,60 @@
+// Communicator over gloo (CPU ranks, TCP on loopback by default). Ranks meet
+// through a rendezvous store: one in-process store shared by rank threads, or
+// a directory (FileStore) shared by rank processes. Each group of the plan gets
+// its own gloo context (its own connections), keyed in the store by the group
+// index, so collectives of different groups never match each other.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/communicator.h"
+#include "runtime/support/status.h"
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace pcc {
+
+/// A rendezvous store shared by all ranks of one run. Use a fresh one per run:
+/// keys of an earlier run would be mistaken for this run's.
+class GlooStore {
+ public:
+  /// \returns a store for rank threads of this process.
+  static std::shared_ptr<GlooStore> inProcess();
+  /// \returns a store in directory `dir` (created if needed) for rank processes.
+  static StatusOr<std::shared_ptr<GlooStore>> inDirectory(const std::string& dir);
+
+  gloo::rendezvous::Store& store() { return *store_; }
+
+ private:
+  explicit GlooStore(std::shared_ptr<gloo::rendezvous::Store> s) : store_(std::move(s)) {}
+  std::shared_ptr<gloo::rendezvous::Store> store_;
+};
+
+/// One group of ranks (a Plan.groups entry).
+struct GlooGroup {
+  std::string axis;        ///< "tp", "dp", "pp": for messages
+  std::vector<int> ranks;  ///< global ranks, in group order
+};
+
+struct GlooOptions {
+  /// Bound on connecting and on every collective or transfer.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  /// Address the rank listens on.
+  std::string hostname = "127.0.0.1";
+};
+
+/// Connects global rank `rank` of `worldSize`: a communicator for every group
+/// in `groups` that contains it (with the other members, which must call this
+/// concurrently), and a world communicator when `withWorld`.
+/// \returns the communicators, or an internal error naming the rank and group
+/// when a connection cannot be made within the timeout.
+StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
+                                const std::vector<GlooGroup>& groups, bool withWorld,
+                                const GlooOptions& options);
+
+}  // namespace pcc

@@ -1,0 +1,63 @@
+// Communicator: the collectives and point-to-point transfers a rank program
+// uses. One communicator spans one group of ranks (Plan.groups); ranks, peers
+// and the rank order of gathers are positions inside that group. Every call is
+// bounded by a timeout: a peer that never arrives is an error, never a hang.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
+
+namespace pcc {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  /// \returns this rank's position in the group.
+  virtual int rank() const = 0;
+  /// \returns the number of ranks in the group.
+  virtual int size() const = 0;
+
+  /// Sums `t` over the group in place; `t` must own its buffer and have the
+  /// same type on every rank.
+  virtual Status allReduceSum(Tensor& t) = 0;
+  /// Concatenates every rank's `in` along `dim` in group order into `*out`.
+  /// Extents along `dim` may differ between ranks; other dims must agree.
+  virtual Status allGather(const Tensor& in, int dim, Tensor* out) = 0;
+  /// Sums `in` (same type on every rank) over the group and keeps this rank's
+  /// slice along `dim`. When `*out` is defined on entry its extent along `dim`
+  /// is this rank's slice length (slices follow in group order and must cover
+  /// the dim); otherwise the dim is split evenly, the first `dim % size` ranks
+  /// taking one extra row.
+  virtual Status reduceScatterSum(const Tensor& in, int dim, Tensor* out) = 0;
+  /// Sends `t` to group rank `peer`; the peer posts a matching recv.
+  virtual Status send(const Tensor& t, int peer) = 0;
+  /// Receives into `*t`, which must be allocated with the expected type.
+  virtual Status recv(Tensor* t, int peer) = 0;
+
+  /// Closes this rank's connections so that peers blocked on it fail at once
+  /// instead of waiting for their timeout. The communicator is unusable after.
+  virtual void abort() {}
+};
+
+/// The communicators of one rank: one per group of the plan it belongs to, and
+/// one over all ranks for send/recv (peers there are global ranks).
+struct RankComms {
+  /// Null when the plan has no send/recv.
+  std::unique_ptr<Communicator> world;
+  /// Indexed like Plan.groups; null where this rank is not a member.
+  std::vector<std::unique_ptr<Communicator>> groups;
+
+  /// Aborts every communicator (see Communicator::abort).
+  void abortAll() {
+    if (world) world->abort();
+    for (auto& g : groups)
+      if (g) g->abort();
+  }
+};
+
+}  // namespace pcc

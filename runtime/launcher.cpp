@@ -1,0 +1,253 @@
+#include "runtime/launcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "runtime/comm_gloo.h"
+#include "runtime/executor.h"
+#include "runtime/plan_convert.h"
+#include "runtime/tensor_slice.h"
+
+namespace pcc {
+
+namespace {
+
+/// Puts the pieces of every output together, checking that the pieces of each
+/// output cover it exactly once.
+StatusOr<std::vector<Tensor>> assemble(const plan::Plan& plan,
+                                       const std::vector<std::vector<OutputPiece>>& perRank) {
+  std::vector<std::vector<const OutputPiece*>> byOutput(plan.outputs_size());
+  for (const auto& pieces : perRank)
+    for (const OutputPiece& p : pieces) byOutput[p.index].push_back(&p);
+  std::vector<Tensor> outs;
+  for (int k = 0; k < plan.outputs_size(); ++k) {
+    const plan::IoDesc& d = plan.outputs(k);
+    std::string ctx = strCat("plan output ", k, " '", d.name(), "'");
+    auto& pieces = byOutput[k];
+    if (pieces.empty()) return invalidInput(ctx, ": no rank produces it");
+    TensorType type = fromDesc(d.desc());
+    bool whole = std::any_of(pieces.begin(), pieces.end(), [](auto* p) { return p->splitDim == -1; });
+    if (whole) {
+      if (pieces.size() != 1)
+        return invalidInput(ctx, ": ", pieces.size(), " ranks produce it, one of them whole");
+      if (pieces[0]->tensor.type() != type)
+        return invalidInput(ctx, ": produced as ", pieces[0]->tensor.type().str(), ", declared ",
+                            type.str());
+      outs.push_back(pieces[0]->tensor);
+      continue;
+    }
+    int dim = pieces[0]->splitDim;
+    std::sort(pieces.begin(), pieces.end(),
+              [](auto* a, auto* b) { return a->offset < b->offset; });
+    Tensor full = Tensor::zeros(type);
+    int64_t next = 0;
+    for (const OutputPiece* p : pieces) {
+      if (p->splitDim != dim)
+        return invalidInput(ctx, ": pieces split along different dims (", dim, " and ", p->splitDim, ")");
+      if (p->offset != next)
+        return invalidInput(ctx, ": pieces along dim ", dim, p->offset < next ? " overlap" : " leave a gap",
+                            " at ", std::min(p->offset, next));
+      Status st = insertAlong(full, p->tensor, dim, p->offset);
+      if (!st.ok()) return st.withContext(ctx);
+      next = p->offset + p->length;
+    }
+    if (dim < 0 || dim >= type.rank() || next != type.shape[dim])
+      return invalidInput(ctx, ": pieces cover [0, ", next, ") of ", type.str(), " along dim ", dim);
+    outs.push_back(std::move(full));
+  }
+  return outs;
+}
+
+bool hasTransfers(const plan::Plan& plan) {
+  for (const plan::RankProgram& r : plan.ranks())
+    for (const plan::Instruction& i : r.instructions())
+      if (i.kind() == plan::Instruction::SEND || i.kind() == plan::Instruction::RECV) return true;
+  return false;
+}
+
+}  // namespace
+
+Status validateInputs(const plan::Plan& plan, const std::vector<Tensor>& inputs) {
+  for (int k = 0; k < plan.inputs_size(); ++k) {
+    const plan::IoDesc& d = plan.inputs(k);
+    TensorType want = fromDesc(d.desc());
+    if (k >= static_cast<int>(inputs.size()) || !inputs[k].defined())
+      return invalidInput("input ", k, " '", d.name(), "' (", want.str(), ") is missing");
+    if (inputs[k].type() != want)
+      return invalidInput("input ", k, " '", d.name(), "': the plan expects ", want.str(), ", got ",
+                          inputs[k].type().str());
+  }
+  if (inputs.size() > static_cast<size_t>(plan.inputs_size()))
+    return invalidInput("got ", inputs.size(), " inputs, the plan takes ", plan.inputs_size());
+  return Status::OK();
+}
+
+StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inputs,
+                            const RunOptions& o) {
+  RETURN_IF_ERROR(validateInputs(p.plan, inputs));
+  const int n = p.plan.ranks_size();
+  if (n == 0) return invalidInput(p.dir, ": the plan has no rank programs");
+  if (o.iters < 1 || o.warmup < 0) return invalidInput("iters must be >= 1 and warmup >= 0");
+
+  // Rank programs by rank; every rank 0..n-1 exactly once.
+  std::vector<const plan::RankProgram*> progs(n, nullptr);
+  for (const plan::RankProgram& r : p.plan.ranks()) {
+    if (r.rank() < 0 || r.rank() >= n || progs[r.rank()])
+      return invalidInput(p.dir, ": rank ", r.rank(), " is out of range or repeated (", n, " ranks)");
+    progs[r.rank()] = &r;
+  }
+  std::vector<GlooGroup> groups;
+  for (int g = 0; g < p.plan.groups_size(); ++g) {
+    const plan::Group& grp = p.plan.groups(g);
+    GlooGroup gg{grp.axis(), {grp.ranks().begin(), grp.ranks().end()}};
+    std::vector<int> sorted = gg.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.empty() || sorted.front() < 0 || sorted.back() >= n ||
+        std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return invalidInput(p.dir, ": group ", g, " has an invalid rank list");
+    groups.push_back(std::move(gg));
+  }
+  // Prepared up front: a bad program fails before any rank waits on another.
+  std::vector<std::unique_ptr<Executor>> execs(n);
+  for (int r = 0; r < n; ++r) {
+    ASSIGN_OR_RETURN(execs[r], Executor::create(p, *progs[r], o.verifyChecksums));
+  }
+
+  const bool withWorld = hasTransfers(p.plan);
+  const bool needComms = withWorld || !groups.empty();
+  GlooOptions gopts;
+  gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
+  std::shared_ptr<GlooStore> store = GlooStore::inProcess();
+
+  std::mutex mu;
+  Status firstError;
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (firstError.ok()) firstError = s;
+  };
+  // Communicators outlive every thread: a rank that finishes early keeps its
+  // connections open while its peers still drain theirs.
+  std::vector<RankComms> comms(n);
+  std::vector<std::vector<OutputPiece>> pieces(n);
+  RunResult result;
+  result.rankSeconds.assign(n, 0.0);
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        if (needComms) {
+          auto c = connectGloo(*store, r, n, groups, withWorld, gopts);
+          if (!c.ok()) return fail(c.status());
+          comms[r] = std::move(c).value();
+        }
+        double total = 0;
+        for (int it = 0; it < o.warmup + o.iters; ++it) {
+          auto t0 = std::chrono::steady_clock::now();
+          Status st = execs[r]->run(inputs, &comms[r], &pieces[r]);
+          if (!st.ok()) {
+            fail(st);
+            comms[r].abortAll();
+            return;
+          }
+          if (it >= o.warmup)
+            total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        result.rankSeconds[r] = total / o.iters;
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  if (!firstError.ok()) return firstError;
+  ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
+  return result;
+}
+
+StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs) {
+  if (!p.plan.has_reference() || p.plan.reference().instructions_size() == 0)
+    return invalidInput(p.dir, ": the plan has no reference program");
+  RETURN_IF_ERROR(validateInputs(p.plan, inputs));
+  ASSIGN_OR_RETURN(auto exec, Executor::create(p, p.plan.reference(), /*verifyChecksums=*/true));
+  std::vector<std::vector<OutputPiece>> pieces(1);
+  RETURN_IF_ERROR(exec->run(inputs, nullptr, &pieces[0]).withContext("reference program"));
+  return assemble(p.plan, pieces);
+}
+
+std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 3), bit(0, 1);
+  std::vector<Tensor> out;
+  for (const plan::IoDesc& d : plan.inputs()) {
+    TensorType type = fromDesc(d.desc());
+    Tensor t = Tensor::zeros(type);
+    int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      switch (type.dtype) {
+        case DType::kF32: t.mutableData<float>()[i] = static_cast<float>(real(rng)); break;
+        case DType::kF64: t.mutableData<double>()[i] = real(rng); break;
+        case DType::kF16: t.mutableData<uint16_t>()[i] = floatToHalf(static_cast<float>(real(rng))); break;
+        case DType::kBF16: t.mutableData<uint16_t>()[i] = floatToBf16(static_cast<float>(real(rng))); break;
+        case DType::kI8: t.mutableData<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
+        case DType::kU8: t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
+        case DType::kI32: t.mutableData<int32_t>()[i] = small(rng); break;
+        case DType::kI64: t.mutableData<int64_t>()[i] = small(rng); break;
+        case DType::kBool: t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(bit(rng)); break;
+        case DType::kUndefined: break;
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Diff compareTensors(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  Diff d;
+  if (got.type() != want.type()) {
+    d.message = strCat("type mismatch: got ", got.type().str(), ", want ", want.type().str());
+    return d;
+  }
+  d.ok = true;
+  int64_t worst = -1;
+  double worstExcess = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g = got.getDouble(i), w = want.getDouble(i);
+    bool fine;
+    double abs = 0;
+    if (std::isnan(g) || std::isnan(w)) {
+      fine = std::isnan(g) && std::isnan(w);
+    } else if (std::isinf(g) || std::isinf(w)) {
+      fine = g == w;
+    } else {
+      abs = std::fabs(g - w);
+      fine = abs <= atol + rtol * std::fabs(w);
+      d.maxAbs = std::max(d.maxAbs, abs);
+      if (w != 0) d.maxRel = std::max(d.maxRel, abs / std::fabs(w));
+    }
+    if (!fine) {
+      d.ok = false;
+      double excess = std::isfinite(abs) && abs > 0 ? abs - (atol + rtol * std::fabs(w)) : INFINITY;
+      if (worst < 0 || excess > worstExcess) {
+        worst = i;
+        worstExcess = excess;
+      }
+    }
+  }
+  if (worst >= 0) {
+    // Index as coordinates, row-major.
+    Dims coord(got.rank());
+    int64_t rem = worst;
+    for (int64_t k = got.rank() - 1; k >= 0; --k) {
+      coord[k] = got.shape()[k] ? rem % got.shape()[k] : 0;
+      rem = got.shape()[k] ? rem / got.shape()[k] : 0;
+    }
+    d.message = strCat("mismatch at ", dimsToString(coord), ": got ", got.getDouble(worst), ", want ",
+                       want.getDouble(worst), " (rtol ", rtol, ", atol ", atol, ")");
+  }
+  return d;
+}
+
+}  // namespace pcc

@@ -1,0 +1,66 @@
+// Launcher: runs a whole plan, one thread per rank, each with its gloo
+// communicators, and assembles the ranks' output pieces into model outputs.
+// Also the pieces pcc-run needs around it: the reference run (the oracle for
+// --check), seeded random inputs and tensor comparison.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/plan_io.h"
+#include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
+
+namespace pcc {
+
+struct RunOptions {
+  /// Check every weight's crc32 when mapping it.
+  bool verifyChecksums = true;
+  /// Bound on connecting and on every collective, in seconds.
+  int timeoutSeconds = 300;
+  /// Timed runs; outputs come from the last one.
+  int iters = 1;
+  /// Untimed runs before the timed ones.
+  int warmup = 0;
+};
+
+struct RunResult {
+  /// Model outputs in Plan.outputs order.
+  std::vector<Tensor> outputs;
+  /// Per rank: mean wall time of one timed run, in seconds.
+  std::vector<double> rankSeconds;
+};
+
+/// \returns an invalid-input error naming the input and both types when
+/// `inputs` does not match Plan.inputs in count, dtype and shape.
+Status validateInputs(const plan::Plan& plan, const std::vector<Tensor>& inputs);
+
+/// Runs every rank of `p` as a thread of this process on `inputs` (one per
+/// Plan.inputs entry). The first error of any rank wins; a failing rank closes
+/// its connections so that the others stop at once rather than at the timeout.
+/// \returns the outputs and per-rank times, or the first error.
+StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inputs,
+                            const RunOptions& o);
+
+/// Runs Plan.reference, the unpartitioned one-rank program.
+/// \returns its outputs, or an error (invalid-input when the plan has none).
+StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs);
+
+/// \returns one tensor per Plan.inputs entry, drawn from a generator seeded
+/// with `seed`: floats uniform in [-1, 1], integers in [0, 4), bools 0 or 1.
+std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed);
+
+struct Diff {
+  double maxAbs = 0;   ///< max |got - want|
+  double maxRel = 0;   ///< max |got - want| / |want| (over elements with want != 0)
+  bool ok = false;     ///< every element has |got - want| <= atol + rtol * |want|
+  std::string message; ///< the worst element, or why the tensors are not comparable
+};
+
+/// Compares elementwise: ok iff |g - w| <= atol + rtol * |w| everywhere, where
+/// NaN matches NaN and an infinity matches the same infinity. Different dtypes
+/// or shapes are never ok.
+Diff compareTensors(const Tensor& got, const Tensor& want, double rtol, double atol);
+
+}  // namespace pcc

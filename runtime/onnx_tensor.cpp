@@ -1,0 +1,193 @@
+#include "runtime/onnx_tensor.h"
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+namespace pcc {
+
+namespace {
+
+std::string tensorLabel(const onnx::TensorProto& p) {
+  return strCat("tensor '", p.name().empty() ? std::string("<unnamed>") : p.name(), "'");
+}
+
+/// Parses a non-negative decimal integer of an external_data entry.
+std::optional<uint64_t> parseUnsigned(const std::string& s) {
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+StatusOr<Tensor> fromExternal(const onnx::TensorProto& p, DType dtype, Dims dims, size_t nbytes,
+                              const std::string& baseDir, ExternalDataFiles* files) {
+  std::string location;
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      auto v = parseUnsigned(kv.value());
+      if (!v) return invalidInput(tensorLabel(p), ": external data ", kv.key(), " '", kv.value(), "' is not a number");
+      (kv.key() == "offset" ? offset : length.emplace()) = *v;
+    }
+    // "checksum" and unknown keys are informational.
+  }
+  if (location.empty()) return invalidInput(tensorLabel(p), ": external data without a location");
+  std::filesystem::path path(location);
+  if (path.is_relative() && !baseDir.empty()) path = std::filesystem::path(baseDir) / path;
+
+  std::shared_ptr<MappedFile> file;
+  if (files) {
+    auto f = files->get(path.string());
+    if (!f.ok()) return f.status().withContext(strCat(tensorLabel(p), ": external data"));
+    file = *f;
+  } else {
+    auto f = MappedFile::open(path.string());
+    if (!f.ok()) return f.status().withContext(strCat(tensorLabel(p), ": external data"));
+    file = *f;
+  }
+  uint64_t len = length ? *length : (offset <= file->size() ? file->size() - offset : 0);
+  if (offset > file->size() || len > file->size() - offset)
+    return invalidInput(tensorLabel(p), ": external data [", offset, ", ", offset, "+", len,
+                        ") lies outside ", file->path(), " (", file->size(), " bytes)");
+  if (len != nbytes)
+    return invalidInput(tensorLabel(p), ": external data holds ", len, " bytes, ", dtypeName(dtype),
+                        dimsToString(dims), " needs ", nbytes);
+  const uint8_t* ptr = nbytes ? file->data() + offset : file->data();
+  // A misaligned element pointer is undefined behaviour for the kernels; such
+  // (rare) files are copied, all others are used in place.
+  if (nbytes && reinterpret_cast<uintptr_t>(ptr) % dtypeSize(dtype) != 0) {
+    Tensor t = Tensor::zeros(dtype, std::move(dims));
+    std::memcpy(t.mutableData(), ptr, nbytes);
+    return t;
+  }
+  return Tensor::view(dtype, std::move(dims), ptr, std::shared_ptr<const void>(file, file->data()));
+}
+
+/// Copies `count` typed values into a new tensor, narrowing each with `conv`.
+template <typename Dst, typename Src, typename Conv>
+Tensor fromTyped(DType dtype, Dims dims, const Src& src, Conv conv) {
+  Tensor t = Tensor::zeros(dtype, std::move(dims));
+  Dst* out = t.mutableData<Dst>();
+  for (int i = 0; i < src.size(); ++i) out[i] = conv(src.Get(i));
+  return t;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<MappedFile>> ExternalDataFiles::get(const std::string& path) {
+  auto it = files_.find(path);
+  if (it != files_.end()) return it->second;
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> f, MappedFile::open(path));
+  files_[path] = f;
+  return f;
+}
+
+StatusOr<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& baseDir,
+                                 ExternalDataFiles* files) {
+  std::optional<DType> dtype = dtypeFromOnnx(p.data_type());
+  if (!dtype) return invalidInput(tensorLabel(p), ": unsupported data type ", p.data_type());
+  if (p.has_segment()) return invalidInput(tensorLabel(p), ": segmented tensors are not supported");
+  Dims dims(p.dims().begin(), p.dims().end());
+  // Reject negative dims and element counts whose byte size would overflow.
+  const uint64_t kMaxBytes = uint64_t(1) << 48;
+  uint64_t numel = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return invalidInput(tensorLabel(p), ": negative dimension in ", dimsToString(dims));
+    if (d != 0 && numel > kMaxBytes / static_cast<uint64_t>(d))
+      return invalidInput(tensorLabel(p), ": dims ", dimsToString(dims), " are too large");
+    numel *= static_cast<uint64_t>(d);
+  }
+  size_t esize = dtypeSize(*dtype);
+  if (numel > kMaxBytes / esize) return invalidInput(tensorLabel(p), ": dims ", dimsToString(dims), " are too large");
+  size_t nbytes = static_cast<size_t>(numel) * esize;
+
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    return fromExternal(p, *dtype, std::move(dims), nbytes, baseDir, files);
+
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != nbytes)
+      return invalidInput(tensorLabel(p), ": raw_data holds ", p.raw_data().size(), " bytes, ",
+                          dtypeName(*dtype), dimsToString(dims), " needs ", nbytes);
+    Tensor t = Tensor::zeros(*dtype, std::move(dims));
+    if (nbytes) std::memcpy(t.mutableData(), p.raw_data().data(), nbytes);
+    return t;
+  }
+  auto checkCount = [&](int have, const char* field) -> Status {
+    if (static_cast<uint64_t>(have) != numel)
+      return invalidInput(tensorLabel(p), ": ", field, " holds ", have, " values, ", dtypeName(*dtype),
+                          dimsToString(dims), " needs ", numel);
+    return Status::OK();
+  };
+  switch (*dtype) {
+    case DType::kF32:
+      RETURN_IF_ERROR(checkCount(p.float_data_size(), "float_data"));
+      return fromTyped<float>(*dtype, std::move(dims), p.float_data(), [](float v) { return v; });
+    case DType::kF64:
+      RETURN_IF_ERROR(checkCount(p.double_data_size(), "double_data"));
+      return fromTyped<double>(*dtype, std::move(dims), p.double_data(), [](double v) { return v; });
+    case DType::kI64:
+      RETURN_IF_ERROR(checkCount(p.int64_data_size(), "int64_data"));
+      return fromTyped<int64_t>(*dtype, std::move(dims), p.int64_data(), [](int64_t v) { return v; });
+    case DType::kI32:
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      return fromTyped<int32_t>(*dtype, std::move(dims), p.int32_data(), [](int32_t v) { return v; });
+    case DType::kI8:
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      return fromTyped<int8_t>(*dtype, std::move(dims), p.int32_data(),
+                               [](int32_t v) { return static_cast<int8_t>(v); });
+    case DType::kU8:
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      return fromTyped<uint8_t>(*dtype, std::move(dims), p.int32_data(),
+                                [](int32_t v) { return static_cast<uint8_t>(v); });
+    case DType::kBool:
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      return fromTyped<uint8_t>(*dtype, std::move(dims), p.int32_data(),
+                                [](int32_t v) { return static_cast<uint8_t>(v != 0); });
+    case DType::kF16:
+    case DType::kBF16:  // the 16 bits of each value are stored in int32_data
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      return fromTyped<uint16_t>(*dtype, std::move(dims), p.int32_data(),
+                                 [](int32_t v) { return static_cast<uint16_t>(v); });
+    case DType::kUndefined: break;
+  }
+  return invalidInput(tensorLabel(p), ": unsupported data type ", p.data_type());
+}
+
+void tensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.shape()) p->add_dims(d);
+  p->set_raw_data(t.raw(), t.nbytes());
+}
+
+StatusOr<Tensor> readTensorFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
+  if (file->size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return invalidInput(path, ": tensor file larger than 2 GiB (use external data)");
+  onnx::TensorProto p;
+  if (!p.ParseFromArray(file->data(), static_cast<int>(file->size())))
+    return invalidInput(path, ": not a valid ONNX TensorProto file");
+  std::string baseDir = std::filesystem::path(path).parent_path().string();
+  auto t = tensorFromProto(p, baseDir);
+  if (!t.ok()) return t.status().withContext(path);
+  return t;
+}
+
+Status writeTensorFile(const std::string& path, const Tensor& t, const std::string& name) {
+  onnx::TensorProto p;
+  tensorToProto(t, name, &p);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return invalidInput(path, ": cannot open for writing");
+  if (!p.SerializeToOstream(&out)) return invalidInput(path, ": write failed");
+  out.close();
+  if (!out) return invalidInput(path, ": write failed");
+  return Status::OK();
+}
+
+}  // namespace pcc

@@ -1,0 +1,260 @@
+// Normalizations and reductions: Softmax, LayerNormalization,
+// BatchNormalization (inference) and ReduceMean. Sums accumulate in double:
+// these kernels are the oracle the optimized ones are checked against.
+#include <cmath>
+#include <vector>
+
+#include "runtime/ops/op_util.h"
+
+namespace pcc {
+namespace {
+using namespace ops;
+
+const AttrMap& attrsOf(const InferArgs& args) {
+  static const AttrMap kNoAttrs;
+  return args.attrs ? *args.attrs : kNoAttrs;
+}
+
+/// Splits `shape` around `axis` into outer * n * inner element counts.
+void splitAround(const Dims& shape, int64_t axis, int64_t& outer, int64_t& n, int64_t& inner) {
+  outer = inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
+  n = shape[axis];
+  for (size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+}
+
+// ---- Softmax ---------------------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferSoftmax(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 1));
+  const TensorType& x = args.inputs[0];
+  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input"));
+  if (x.rank() < 1) return invalidInput("input must have rank >= 1, got ", x.str());
+  RETURN_IF_ERROR(normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()).status());
+  return std::vector<TensorType>{x};
+}
+
+Status computeSoftmax(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                      std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeSoftmax, in, attrs, out);
+  const Tensor& x = *in[0];
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", -1), x.rank()));
+  int64_t outer, n, inner;
+  splitAround(x.shape(), axis, outer, n, inner);
+  Tensor r = Tensor::zeros(x.type());
+  RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
+    const T* px = x.data<T>();
+    T* py = r.mutableData<T>();
+    std::vector<double> e(n);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* xs = px + o * n * inner + i;
+        T* ys = py + o * n * inner + i;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(xs[j * inner]));
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += e[j] = std::exp(xs[j * inner] - mx);
+        for (int64_t j = 0; j < n; ++j) ys[j * inner] = static_cast<T>(e[j] / sum);
+      }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- LayerNormalization -----------------------------------------------------
+
+Status checkBroadcastsTo(const TensorType& t, const Dims& target, const char* what) {
+  auto bc = broadcastShapes(t.shape, target);
+  if (t.rank() > static_cast<int64_t>(target.size()) || !bc.ok() || *bc != target)
+    return invalidInput(what, " ", t.str(), " does not broadcast to normalized shape ",
+                        dimsToString(target));
+  return Status::OK();
+}
+
+StatusOr<std::vector<TensorType>> inferLayerNorm(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 2, 3));
+  const TensorType& x = args.inputs[0];
+  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()));
+  Dims norm(x.shape.begin() + axis, x.shape.end());
+  for (size_t i = 1; i < args.inputs.size(); ++i) {
+    if (!args.has(i)) continue;
+    const char* what = i == 1 ? "Scale" : "B";
+    if (args.inputs[i].dtype != x.dtype)
+      return invalidInput(what, " type ", args.inputs[i].str(), " differs from X ", x.str());
+    RETURN_IF_ERROR(checkBroadcastsTo(args.inputs[i], norm, what));
+  }
+  return std::vector<TensorType>{x};
+}
+
+Status computeLayerNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                        std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeLayerNorm, in, attrs, out);
+  const Tensor& x = *in[0];
+  const Tensor& scale = *in[1];
+  const Tensor* bias = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", -1), x.rank()));
+  double eps = attrs.getFloat("epsilon", 1e-5f);
+  Dims norm(x.shape().begin() + axis, x.shape().end());
+  int64_t n = numElements(norm), outer = n ? x.numel() / n : 0;
+  // Offsets of Scale and B for each position of the normalized block.
+  std::vector<int64_t> so(n), bo(n);
+  BroadcastWalker w(norm, {scale.shape(), bias ? bias->shape() : Dims{}});
+  for (int64_t j = 0; j < n; ++j, w.next()) {
+    so[j] = w.offset(0);
+    bo[j] = w.offset(1);
+  }
+  Tensor r = Tensor::zeros(x.type());
+  RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
+    const T* ps = scale.data<T>();
+    const T* pb = bias ? bias->data<T>() : nullptr;
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* xs = x.data<T>() + o * n;
+      T* ys = r.mutableData<T>() + o * n;
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j) mean += xs[j];
+      mean /= n;
+      for (int64_t j = 0; j < n; ++j) var += (xs[j] - mean) * (xs[j] - mean);
+      var /= n;
+      double inv = 1.0 / std::sqrt(var + eps);
+      for (int64_t j = 0; j < n; ++j)
+        ys[j] = static_cast<T>((xs[j] - mean) * inv * ps[so[j]] + (pb ? pb[bo[j]] : 0.0));
+    }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- BatchNormalization -----------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferBatchNorm(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 5, 5));
+  const TensorType& x = args.inputs[0];
+  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
+  if (attrsOf(args).getInt("training_mode", 0) != 0)
+    return unsupported("training_mode=1 is not supported (inference only)");
+  if (x.rank() < 2) return invalidInput("input X must be [N,C,...], got ", x.str());
+  static const char* kNames[] = {"", "scale", "B", "input_mean", "input_var"};
+  for (size_t i = 1; i < 5; ++i) {
+    const TensorType& t = args.inputs[i];
+    if (t.dtype != x.dtype || t.shape != Dims{x.shape[1]})
+      return invalidInput(kNames[i], " ", t.str(), " must be ", dtypeName(x.dtype), "[",
+                          x.shape[1], "] for X ", x.str());
+  }
+  return std::vector<TensorType>{x};
+}
+
+Status computeBatchNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                        std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeBatchNorm, in, attrs, out);
+  const Tensor& x = *in[0];
+  double eps = attrs.getFloat("epsilon", 1e-5f);
+  int64_t n = x.shape()[0], c = x.shape()[1];
+  int64_t inner = n * c != 0 ? x.numel() / (n * c) : 0;
+  Tensor r = Tensor::zeros(x.type());
+  RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
+    const T *scale = in[1]->data<T>(), *bias = in[2]->data<T>(), *mean = in[3]->data<T>(),
+            *var = in[4]->data<T>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double k = scale[ch] / std::sqrt(static_cast<double>(var[ch]) + eps);
+        const T* xs = x.data<T>() + (b * c + ch) * inner;
+        T* ys = r.mutableData<T>() + (b * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          ys[i] = static_cast<T>((xs[i] - static_cast<double>(mean[ch])) * k + bias[ch]);
+      }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- ReduceMean --------------------------------------------------------------
+
+/// \returns which dims of `x` are reduced; an empty vector means "none" (the
+/// noop_with_empty_axes case).
+StatusOr<std::vector<bool>> reducedDims(const InferArgs& args) {
+  const TensorType& x = args.inputs[0];
+  const AttrMap& attrs = attrsOf(args);
+  std::vector<int64_t> axes;
+  if (args.has(1)) {
+    ASSIGN_OR_RETURN(axes, constInts(args, 1, "axes"));
+  } else if (attrs.has("axes")) {
+    axes = attrs.getInts("axes");
+  }
+  if (axes.empty()) {
+    if (attrs.getInt("noop_with_empty_axes", 0) != 0) return std::vector<bool>{};
+    return std::vector<bool>(x.rank(), true);
+  }
+  std::vector<bool> red(x.rank(), false);
+  for (int64_t a : axes) {
+    ASSIGN_OR_RETURN(int64_t ax, normalizeAxis(a, x.rank(), "reduction axis"));
+    if (red[ax]) return invalidInput("reduction axis ", a, " given twice");
+    red[ax] = true;
+  }
+  return red;
+}
+
+Dims reducedShape(const Dims& in, const std::vector<bool>& red, bool keep) {
+  if (red.empty()) return in;
+  Dims out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!red[i]) out.push_back(in[i]);
+    else if (keep) out.push_back(1);
+  }
+  return out;
+}
+
+StatusOr<std::vector<TensorType>> inferReduceMean(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 2));
+  const TensorType& x = args.inputs[0];
+  RETURN_IF_ERROR(checkDType(x, kNumericTypes, "input data"));
+  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
+  bool keep = attrsOf(args).getInt("keepdims", 1) != 0;
+  return std::vector<TensorType>{{x.dtype, reducedShape(x.shape, red, keep)}};
+}
+
+Status computeReduceMean(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                         std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeReduceMean, in, attrs, out);
+  const Tensor& x = *in[0];
+  InferArgs args = argsFromTensors(in, attrs);
+  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
+  bool keep = attrs.getInt("keepdims", 1) != 0;
+  if (red.empty()) {
+    out.push_back(x.clone());
+    return Status::OK();
+  }
+  // Sum into the keepdims-shaped output by walking the input with the output
+  // broadcast over it, then divide by the reduced element count.
+  Dims kept = reducedShape(x.shape(), red, true);
+  int64_t outN = numElements(kept);
+  int64_t count = outN ? x.numel() / outN : 0;
+  std::vector<double> sums(outN, 0.0);
+  Tensor r = Tensor::zeros(x.dtype(), reducedShape(x.shape(), red, keep));
+  RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
+    const T* px = x.data<T>();
+    BroadcastWalker w(x.shape(), {kept});
+    for (int64_t i = 0; i < x.numel(); ++i, w.next()) sums[w.offset(0)] += px[i];
+    T* py = r.mutableData<T>();
+    // The mean of no elements is NaN; integers have no NaN and get 0.
+    double empty = std::is_floating_point_v<T> ? std::nan("") : 0.0;
+    for (int64_t i = 0; i < outN; ++i) py[i] = static_cast<T>(count ? sums[i] / count : empty);
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+}  // namespace
+
+void registerNormReduceOps(OpRegistry& r) {
+  r.add({"Softmax", &inferSoftmax, &computeSoftmax});
+  r.add({"LayerNormalization", &inferLayerNorm, &computeLayerNorm});
+  r.add({"BatchNormalization", &inferBatchNorm, &computeBatchNorm});
+  r.add({"ReduceMean", &inferReduceMean, &computeReduceMean});
+}
+
+}  // namespace pcc

@@ -1,0 +1,77 @@
+// The op table. Every kernel file exposes a register function that this file
+// calls once, on first use: the library is static, so a kernel file that
+// registered itself through a static initializer could be dropped by the linker.
+#include "runtime/ops/registry.h"
+
+#include <algorithm>
+#include <map>
+
+#include "runtime/ops/op_util.h"
+
+namespace pcc {
+
+namespace {
+using Table = std::map<std::string, OpSchema, std::less<>>;
+
+Table& mutableTable() {
+  static Table t;
+  return t;
+}
+
+const Table& table() {
+  // Function-local static: initialized exactly once, thread-safe.
+  static const bool filled = [] {
+    OpRegistry r;
+    registerElementwiseOps(r);
+    registerLinalgOps(r);
+    registerConvPoolOps(r);
+    registerNormReduceOps(r);
+    registerShapeOps(r);
+    registerDataMovementOps(r);
+    registerCollectiveOps(r);
+    return true;
+  }();
+  (void)filled;
+  return mutableTable();
+}
+}  // namespace
+
+void OpRegistry::add(OpSchema s) {
+  std::string name = s.name;
+  mutableTable()[name] = std::move(s);
+}
+
+const OpSchema* findOpSchema(std::string_view name) {
+  const Table& t = table();
+  auto it = t.find(name);
+  return it == t.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registeredOps() {
+  std::vector<std::string> names;
+  for (const auto& [name, s] : table()) names.push_back(name);
+  return names;  // std::map keeps them sorted
+}
+
+StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,
+                                    const AttrMap& attrs) {
+  InferArgs args = ops::argsFromTensors(inputs, attrs);
+  auto describe = [&] { return strCat(op, " with inputs (", ops::typesToString(args.inputs), ")"); };
+  const OpSchema* s = findOpSchema(op);
+  if (!s || !s->compute || !s->infer) return unsupported(describe(), ": no kernel for this op");
+  auto inferred = s->infer(args);
+  if (!inferred.ok()) return inferred.status().withContext(describe());
+  std::vector<Tensor> outputs;
+  Status st = s->compute(inputs, attrs, outputs);
+  if (!st.ok()) return st.withContext(describe());
+  if (outputs.size() != inferred->size())
+    return internalError(describe(), ": kernel produced ", outputs.size(), " outputs, inference ",
+                         inferred->size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].type() != (*inferred)[i])
+      return internalError(describe(), ": kernel output ", i, " is ", outputs[i].type().str(),
+                           " but inference says ", (*inferred)[i].str());
+  return outputs;
+}
+
+}  // namespace pcc

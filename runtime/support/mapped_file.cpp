@@ -1,0 +1,46 @@
+#include "runtime/support/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace pcc {
+
+StatusOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return invalidInput(path, ": cannot open (", std::strerror(errno), ")");
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return invalidInput(path, ": cannot stat (", std::strerror(err), ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalidInput(path, ": not a regular file");
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return invalidInput(path, ": cannot map (", std::strerror(err), ")");
+    }
+    data = static_cast<const uint8_t*>(p);
+  }
+  // The mapping stays valid after the descriptor is closed.
+  ::close(fd);
+  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace pcc

@@ -1,0 +1,272 @@
+"""Shared helpers for the end-to-end tests.
+
+Each test script is run as `python tests/e2e/test_X.py --bin BUILD_DIR` (ctest
+sets PCC_SOURCE_DIR). It records checks in a Suite, prints every failure with
+the command and output that caused it, closes with `N passed, N failed`, and
+exits 1 if anything failed.
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+SOURCE_DIR = os.environ.get(
+    "PCC_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+MODELS_DIR = os.path.join(SOURCE_DIR, "models")
+
+
+def parse_args(description):
+    """\returns the parsed command line shared by every e2e script."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--bin", required=True, help="build folder holding pcc, pcc-run, pcc-report")
+    parser.add_argument("-k", dest="filter", default="",
+                        help="run only cases whose name contains this string")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
+    return parser.parse_args()
+
+
+def model_path(name):
+    return os.path.join(MODELS_DIR, name)
+
+
+class Result:
+    """What a tool run produced."""
+
+    def __init__(self, cmd, returncode, stdout, stderr, timed_out=False):
+        self.cmd = cmd
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.timed_out = timed_out
+
+    def describe(self, limit=4000):
+        """\returns the command, exit code and (the end of) its output, for failure messages."""
+        def tail(s):
+            return s if len(s) <= limit else "...\n" + s[-limit:]
+        status = "timed out" if self.timed_out else f"exit {self.returncode}"
+        return (f"  $ {shlex.join(self.cmd)}\n  -> {status}\n"
+                f"  stdout:\n{indent(tail(self.stdout))}\n  stderr:\n{indent(tail(self.stderr))}")
+
+
+def indent(text, prefix="    "):
+    return "\n".join(prefix + line for line in text.splitlines()) if text else prefix + "(empty)"
+
+
+class Tools:
+    """Runs pcc, pcc-run and pcc-report from one build folder."""
+
+    def __init__(self, bin_dir):
+        self.bin_dir = os.path.abspath(bin_dir)
+
+    def path(self, tool):
+        return os.path.join(self.bin_dir, tool)
+
+    def missing(self):
+        """\returns the tools that are not built."""
+        return [t for t in ("pcc", "pcc-run", "pcc-report") if not os.access(self.path(t), os.X_OK)]
+
+    def run(self, tool, args, timeout=300):
+        """Runs `tool args...`; \returns a Result (a timeout is a Result, not an exception)."""
+        cmd = [self.path(tool)] + [str(a) for a in args]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               errors="replace")
+            return Result(cmd, p.returncode, p.stdout, p.stderr)
+        except subprocess.TimeoutExpired as e:
+            def text(b):
+                return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+            return Result(cmd, None, text(e.stdout), text(e.stderr), timed_out=True)
+        except OSError as e:
+            return Result(cmd, None, "", f"could not start: {e}")
+
+
+class Suite:
+    """Counts passed and failed checks and prints the failures."""
+
+    def __init__(self, name, args):
+        self.name = name
+        self.filter = args.filter
+        self.keep = args.keep
+        self.passed = 0
+        self.failed = 0
+        self.failures = []
+
+    def selected(self, case):
+        return self.filter in case
+
+    def check(self, case, ok, detail=""):
+        """Records one check; \returns ok so callers can stop a case early."""
+        if ok:
+            self.passed += 1
+            print(f"PASS {case}", flush=True)
+        else:
+            self.failed += 1
+            self.failures.append(case)
+            print(f"FAIL {case}" + (f"\n{detail}" if detail else ""), flush=True)
+        return ok
+
+    def run_case(self, case, fn, *args):
+        """Runs fn(*args); an exception in the test code counts as one failure."""
+        if not self.selected(case):
+            return
+        try:
+            fn(*args)
+        except Exception:  # a bug in a case must not hide the other cases
+            self.check(case, False, indent(traceback.format_exc()))
+
+    def tempdir(self, prefix):
+        d = tempfile.mkdtemp(prefix=f"pcc-e2e-{prefix}-")
+        return d
+
+    def finish(self):
+        """Prints the summary; \returns the process exit code."""
+        if self.failures:
+            print("\nfailed:\n" + "\n".join(f"  {f}" for f in self.failures))
+        print(f"{self.name}: {self.passed} passed, {self.failed} failed")
+        return 0 if self.failed == 0 and self.passed > 0 else 1
+
+
+def require_tools(suite, tools):
+    """Fails the suite (not skips it) when a tool is not built; \returns True if all exist."""
+    missing = tools.missing()
+    return suite.check("tools built", not missing,
+                       f"  missing in {tools.bin_dir}: {', '.join(missing)}")
+
+
+# --- tensors and reference outputs ------------------------------------------
+
+def graph_inputs(model):
+    """\returns the model's run-time inputs (not initializers), in order."""
+    inits = {i.name for i in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def make_inputs(model, batch, seed, int_high=128):
+    """\returns seeded arrays for every run-time input, symbolic dims bound to `batch`.
+    Integer inputs (token ids) are drawn from [0, int_high)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for vi in graph_inputs(model):
+        t = vi.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else batch for d in t.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
+        if np.issubdtype(dtype, np.integer):
+            arrays.append(rng.integers(0, int_high, size=shape).astype(dtype))
+        else:
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+    return arrays
+
+
+def onnxruntime_outputs(path, arrays):
+    """\returns onnxruntime's outputs of the model at `path` for the given inputs."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, arrays)))
+
+
+def write_tensor(path, array, name=""):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
+
+
+def read_tensor(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def write_case(directory, model_file, batch, seed, int_high=128):
+    """Writes input_K.pb and onnxruntime's output_K.pb (the ONNX backend test
+    layout) into `directory`; \returns (inputs, expected outputs)."""
+    model = onnx.load(model_file, load_external_data=False)
+    os.makedirs(directory, exist_ok=True)
+    inputs = make_inputs(model, batch, seed, int_high)
+    outputs = onnxruntime_outputs(model_file, inputs)
+    for k, (vi, a) in enumerate(zip(graph_inputs(model), inputs)):
+        write_tensor(os.path.join(directory, f"input_{k}.pb"), a, vi.name)
+    for k, (vi, a) in enumerate(zip(model.graph.output, outputs)):
+        write_tensor(os.path.join(directory, f"output_{k}.pb"), a, vi.name)
+    return inputs, outputs
+
+
+def compare(actual, expected, rtol, atol):
+    """\returns "" if close (numpy allclose semantics), else what differs."""
+    if actual.shape != expected.shape:
+        return f"shape {list(actual.shape)} != expected {list(expected.shape)}"
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype} != expected {expected.dtype}"
+    if np.allclose(actual, expected, rtol=rtol, atol=atol):
+        return ""
+    diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    worst = np.unravel_index(np.argmax(diff), diff.shape)
+    bad = int(np.sum(diff > atol + rtol * np.abs(expected)))
+    return (f"{bad} of {diff.size} elements differ; max |diff| {diff[worst]:.3g} at {list(worst)}"
+            f" (got {actual[worst]}, expected {expected[worst]})")
+
+
+# --- plan bundle (read without generated code) -------------------------------
+
+def _varint(buf, pos):
+    value, shift = 0, 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def decode_fields(buf):
+    """Decodes one protobuf message's top level; \returns {field: [int | bytes]}.
+    Enough to read plan.pb's counts and offsets without generated code."""
+    fields, pos = {}, 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value, pos = int.from_bytes(buf[pos:pos + 8], "little"), pos + 8
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            value, pos = bytes(buf[pos:pos + n]), pos + n
+        elif wire == 5:
+            value, pos = int.from_bytes(buf[pos:pos + 4], "little"), pos + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+class PlanInfo:
+    """The few facts of a plan bundle the tests check (fields of runtime/plan.proto)."""
+
+    def __init__(self, bundle):
+        with open(os.path.join(bundle, "plan.pb"), "rb") as f:
+            top = decode_fields(f.read())
+        self.schema_version = top.get(1, [0])[0]
+        mesh = decode_fields(top[6][0]) if 6 in top else {}
+        self.mesh = {axis: mesh.get(n, [0])[0] for axis, n in (("pp", 1), ("dp", 2), ("tp", 3))}
+        self.ranks = []
+        for raw in top.get(8, []):
+            r = decode_fields(raw)
+            weights = []
+            for w in r.get(5, []):
+                wf = decode_fields(w)
+                weights.append({"name": wf.get(1, [b""])[0].decode(),
+                                "offset": wf.get(3, [0])[0], "nbytes": wf.get(4, [0])[0]})
+            self.ranks.append({"rank": r.get(1, [0])[0],
+                               "weight_file": r.get(4, [b""])[0].decode(),
+                               "weights": weights})

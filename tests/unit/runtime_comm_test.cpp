@@ -1,0 +1,197 @@
+// The gloo communicator on its own: rank threads of this process.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "runtime/comm_gloo.h"
+#include "runtime/tensor_slice.h"
+#include "runtime_test_util.h"
+
+namespace pcc {
+namespace {
+
+using namespace testing_rt;
+
+/// Runs fn(rank, comms) on `n` rank threads connected over `groups`; every
+/// rank's status is returned.
+std::vector<Status> onRanks(int n, const std::vector<GlooGroup>& groups, bool world,
+                            const std::function<Status(int, RankComms&)>& fn,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  auto store = GlooStore::inProcess();
+  std::vector<Status> st(n);
+  std::vector<RankComms> comms(n);
+  std::vector<std::thread> threads;
+  GlooOptions o;
+  o.timeout = timeout;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto c = connectGloo(*store, r, n, groups, world, o);
+      if (!c.ok()) {
+        st[r] = c.status();
+        return;
+      }
+      comms[r] = std::move(c).value();
+      st[r] = fn(r, comms[r]);
+    });
+  for (auto& t : threads) t.join();
+  return st;
+}
+
+void expectAllOk(const std::vector<Status>& st) {
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].message();
+}
+
+/// Rank r's tensor: pattern shifted by r.
+Tensor rankTensor(DType dt, Dims shape, int r) {
+  Tensor t = Tensor::zeros(dt, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = (i % 5) + 10 * r;
+    switch (dt) {
+      case DType::kF32: t.mutableData<float>()[i] = static_cast<float>(v); break;
+      case DType::kF64: t.mutableData<double>()[i] = v; break;
+      case DType::kI64: t.mutableData<int64_t>()[i] = static_cast<int64_t>(v); break;
+      case DType::kF16: t.mutableData<uint16_t>()[i] = floatToHalf(static_cast<float>(v)); break;
+      default: ADD_FAILURE() << "unexpected dtype";
+    }
+  }
+  return t;
+}
+
+class RuntimeCommAllReduce : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RuntimeCommAllReduce, SumsOverThreeRanks) {
+  DType dt = GetParam();
+  std::vector<Tensor> got(3);
+  expectAllOk(onRanks(3, {{"tp", {0, 1, 2}}}, false, [&](int r, RankComms& c) {
+    Tensor t = rankTensor(dt, {2, 7}, r);
+    Status s = c.groups[0]->allReduceSum(t);
+    got[r] = t;
+    return s;
+  }));
+  for (int r = 0; r < 3; ++r)
+    for (int64_t i = 0; i < 14; ++i) EXPECT_EQ(got[r].getDouble(i), 3 * (i % 5) + 30) << r << " " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, RuntimeCommAllReduce,
+                         ::testing::Values(DType::kF32, DType::kF64, DType::kI64, DType::kF16));
+
+TEST(RuntimeComm, AllGatherUnevenAlongDim1) {
+  // Ranks hold [2,1], [2,3], [2,2]; the gather is [2,6] in rank order.
+  const int64_t ext[3] = {1, 3, 2};
+  std::vector<Tensor> got(3);
+  expectAllOk(onRanks(3, {{"tp", {0, 1, 2}}}, false, [&](int r, RankComms& c) {
+    Tensor t = Tensor::zeros(DType::kF32, {2, ext[r]});
+    for (int64_t row = 0; row < 2; ++row)
+      for (int64_t j = 0; j < ext[r]; ++j) t.mutableData<float>()[row * ext[r] + j] = 100 * r + 10 * row + j;
+    return c.groups[0]->allGather(t, 1, &got[r]);
+  }));
+  Tensor want = Tensor::fromVector<float>(DType::kF32, {2, 6},
+                                          {0, 100, 101, 102, 200, 201, 10, 110, 111, 112, 210, 211});
+  for (int r = 0; r < 3; ++r) expectClose(got[r], want);
+}
+
+TEST(RuntimeComm, AllGatherRejectsMismatchedRows) {
+  auto st = onRanks(2, {{"tp", {0, 1}}}, false, [&](int r, RankComms& c) {
+    Tensor out;
+    return c.groups[0]->allGather(Tensor::zeros(DType::kF32, {2, r + 1}), 0, &out);
+  });
+  for (const Status& s : st) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("elements per row"), std::string::npos) << s.message();
+  }
+}
+
+struct RsCase {
+  int n;
+  int dim;
+  std::vector<int64_t> lens;  // empty: even split by the communicator
+  DType dt;
+};
+
+class RuntimeCommReduceScatter : public ::testing::TestWithParam<RsCase> {};
+
+TEST_P(RuntimeCommReduceScatter, KeepsThisRanksSliceOfTheSum) {
+  const RsCase& c = GetParam();
+  Dims shape = {3, 5, 2};
+  int64_t extent = shape[c.dim];
+  std::vector<Tensor> got(c.n);
+  std::vector<int> ranks(c.n);
+  for (int r = 0; r < c.n; ++r) ranks[r] = r;
+  expectAllOk(onRanks(c.n, {{"tp", ranks}}, false, [&](int r, RankComms& comms) {
+    Tensor out;
+    if (!c.lens.empty()) {
+      Dims s = shape;
+      s[c.dim] = c.lens[r];
+      out = Tensor::zeros(c.dt, s);
+    }
+    Status st = comms.groups[0]->reduceScatterSum(rankTensor(c.dt, shape, r), c.dim, &out);
+    got[r] = out;
+    return st;
+  }));
+  // The full sum, then rank r's slice along dim.
+  Tensor sum = Tensor::zeros(DType::kF64, shape);
+  for (int r = 0; r < c.n; ++r) {
+    Tensor t = rankTensor(c.dt, shape, r);
+    for (int64_t i = 0; i < t.numel(); ++i) sum.mutableData<double>()[i] += t.getDouble(i);
+  }
+  int64_t off = 0;
+  for (int r = 0; r < c.n; ++r) {
+    int64_t len = c.lens.empty() ? extent / c.n + (r < extent % c.n ? 1 : 0) : c.lens[r];
+    ASSERT_EQ(got[r].shape()[c.dim], len) << "rank " << r;
+    auto want = sliceAlong(sum, c.dim, off, len);
+    ASSERT_TRUE(want.ok());
+    for (int64_t i = 0; i < want->numel(); ++i)
+      EXPECT_EQ(got[r].getDouble(i), want->getDouble(i)) << "rank " << r << " element " << i;
+    off += len;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RuntimeCommReduceScatter,
+    ::testing::Values(RsCase{2, 1, {}, DType::kF32},          // uneven 3/2 along the middle
+                      RsCase{3, 0, {}, DType::kF32},          // one row each
+                      RsCase{4, 1, {}, DType::kF64},          // 2,1,1,1
+                      RsCase{3, 1, {1, 0, 4}, DType::kI64},   // lengths from the outputs
+                      RsCase{2, 2, {}, DType::kF16}));        // fallback path, last dim
+
+TEST(RuntimeComm, SendRecvInOrder) {
+  std::vector<Tensor> got(2);
+  expectAllOk(onRanks(3, {}, true, [&](int r, RankComms& c) -> Status {
+    if (r == 0) {
+      RETURN_IF_ERROR(c.world->send(rankTensor(DType::kF32, {4}, 1), 2));
+      return c.world->send(rankTensor(DType::kF32, {2, 2}, 2), 2);
+    }
+    if (r == 2) {
+      got[0] = Tensor::zeros(DType::kF32, {4});
+      got[1] = Tensor::zeros(DType::kF32, {2, 2});
+      RETURN_IF_ERROR(c.world->recv(&got[0], 0));
+      return c.world->recv(&got[1], 0);
+    }
+    return Status::OK();
+  }));
+  expectClose(got[0], rankTensor(DType::kF32, {4}, 1));
+  expectClose(got[1], rankTensor(DType::kF32, {2, 2}, 2));
+}
+
+TEST(RuntimeComm, CollectiveTimesOutWithAnError) {
+  auto start = std::chrono::steady_clock::now();
+  auto st = onRanks(
+      2, {{"tp", {0, 1}}}, false,
+      [&](int r, RankComms& c) -> Status {
+        if (r == 1) return Status::OK();  // never joins the all-reduce
+        Tensor t = Tensor::zeros(DType::kF32, {8});
+        return c.groups[0]->allReduceSum(t);
+      },
+      std::chrono::seconds(2));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 15.0);
+  ASSERT_FALSE(st[0].ok());
+  EXPECT_NE(st[0].message().find("rank 0"), std::string::npos) << st[0].message();
+  EXPECT_NE(st[0].message().find("all-reduce"), std::string::npos) << st[0].message();
+  EXPECT_TRUE(st[1].ok());
+}
+
+}  // namespace
+}  // namespace pcc

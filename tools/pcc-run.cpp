@@ -1,0 +1,193 @@
+// pcc-run: runs a plan bundle on CPU ranks (one thread per rank, gloo between
+// them), prints per-rank times, and checks the outputs against the plan's
+// reference program (--check) and/or expected tensor files (--expect).
+//
+// Exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "runtime/launcher.h"
+#include "runtime/onnx_tensor.h"
+#include "runtime/plan_convert.h"
+#include "runtime/plan_io.h"
+
+namespace {
+
+using namespace pcc;
+
+constexpr const char* kUsage =
+    "usage: pcc-run PLAN.pcc [options]\n"
+    "  --inputs DIR          read inputs from DIR/input_K.pb (K = position in the plan's inputs);\n"
+    "                        default: seeded random inputs\n"
+    "  --expect DIR          compare outputs with DIR/output_K.pb\n"
+    "  --outputs DIR         write outputs to DIR/output_K.pb\n"
+    "  --check               compare outputs with the plan's reference program\n"
+    "  --rtol R              relative tolerance (default 1e-4)\n"
+    "  --atol A              absolute tolerance (default 1e-5)\n"
+    "  --iters N             timed runs (default 1)\n"
+    "  --warmup N            untimed runs first (default 0)\n"
+    "  --seed S              seed of the random inputs (default 0)\n"
+    "  --no-verify-weights   skip the weight checksums\n"
+    "  --timeout S           seconds a collective may take before it is an error (default 300)\n"
+    "  --help                this text\n"
+    "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error\n";
+
+struct Args {
+  std::string plan, inputs, expect, outputs;
+  bool check = false;
+  double rtol = 1e-4, atol = 1e-5;
+  uint64_t seed = 0;
+  RunOptions run;
+};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "pcc-run: error: %s\n", s.message().c_str());
+  return s.exitCode();
+}
+
+StatusOr<double> number(const std::string& flag, const char* v) {
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  if (!*v || *end) return invalidInput(flag, " expects a number, got '", v, "'");
+  return d;
+}
+
+StatusOr<int64_t> integer(const std::string& flag, const char* v, int64_t min) {
+  char* end = nullptr;
+  long long i = std::strtoll(v, &end, 10);
+  if (!*v || *end || i < min) return invalidInput(flag, " expects an integer >= ", min, ", got '", v, "'");
+  return static_cast<int64_t>(i);
+}
+
+/// \returns the parsed arguments; `*help` is set for --help.
+StatusOr<Args> parse(int argc, char** argv, bool* help) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    auto value = [&]() -> StatusOr<const char*> {
+      if (i + 1 >= argc) return invalidInput(f, " needs a value");
+      return argv[++i];
+    };
+    if (f == "--help" || f == "-h") {
+      *help = true;
+      return a;
+    } else if (f == "--check") {
+      a.check = true;
+    } else if (f == "--no-verify-weights") {
+      a.run.verifyChecksums = false;
+    } else if (f == "--inputs" || f == "--expect" || f == "--outputs") {
+      ASSIGN_OR_RETURN(const char* v, value());
+      (f == "--inputs" ? a.inputs : f == "--expect" ? a.expect : a.outputs) = v;
+    } else if (f == "--rtol" || f == "--atol") {
+      ASSIGN_OR_RETURN(const char* v, value());
+      ASSIGN_OR_RETURN(double d, number(f, v));
+      if (d < 0) return invalidInput(f, " must not be negative");
+      (f == "--rtol" ? a.rtol : a.atol) = d;
+    } else if (f == "--iters" || f == "--warmup" || f == "--timeout" || f == "--seed") {
+      ASSIGN_OR_RETURN(const char* v, value());
+      ASSIGN_OR_RETURN(int64_t n, integer(f, v, f == "--iters" || f == "--timeout" ? 1 : 0));
+      if (f == "--iters") a.run.iters = static_cast<int>(n);
+      if (f == "--warmup") a.run.warmup = static_cast<int>(n);
+      if (f == "--timeout") a.run.timeoutSeconds = static_cast<int>(n);
+      if (f == "--seed") a.seed = static_cast<uint64_t>(n);
+    } else if (!f.empty() && f[0] == '-') {
+      return invalidInput("unknown option '", f, "' (see --help)");
+    } else if (a.plan.empty()) {
+      a.plan = f;
+    } else {
+      return invalidInput("more than one plan given: '", a.plan, "' and '", f, "'");
+    }
+  }
+  if (a.plan.empty()) return invalidInput("no plan given (usage: pcc-run PLAN.pcc [options]; see --help)");
+  return a;
+}
+
+std::string tensorFile(const std::string& dir, const char* kind, int k) {
+  return (std::filesystem::path(dir) / (std::string(kind) + "_" + std::to_string(k) + ".pb")).string();
+}
+
+/// Compares every output with `want`; prints one line per output.
+/// \returns false when any differs.
+bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+            const char* against, const Args& a) {
+  bool allOk = true;
+  for (size_t k = 0; k < got.size(); ++k) {
+    Diff d = compareTensors(got[k], want[k], a.rtol, a.atol);
+    std::printf("output %zu '%s' %s vs %s: max abs %.3g, max rel %.3g: %s%s%s\n", k,
+                p.plan.outputs(static_cast<int>(k)).name().c_str(), got[k].type().str().c_str(),
+                against, d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",
+                d.message.empty() ? "" : ": ", d.message.c_str());
+    allOk &= d.ok;
+  }
+  return allOk;
+}
+
+int run(const Args& a) {
+  auto lp = loadPlanBundle(a.plan);
+  if (!lp.ok()) return fail(lp.status());
+  const plan::Plan& plan = lp->plan;
+
+  std::vector<Tensor> inputs;
+  if (a.inputs.empty()) {
+    inputs = randomInputsFor(plan, a.seed);
+  } else {
+    for (int k = 0; k < plan.inputs_size(); ++k) {
+      auto t = readTensorFile(tensorFile(a.inputs, "input", k));
+      if (!t.ok()) return fail(t.status());
+      inputs.push_back(std::move(t).value());
+    }
+  }
+
+  auto res = runPlan(*lp, inputs, a.run);
+  if (!res.ok()) return fail(res.status());
+  for (size_t r = 0; r < res->rankSeconds.size(); ++r)
+    std::printf("rank %zu: %.3f ms\n", r, res->rankSeconds[r] * 1e3);
+
+  bool ok = true;
+  if (a.check) {
+    auto ref = runReference(*lp, inputs);
+    if (!ref.ok()) return fail(ref.status());
+    ok &= report(*lp, res->outputs, *ref, "reference", a);
+  }
+  if (!a.expect.empty()) {
+    std::vector<Tensor> want;
+    for (int k = 0; k < plan.outputs_size(); ++k) {
+      auto t = readTensorFile(tensorFile(a.expect, "output", k));
+      if (!t.ok()) return fail(t.status());
+      want.push_back(std::move(t).value());
+    }
+    ok &= report(*lp, res->outputs, want, "expected", a);
+  }
+  if (!a.outputs.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.outputs, ec);
+    if (ec) return fail(invalidInput(a.outputs, ": cannot create directory: ", ec.message()));
+    for (int k = 0; k < plan.outputs_size(); ++k) {
+      Status st = writeTensorFile(tensorFile(a.outputs, "output", k), res->outputs[k],
+                                  plan.outputs(k).name());
+      if (!st.ok()) return fail(st);
+    }
+  }
+  if (!ok) {
+    std::fprintf(stderr, "pcc-run: outputs differ (rtol %g, atol %g)\n", a.rtol, a.atol);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool help = false;
+  auto args = parse(argc, argv, &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!args.ok()) return fail(args.status());
+  return run(*args);
+}
