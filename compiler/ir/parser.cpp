@@ -250,7 +250,7 @@ class Parser {
 
   // --- Grammar -----------------------------------------------------------------
   StatusOr<TensorType> parseType();
-  StatusOr<std::optional<Sharding>> parseOptionalSharding(const TensorType& type);
+  StatusOr<std::optional<Sharding>> parseOptionalSharding();
   StatusOr<Tensor> parseDense();
   StatusOr<Attribute> parseAttribute();
   StatusOr<AttrMap> parseAttrDict();
@@ -286,9 +286,8 @@ StatusOr<TensorType> Parser::parseType() {
   return t;
 }
 
-StatusOr<std::optional<Sharding>> Parser::parseOptionalSharding(const TensorType& type) {
+StatusOr<std::optional<Sharding>> Parser::parseOptionalSharding() {
   if (!consume("#")) return std::optional<Sharding>();
-  size_t at = pos_ - 1;
   if (!consumeKeyword("shard")) return error(strCat("expected 'shard' after '#', found ", found()));
   RETURN_IF_ERROR(expect("<", "after '#shard'"));
   RETURN_IF_ERROR(expect("[", "to open the sharding's dimensions"));
@@ -315,10 +314,7 @@ StatusOr<std::optional<Sharding>> Parser::parseOptionalSharding(const TensorType
     RETURN_IF_ERROR(expect(")", "after the partial axis"));
   }
   RETURN_IF_ERROR(expect(">", "to close '#shard<'"));
-  if (static_cast<int64_t>(s.dims.size()) != type.rank())
-    return error(strCat("expected a sharding of rank ", type.rank(), " for type ", type.str(), ", found ",
-                        s.str()),
-                 at);
+  // The sharding's rank is the verifier's to check, like every other type fact.
   return std::optional<Sharding>(std::move(s));
 }
 
@@ -469,7 +465,7 @@ Status Parser::parseArgument() {
   skipSpace();
   size_t typeAt = pos_;
   ASSIGN_OR_RETURN(TensorType type, parseType());
-  ASSIGN_OR_RETURN(std::optional<Sharding> sharding, parseOptionalSharding(type));
+  ASSIGN_OR_RETURN(std::optional<Sharding> sharding, parseOptionalSharding());
   Value* v = nullptr;
   if (consumeKeyword("const")) {
     for (int64_t d : type.shape)
@@ -544,7 +540,7 @@ Status Parser::parseNode() {
   std::vector<std::optional<Sharding>> shardings;
   do {
     ASSIGN_OR_RETURN(TensorType t, parseType());
-    ASSIGN_OR_RETURN(std::optional<Sharding> s, parseOptionalSharding(t));
+    ASSIGN_OR_RETURN(std::optional<Sharding> s, parseOptionalSharding());
     types.push_back(std::move(t));
     shardings.push_back(std::move(s));
   } while (consume(","));

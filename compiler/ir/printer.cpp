@@ -124,8 +124,8 @@ std::string printGraph(const Graph& g, const PrintOptions& options) {
 
   std::string graphName = isBareName(g.name()) ? g.name() : quoteString(g.name());
   std::string s = "graph @" + graphName + "(";
-  // Short signatures stay on one line; long ones put one argument per line.
-  bool multiline = total + s.size() + outSig.size() > 100;
+  // Short signatures stay on one line; long ones (over 120 columns) put one argument per line.
+  bool multiline = total + s.size() + outSig.size() > 120;
   for (size_t i = 0; i < argTexts.size(); ++i) {
     if (multiline) s += "\n    ";
     s += argTexts[i];

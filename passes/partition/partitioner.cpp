@@ -57,28 +57,32 @@ int weightColumnDim(const Node* n) {
 // Step 3: \returns the row-split partner of column-split candidate `first`, or
 // nullptr when the values between them are not purely elementwise.
 const Node* findRowPartner(const Graph& g, const Node* first) {
+  // In topological order every producer precedes its readers, so when a node
+  // is reached, whether each of its inputs is in the region is final.
   std::set<const Value*> region = {first->output()};
-  std::vector<const Value*> work = {first->output()};
-  std::set<const Node*> seen;
-  const Node* partner = nullptr;
   std::set<const Value*> graphOutputs(g.outputs().begin(), g.outputs().end());
-  while (!work.empty()) {
-    const Value* v = work.back();
-    work.pop_back();
-    if (graphOutputs.count(v)) return nullptr;
-    for (Node* u : g.users(v)) {
-      if (!seen.insert(u).second) continue;
-      if (isWeightMatmul(u) && region.count(u->input(0)) && !region.count(u->input(1))) {
-        if (partner && partner != u) return nullptr;
-        partner = u;
-        continue;
-      }
-      if (!isElementwiseOp(u->op())) return nullptr;
-      for (Value* in : u->inputs())
-        if (in && !in->isConstant() && !region.count(in)) return nullptr;
-      for (Value* o : u->outputs())
-        if (region.insert(o).second) work.push_back(o);
+  const Node* partner = nullptr;
+  std::vector<Node*> nodes = g.nodes();
+  for (size_t i = g.indexOf(first) + 1; i < nodes.size(); ++i) {
+    const Node* u = nodes[i];
+    bool reads = std::any_of(u->inputs().begin(), u->inputs().end(), [&](Value* v) { return region.count(v); });
+    if (!reads) continue;
+    if (isWeightMatmul(u) && region.count(u->input(0)) && !region.count(u->input(1))) {
+      if (partner) return nullptr;
+      partner = u;
+      continue;
     }
+    if (!isElementwiseOp(u->op())) return nullptr;
+    for (Value* in : u->inputs())
+      if (in && !in->isConstant() && !region.count(in)) return nullptr;
+    for (Value* o : u->outputs()) region.insert(o);
+  }
+  // Nothing but the partner may read the region from outside, nor may the
+  // graph return a value of it.
+  for (const Value* v : region) {
+    if (graphOutputs.count(v)) return nullptr;
+    for (Node* u : g.users(v))
+      if (u != partner && !region.count(u->output())) return nullptr;
   }
   return partner;
 }

@@ -69,9 +69,9 @@ class Tools:
     def path(self, tool):
         return os.path.join(self.bin_dir, tool)
 
-    def missing(self):
-        """\returns the tools that are not built."""
-        return [t for t in ("pcc", "pcc-run", "pcc-report") if not os.access(self.path(t), os.X_OK)]
+    def missing(self, needed=("pcc", "pcc-run", "pcc-report")):
+        """\returns the tools of `needed` that are not built."""
+        return [t for t in needed if not os.access(self.path(t), os.X_OK)]
 
     def run(self, tool, args, timeout=300):
         """Runs `tool args...`; \returns a Result (a timeout is a Result, not an exception)."""
@@ -134,9 +134,9 @@ class Suite:
         return 0 if self.failed == 0 and self.passed > 0 else 1
 
 
-def require_tools(suite, tools):
-    """Fails the suite (not skips it) when a tool is not built; \returns True if all exist."""
-    missing = tools.missing()
+def require_tools(suite, tools, needed=("pcc", "pcc-run", "pcc-report")):
+    """Fails the suite (not skips it) when a needed tool is not built; \returns True if all exist."""
+    missing = tools.missing(needed)
     return suite.check("tools built", not missing,
                        f"  missing in {tools.bin_dir}: {', '.join(missing)}")
 

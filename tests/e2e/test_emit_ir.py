@@ -5,6 +5,7 @@ column then by row and sums the partial results with an AllReduce."""
 
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -43,8 +44,30 @@ def tp_ir(suite, tools):
     # fc2 is a MatMul: its weight [256,128] is split by input row, dimension 0.
     suite.check("tp: fc2.weight row-split #shard<[tp,-]>",
                 bool(lines_with(out, "fc2.weight", "#shard<[tp,-]>")), r.describe())
-    n = out.count("AllReduce(")
-    suite.check("tp: one or two AllReduce", 1 <= n <= 2, f"  {n} AllReduce\n" + r.describe())
+    suite.check("tp: fc2's product is a partial sum #shard<[-,-] partial(tp)>",
+                bool(lines_with(out, "MatMul(", "partial(tp)")), r.describe())
+    ranks = rank_programs(out)
+    suite.check("tp: a program per rank", sorted(ranks) == ["0", "1"] or sorted(ranks) == ["0"],
+                f"  rank programs printed: {sorted(ranks)}\n" + r.describe())
+    for k, text in ranks.items():
+        n = text.count("AllReduce(")
+        suite.check(f"tp: rank {k} program has exactly one AllReduce", n == 1,
+                    f"  {n} AllReduce\n" + r.describe())
+
+
+def rank_programs(ir):
+    """\returns {rank: text} of the `// rank K program` sections of --emit ir."""
+    sections, current = {}, None
+    for line in ir.splitlines():
+        m = re.match(r"//\s*rank\s+(\d+)", line)
+        if m:
+            current = m.group(1)
+            sections[current] = ""
+        elif line.startswith("//"):
+            current = None
+        elif current is not None:
+            sections[current] += line + "\n"
+    return sections
 
 
 def other_emits(suite, tools):
@@ -68,7 +91,7 @@ def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_emit_ir", args)
     tools = e2e.Tools(args.bin)
-    if e2e.require_tools(suite, tools):
+    if e2e.require_tools(suite, tools, needed=("pcc",)):
         suite.run_case("dp", dp_ir, suite, tools)
         suite.run_case("tp", tp_ir, suite, tools)
         suite.run_case("emit", other_emits, suite, tools)

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "runtime/launcher.h"
 #include "runtime/ops/registry.h"
@@ -290,7 +291,7 @@ TEST(RuntimeLauncher, CollectiveThatOneRankSkipsTimesOut) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(secs, 15.0);
   ASSERT_FALSE(res.ok());
-  const std::string& m = res.status().message();
+  std::string m = res.status().message();
   EXPECT_NE(m.find("rank 0: node 'sum_block1' (ALL_REDUCE)"), std::string::npos) << m;
   EXPECT_NE(m.find("all-reduce"), std::string::npos) << m;
 }

@@ -114,7 +114,7 @@ TEST(RuntimePlanIo, FlippedByteIsAChecksumError) {
   auto t = loadWeight(*lp, lp->plan.ranks(0), 0, true);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput);
-  const std::string& m = t.status().message();
+  std::string m = t.status().message();
   EXPECT_EQ(m.rfind(dir + "/rank0.bin: weight 'fc1.weight' checksum mismatch (stored 0x", 0), 0u) << m;
   EXPECT_NE(m.find(", computed 0x"), std::string::npos) << m;
   // Unverified, the damaged weight loads; the intact one verifies.

@@ -1,0 +1,292 @@
+// Partitioning: structure (meshes, Megatron pairs, collectives) and numbers
+// (every rank program, run in lockstep with simulated collectives, must
+// reproduce the unpartitioned graph on the reference evaluator).
+#include <gtest/gtest.h>
+
+#include "compiler/eval/evaluator.h"
+#include "compiler/ir/text.h"
+#include "compiler/ir/verifier.h"
+#include "passes/partition/partitioner.h"
+#include "runtime/ops/registry.h"
+#include "runtime/tensor_slice.h"
+
+namespace pcc {
+namespace {
+
+const char kMlp[] = R"(
+graph @main(%x: f32[6,32], %w1: f32[64,32] const, %b1: f32[64] const, %w2: f32[64,48] const,
+             %b2: f32[48] const, %w3: f32[48,8] const) -> (%y: f32[6,8]) {
+  %h1 = Gemm(%x, %w1, %b1) {transB = 1} : f32[6,64]
+  %a1 = Relu(%h1) : f32[6,64]
+  %h2 = MatMul(%a1, %w2) : f32[6,48]
+  %h3 = Add(%h2, %b2) : f32[6,48]
+  %a2 = Tanh(%h3) : f32[6,48]
+  %y = MatMul(%a2, %w3) : f32[6,8]
+  return %y
+}
+)";
+
+// A transformer-block fragment: heads via Reshape/Transpose, softmax, and an
+// MLP whose activation reads the first matmul's output twice (erf GELU).
+const char kBlock[] = R"(
+graph @main(%x: f32[4,8,16], %wq: f32[16,16] const, %wk: f32[16,16] const, %shape: i64[4] const dense<i64[4]: 4, 8, 2, 8>,
+             %back: i64[3] const dense<i64[3]: 4, 8, 16>, %scale: f32[] const dense<f32[]: 2.8284271247461903>,
+             %w1: f32[16,32] const, %b1: f32[32] const, %sq2: f32[] const dense<f32[]: 1.4142135623730951>,
+             %one: f32[] const dense<f32[]: 1>, %half: f32[] const dense<f32[]: 0.5>, %w2: f32[32,16] const,
+             %b2: f32[16] const) -> (%out: f32[4,8,16]) {
+  %q = MatMul(%x, %wq) : f32[4,8,16]
+  %k = MatMul(%x, %wk) : f32[4,8,16]
+  %qh = Reshape(%q, %shape) : f32[4,8,2,8]
+  %kh = Reshape(%k, %shape) : f32[4,8,2,8]
+  %qt = Transpose(%qh) {perm = [0, 2, 1, 3]} : f32[4,2,8,8]
+  %kt = Transpose(%kh) {perm = [0, 2, 3, 1]} : f32[4,2,8,8]
+  %s = MatMul(%qt, %kt) : f32[4,2,8,8]
+  %ss = Div(%s, %scale) : f32[4,2,8,8]
+  %p = Softmax(%ss) {axis = -1} : f32[4,2,8,8]
+  %o = MatMul(%p, %qt) : f32[4,2,8,8]
+  %ot = Transpose(%o) {perm = [0, 2, 1, 3]} : f32[4,8,2,8]
+  %att = Reshape(%ot, %back) : f32[4,8,16]
+  %r = Add(%x, %att) : f32[4,8,16]
+  %f = MatMul(%r, %w1) : f32[4,8,32]
+  %fb = Add(%b1, %f) : f32[4,8,32]
+  %d = Div(%fb, %sq2) : f32[4,8,32]
+  %e = Erf(%d) : f32[4,8,32]
+  %e1 = Add(%e, %one) : f32[4,8,32]
+  %g = Mul(%fb, %e1) : f32[4,8,32]
+  %g2 = Mul(%g, %half) : f32[4,8,32]
+  %m = MatMul(%g2, %w2) : f32[4,8,16]
+  %mb = Add(%m, %b2) : f32[4,8,16]
+  %out = Add(%r, %mb) : f32[4,8,16]
+  return %out
+}
+)";
+
+// Two Gemms with biases: the second is the row-split one, so its bias must be
+// added on one rank of the group only.
+const char kGemms[] = R"(
+graph @main(%x: f32[4,16], %w1: f32[16,32] const, %b1: f32[32] const, %w2: f32[32,8] const,
+             %b2: f32[1,8] const) -> (%y: f32[4,8]) {
+  %h = Gemm(%x, %w1, %b1) : f32[4,32]
+  %s = Sigmoid(%h) : f32[4,32]
+  %y = Gemm(%s, %w2, %b2) {alpha = 0.5, beta = 2.0} : f32[4,8]
+  return %y
+}
+)";
+
+std::unique_ptr<Graph> parse(const char* text) {
+  auto g = parseGraph(text, "test.ir");
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return std::move(g).value();
+}
+
+// Runs every rank's program in lockstep (their node sequences are identical by
+// construction) and performs each collective across its group in memory.
+StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, const std::vector<RankGraph>& ranks,
+                                       const std::vector<Tensor>& inputs) {
+  size_t n = ranks.size();
+  std::vector<std::map<const Value*, Tensor>> env(n);
+  std::vector<std::vector<Node*>> progs(n);
+  for (size_t r = 0; r < n; ++r) {
+    progs[r] = ranks[r].graph->nodes();
+    if (progs[r].size() != progs[0].size()) return internalError("rank programs differ in length");
+    for (const IoBind& b : ranks[r].inputs) {
+      Tensor t = inputs[b.index];
+      if (b.splitDim >= 0) {
+        ASSIGN_OR_RETURN(t, sliceAlong(t, b.splitDim, b.offset, b.length));
+      }
+      env[r][b.value] = t;
+    }
+    for (Value* c : ranks[r].graph->constants()) env[r][c] = c->constantData();
+  }
+  for (size_t i = 0; i < progs[0].size(); ++i) {
+    std::vector<Tensor> results(n);
+    for (size_t r = 0; r < n; ++r) {
+      Node* node = progs[r][i];
+      if (node->op() != progs[0][i]->op()) return internalError("rank programs diverge at node ", i);
+      if (!isCollective(node->op())) {
+        std::vector<const Tensor*> ins;
+        for (Value* v : node->inputs()) ins.push_back(v ? &env[r].at(v) : nullptr);
+        ASSIGN_OR_RETURN(auto outs, runOp(node->opName(), ins, node->attrs()));
+        for (size_t k = 0; k < outs.size(); ++k) env[r][node->output(k)] = outs[k];
+        continue;
+      }
+      MeshAxis axis = *meshAxisFromName(node->attrs().getString("axis", ""));
+      Tensor acc;
+      std::vector<Tensor> parts;
+      for (int peer : p.mesh.groupOf(static_cast<int>(r), axis)) parts.push_back(env[peer].at(progs[peer][i]->input(0)));
+      if (node->op() == OpKind::AllReduce) {
+        acc = parts[0];
+        for (size_t k = 1; k < parts.size(); ++k) {
+          ASSIGN_OR_RETURN(auto sum, runOp("Add", {&acc, &parts[k]}, {}));
+          acc = sum[0];
+        }
+      } else {
+        AttrMap a;
+        a.set("axis", node->attrs().getInt("dim", 0));
+        std::vector<const Tensor*> ins;
+        for (auto& t : parts) ins.push_back(&t);
+        ASSIGN_OR_RETURN(auto cat, runOp("Concat", ins, a));
+        acc = cat[0];
+      }
+      results[r] = acc;
+    }
+    for (size_t r = 0; r < n; ++r)
+      if (isCollective(progs[r][i]->op())) env[r][progs[r][i]->output()] = results[r];
+  }
+  // Assemble the outputs; every element must be written exactly once.
+  std::vector<Tensor> outs;
+  std::vector<int64_t> written(global.outputs().size(), 0);
+  for (Value* o : global.outputs()) outs.push_back(Tensor::zeros(o->type()));
+  for (size_t r = 0; r < n; ++r)
+    for (const IoBind& b : ranks[r].outputs) {
+      const Tensor& piece = env[r].at(b.value);
+      if (b.splitDim < 0) outs[b.index] = piece.clone();
+      else RETURN_IF_ERROR(insertAlong(outs[b.index], piece, b.splitDim, b.offset));
+      written[b.index] += piece.numel();
+    }
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (written[k] != outs[k].numel()) return internalError("output ", k, ": ", written[k], " of ", outs[k].numel(), " elements written");
+  return outs;
+}
+
+struct Case {
+  const char* name;
+  const char* text;
+  PartitionOptions opts;
+  Mesh expectMesh;
+  int expectPairs;
+  int expectAllReducesPerRank;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class PartitionNumerics : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PartitionNumerics, RanksReproduceTheGraph) {
+  const Case& c = GetParam();
+  auto g = parse(c.text);
+  auto want = evaluateGraph(*g, randomInputs(*g, 7));
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  auto p = partitionGraph(*g, c.opts);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->mesh.dp, c.expectMesh.dp);
+  EXPECT_EQ(p->mesh.tp, c.expectMesh.tp);
+  EXPECT_EQ(static_cast<int>(p->tensorParallelPairs.size()), c.expectPairs);
+  ASSERT_TRUE(verifyGraph(*g).ok()) << verifyGraph(*g).message();
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  ASSERT_EQ(static_cast<int>(ranks->size()), p->mesh.size());
+  for (const RankGraph& rg : *ranks) {
+    Status v = verifyGraph(*rg.graph);
+    EXPECT_TRUE(v.ok()) << "rank " << rg.rank << ": " << v.message();
+    int allReduces = 0;
+    for (Node* n : rg.graph->nodes()) allReduces += n->op() == OpKind::AllReduce;
+    EXPECT_EQ(allReduces, c.expectAllReducesPerRank) << "rank " << rg.rank;
+  }
+  auto got = simulate(*g, *p, *ranks, randomInputs(*g, 7));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size(); ++i) {
+    Diff d = compareTensors((*got)[i], (*want)[i], 1e-5, 1e-6);
+    EXPECT_TRUE(d.ok) << c.name << " output " << i << ": " << d.where;
+  }
+}
+
+PartitionOptions opt(int gpus, int dp = 0, int tp = 0) {
+  PartitionOptions o;
+  o.gpus = gpus;
+  o.dp = dp;
+  o.tp = tp;
+  return o;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, PartitionNumerics,
+    ::testing::Values(Case{"mlp_1", kMlp, opt(1), Mesh{1, 1, 1}, 0, 0},
+                      Case{"mlp_dp2", kMlp, opt(2), Mesh{1, 2, 1}, 0, 0},
+                      Case{"mlp_dp4_uneven", kMlp, opt(4), Mesh{1, 4, 1}, 0, 0},
+                      Case{"mlp_dp_capped_by_batch", kMlp, opt(8), Mesh{1, 6, 1}, 0, 0},
+                      Case{"mlp_tp2", kMlp, opt(2, 0, 2), Mesh{1, 1, 2}, 1, 1},
+                      Case{"mlp_tp4", kMlp, opt(4, 0, 4), Mesh{1, 1, 4}, 1, 1},
+                      Case{"mlp_dp2_tp2", kMlp, opt(4, 2, 2), Mesh{1, 2, 2}, 1, 1},
+                      Case{"gemm_bias_tp2", kGemms, opt(2, 0, 2), Mesh{1, 1, 2}, 1, 1},
+                      Case{"gemm_bias_dp2_tp2", kGemms, opt(4, 2, 2), Mesh{1, 2, 2}, 1, 1},
+                      Case{"block_dp2", kBlock, opt(2), Mesh{1, 2, 1}, 0, 0},
+                      Case{"block_dp3_uneven", kBlock, opt(3), Mesh{1, 3, 1}, 0, 0},
+                      Case{"block_tp2", kBlock, opt(2, 0, 2), Mesh{1, 1, 2}, 1, 1},
+                      Case{"block_dp2_tp2", kBlock, opt(4, 2, 2), Mesh{1, 2, 2}, 1, 1}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+TEST(Partition, MegatronPairShardsWeightsByColumnThenRow) {
+  auto g = parse(kMlp);
+  auto p = partitionGraph(*g, opt(2, 0, 2));
+  ASSERT_TRUE(p.ok());
+  // The first Gemm's output is split by columns, the MatMul after it is a partial sum.
+  EXPECT_EQ(g->findValue("h1")->sharding()->str(), "[-,tp]");
+  EXPECT_EQ(g->findValue("a1")->sharding()->str(), "[-,tp]");
+  EXPECT_EQ(g->findValue("h2")->sharding()->str(), "[-,-] partial(tp)");
+  EXPECT_EQ(g->findValue("h3")->sharding()->str(), "[-,-]");
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok());
+  const Graph& r0 = *(*ranks)[0].graph;
+  EXPECT_EQ(r0.findValue("w1")->type().shape, (Dims{32, 32}));  // transB: rows of w1 are columns of h1
+  EXPECT_EQ(r0.findValue("w2")->type().shape, (Dims{32, 48}));
+  EXPECT_EQ(r0.findValue("w3")->type().shape, (Dims{48, 8}));   // replicated
+}
+
+TEST(Partition, SmallBatchUsesFewerRanksAndSaysSo) {
+  auto g = parse(kMlp);
+  auto p = partitionGraph(*g, opt(8));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->mesh.size(), 6);
+  ASSERT_FALSE(p->notes.empty());
+  EXPECT_NE(p->notes[0].find("smaller than dp=8"), std::string::npos) << p->notes[0];
+}
+
+TEST(Partition, BadRequestsAreErrors) {
+  auto g = parse(kMlp);
+  auto notDividing = partitionGraph(*g, opt(3, 0, 2));
+  ASSERT_FALSE(notDividing.ok());
+  EXPECT_EQ(notDividing.status().code(), StatusCode::kInvalidInput);
+  auto pp = partitionGraph(*g, [] { PartitionOptions o = opt(2); o.pp = 2; return o; }());
+  ASSERT_FALSE(pp.ok());
+  EXPECT_EQ(pp.status().code(), StatusCode::kUnsupported);
+}
+
+TEST(Partition, ReshapeMergingAnUnevenBatchIsRefusedCleanly) {
+  auto g = parse(R"(
+graph @main(%x: f32[5,4,8], %s: i64[2] const dense<i64[2]: 20, 8>, %w: f32[8,8] const) -> (%y: f32[20,8]) {
+  %f = Reshape(%x, %s) : f32[20,8]
+  %y = MatMul(%f, %w) : f32[20,8]
+  return %y
+}
+)");
+  auto p = partitionGraph(*g, opt(2));
+  ASSERT_TRUE(p.ok());
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(ranks.status().message().find("unevenly"), std::string::npos) << ranks.status().message();
+}
+
+TEST(Partition, ReshapeMergingAnEvenBatchKeepsItSplit) {
+  auto g = parse(R"(
+graph @main(%x: f32[4,4,8], %s: i64[2] const dense<i64[2]: 16, 8>, %w: f32[8,8] const) -> (%y: f32[16,8]) {
+  %f = Reshape(%x, %s) : f32[16,8]
+  %y = MatMul(%f, %w) : f32[16,8]
+  return %y
+}
+)");
+  auto want = evaluateGraph(*g, randomInputs(*g, 3));
+  ASSERT_TRUE(want.ok());
+  auto p = partitionGraph(*g, opt(2));
+  ASSERT_TRUE(p.ok());
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  auto got = simulate(*g, *p, *ranks, randomInputs(*g, 3));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(compareTensors((*got)[0], (*want)[0], 1e-5, 1e-6).ok);
+}
+
+}  // namespace
+}  // namespace pcc
