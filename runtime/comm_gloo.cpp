@@ -82,14 +82,6 @@ void copyIntoSlab(const Split3& s, const uint8_t* src, int64_t ext, uint8_t* dst
     std::memcpy(dst + (o * total + off) * row, src + o * ext * row, ext * row);
 }
 
-/// The inverse: rows [off, off+ext) of [outer, total, inner] at `src` to `dst`.
-void copyFromSlab(const Split3& s, const uint8_t* src, int64_t total, int64_t off, int64_t ext,
-                  uint8_t* dst) {
-  size_t row = s.rowBytes();
-  for (int64_t o = 0; o < s.outer; ++o)
-    std::memcpy(dst + o * ext * row, src + (o * total + off) * row, ext * row);
-}
-
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx, int globalRank, int groupRank,
@@ -312,15 +304,17 @@ class GlooCommunicator final : public Communicator {
   }
 
   Status runReduceScatter(Tensor& work, const std::vector<int>& counts, const TensorType& type) {
-    switch (work.dtype()) {
+    // gloo's halving-doubling never completes when a rank's block is empty.
+    bool emptyBlock = std::find(counts.begin(), counts.end(), 0) != counts.end();
+    switch (emptyBlock ? DType::kUndefined : work.dtype()) {
       case DType::kF32: return guard("reduce-scatter", type, [&] { reduceScatterTyped<float>(work, counts); });
       case DType::kF64: return guard("reduce-scatter", type, [&] { reduceScatterTyped<double>(work, counts); });
       case DType::kI32: return guard("reduce-scatter", type, [&] { reduceScatterTyped<int32_t>(work, counts); });
       case DType::kI64: return guard("reduce-scatter", type, [&] { reduceScatterTyped<int64_t>(work, counts); });
       default: break;
     }
-    // Types gloo's reduce-scatter has no sum for: all-reduce, then move this
-    // rank's block to the front as the reduce-scatter would.
+    // Types gloo's reduce-scatter has no sum for, and empty blocks: all-reduce,
+    // then move this rank's block to the front as the reduce-scatter would.
     RETURN_IF_ERROR(allReduceSum(work));
     size_t es = dtypeSize(work.dtype());
     size_t off = std::accumulate(counts.begin(), counts.begin() + rank_, size_t{0}) * es;

@@ -167,9 +167,9 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
 }
 
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs) {
+  RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   if (!p.plan.has_reference() || p.plan.reference().instructions_size() == 0)
     return invalidInput(p.dir, ": the plan has no reference program");
-  RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, p.plan.reference(), /*verifyChecksums=*/true));
   std::vector<std::vector<OutputPiece>> pieces(1);
   RETURN_IF_ERROR(exec->run(inputs, nullptr, &pieces[0]).withContext("reference program"));
@@ -204,8 +204,8 @@ std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed) {
   return out;
 }
 
-Diff compareTensors(const Tensor& got, const Tensor& want, double rtol, double atol) {
-  Diff d;
+TensorDiff diffTensors(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  TensorDiff d;
   if (got.type() != want.type()) {
     d.message = strCat("type mismatch: got ", got.type().str(), ", want ", want.type().str());
     return d;

@@ -1,5 +1,6 @@
 #include "compiler/eval/compare.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/support/status.h"
@@ -26,27 +27,27 @@ Diff compareTensors(const Tensor& got, const Tensor& want, double rtol, double a
     return diff;
   }
   int64_t worst = -1;
-  double worstExcess = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    double g = got.getDouble(i), w = want.getDouble(i);
-    if (std::isnan(g) || std::isnan(w)) {
-      if (std::isnan(g) && std::isnan(w)) continue;
-      diff.maxAbs = INFINITY;
-      if (worstExcess != INFINITY) {
-        worstExcess = INFINITY;
-        worst = i;
-      }
-      continue;
-    }
-    // Equal infinities (and exact matches) differ by nothing.
-    double abs = g == w ? 0.0 : std::fabs(g - w);
-    diff.maxAbs = std::max(diff.maxAbs, abs);
-    if (w != 0) diff.maxRel = std::max(diff.maxRel, abs / std::fabs(w));
-    double excess = abs - (atol + rtol * std::fabs(w));
+  double worstExcess = 0;  // how far the worst element is beyond its tolerance
+  auto note = [&](int64_t i, double excess) {
     if (excess > 0 && (worst < 0 || excess > worstExcess)) {
       worst = i;
       worstExcess = excess;
     }
+  };
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g = got.getDouble(i), w = want.getDouble(i);
+    bool gNan = std::isnan(g), wNan = std::isnan(w);
+    if (gNan || wNan || std::isinf(g) || std::isinf(w)) {
+      // Tolerances mean nothing for NaN and infinity: only the same special value matches.
+      if ((gNan && wNan) || g == w) continue;
+      diff.maxAbs = INFINITY;
+      note(i, INFINITY);
+      continue;
+    }
+    double abs = std::fabs(g - w);
+    diff.maxAbs = std::max(diff.maxAbs, abs);
+    if (w != 0) diff.maxRel = std::max(diff.maxRel, abs / std::fabs(w));
+    note(i, abs - (atol + rtol * std::fabs(w)));
   }
   if (worst >= 0) {
     diff.ok = false;

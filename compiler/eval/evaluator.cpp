@@ -22,7 +22,7 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value* v = g.inputs()[i];
     if (inputs[i].type() != v->type())
-      return invalidInput("input ", i, " %", v->name(), " has type ", inputs[i].type().str(), ", the graph expects ",
+      return invalidInput("input ", i, " ", valueRefText(v->name()), " has type ", inputs[i].type().str(), ", the graph expects ",
                           v->type().str());
     env[v] = inputs[i];
   }
@@ -32,7 +32,7 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
   std::unordered_map<const Value*, int> uses = g.useCounts();
 
   for (const Node* n : g.nodes()) {
-    std::string what = n->name().empty() ? strCat("node defining %", n->output(0)->name(), " (", n->opName(), ")")
+    std::string what = n->name().empty() ? strCat("node defining ", valueRefText(n->output(0)->name()), " (", n->opName(), ")")
                                          : n->describe();
     if (isCollective(n->op())) return unsupported(what, ": collectives cannot run in the single-device evaluator");
     std::vector<const Tensor*> args;
@@ -42,7 +42,7 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
         continue;
       }
       auto it = env.find(v);
-      if (it == env.end()) return internalError(what, ": input %", v->name(), " has no value (graph not topologically ordered?)");
+      if (it == env.end()) return internalError(what, ": input ", valueRefText(v->name()), " has no value (graph not topologically ordered?)");
       args.push_back(&it->second);
     }
     auto results = runOp(n->opName(), args, n->attrs());
@@ -52,7 +52,7 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
     for (size_t i = 0; i < results->size(); ++i) {
       const Value* o = n->output(i);
       if ((*results)[i].type() != o->type())
-        return internalError(what, ": output ", i, " %", o->name(), " computed as ", (*results)[i].type().str(),
+        return internalError(what, ": output ", i, " ", valueRefText(o->name()), " computed as ", (*results)[i].type().str(),
                              " but the graph says ", o->type().str());
     }
     // Release inputs at their last use (before binding outputs: a node never reads its own outputs).
@@ -70,7 +70,7 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
   std::vector<Tensor> outs;
   for (const Value* v : g.outputs()) {
     auto it = env.find(v);
-    if (it == env.end()) return internalError("graph output %", v->name(), " was never computed");
+    if (it == env.end()) return internalError("graph output ", valueRefText(v->name()), " was never computed");
     outs.push_back(it->second);
   }
   return outs;

@@ -442,8 +442,8 @@ StatusOr<AttrMap> Parser::parseAttrDict() {
     } else {
       ASSIGN_OR_RETURN(name, parseIdentifier("an attribute name"));
     }
-    if (attrs.has(name)) return error(strCat("expected each attribute once, found '", name, "' twice"), at);
-    RETURN_IF_ERROR(expect("=", strCat("after attribute name '", name, "'")));
+    if (attrs.has(name)) return error(strCat("expected each attribute once, found ", quoteIrString(name), " twice"), at);
+    RETURN_IF_ERROR(expect("=", strCat("after attribute name ", quoteIrString(name))));
     ASSIGN_OR_RETURN(Attribute a, parseAttribute());
     attrs.set(name, std::move(a));
   } while (consume(","));
@@ -452,7 +452,7 @@ StatusOr<AttrMap> Parser::parseAttrDict() {
 }
 
 Status Parser::checkFreshName(const std::string& name, size_t at) {
-  if (graph_->findValue(name)) return error(strCat("expected a new value name, found a redefinition of %", name), at);
+  if (graph_->findValue(name)) return error(strCat("expected a new value name, found a redefinition of ", valueRefText(name)), at);
   return Status::OK();
 }
 
@@ -461,7 +461,7 @@ Status Parser::parseArgument() {
   size_t at = pos_;
   ASSIGN_OR_RETURN(std::string name, parseValueName());
   RETURN_IF_ERROR(checkFreshName(name, at));
-  RETURN_IF_ERROR(expect(":", strCat("after argument %", name)));
+  RETURN_IF_ERROR(expect(":", strCat("after argument ", valueRefText(name))));
   skipSpace();
   size_t typeAt = pos_;
   ASSIGN_OR_RETURN(TensorType type, parseType());
@@ -469,14 +469,14 @@ Status Parser::parseArgument() {
   Value* v = nullptr;
   if (consumeKeyword("const")) {
     for (int64_t d : type.shape)
-      if (d < 0) return error(strCat("expected a static shape for constant %", name, ", found ", type.str()), typeAt);
+      if (d < 0) return error(strCat("expected a static shape for constant ", valueRefText(name), ", found ", type.str()), typeAt);
     Tensor data;
+    skipSpace();
+    size_t denseAt = pos_;
     if (consumeKeyword("dense")) {
-      skipSpace();
-      size_t denseAt = pos_;
       ASSIGN_OR_RETURN(data, parseDense());
       if (data.type() != type)
-        return error(strCat("expected dense data of type ", type.str(), " for %", name, ", found ",
+        return error(strCat("expected dense data of type ", type.str(), " for ", valueRefText(name), ", found ",
                             data.type().str()),
                      denseAt);
     } else {
@@ -498,7 +498,7 @@ StatusOr<Value*> Parser::parseOperand() {
   size_t at = pos_;
   ASSIGN_OR_RETURN(std::string name, parseValueName());
   Value* v = graph_->findValue(name);
-  if (!v) return error(strCat("expected a defined value, found use of undefined value %", name), at);
+  if (!v) return error(strCat("expected a defined value, found use of undefined value ", valueRefText(name)), at);
   return v;
 }
 
@@ -512,7 +512,7 @@ Status Parser::parseNode() {
     size_t at = pos_;
     ASSIGN_OR_RETURN(std::string name, parseValueName());
     RETURN_IF_ERROR(checkFreshName(name, at));
-    if (!seen.insert(name).second) return error(strCat("expected distinct result names, found %", name, " twice"), at);
+    if (!seen.insert(name).second) return error(strCat("expected distinct result names, found ", valueRefText(name), " twice"), at);
     names.push_back(std::move(name));
     nameAts.push_back(at);
   } while (consume(","));
@@ -601,7 +601,7 @@ StatusOr<std::unique_ptr<Graph>> Parser::parse() {
       ResultSig r;
       r.at = pos_;
       ASSIGN_OR_RETURN(r.name, parseValueName());
-      RETURN_IF_ERROR(expect(":", strCat("after result %", r.name)));
+      RETURN_IF_ERROR(expect(":", strCat("after result ", valueRefText(r.name))));
       ASSIGN_OR_RETURN(r.type, parseType());
       results.push_back(std::move(r));
     } while (consume(","));
@@ -629,8 +629,8 @@ StatusOr<std::unique_ptr<Graph>> Parser::parse() {
                  returnAt);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i]->name() != results[i].name || outputs[i]->type() != results[i].type)
-      return error(strCat("expected result ", i, " to be %", outputs[i]->name(), ": ", outputs[i]->type().str(),
-                          " as returned, found %", results[i].name, ": ", results[i].type.str()),
+      return error(strCat("expected result ", i, " to be ", valueRefText(outputs[i]->name()), ": ", outputs[i]->type().str(),
+                          " as returned, found ", valueRefText(results[i].name), ": ", results[i].type.str()),
                    results[i].at);
   }
   graph_->setOutputs(std::move(outputs));

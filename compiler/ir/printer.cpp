@@ -11,10 +11,7 @@
 
 namespace pcc {
 
-namespace {
-
-/// \returns `s` in double quotes; quotes, backslashes and control characters escaped.
-std::string quoteString(std::string_view s) {
+std::string quoteIrString(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
@@ -35,6 +32,12 @@ std::string quoteString(std::string_view s) {
   return out + "\"";
 }
 
+std::string valueRefText(std::string_view name) {
+  return "%" + (isBareName(name) ? std::string(name) : quoteIrString(name));
+}
+
+namespace {
+
 bool isIdentifier(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -42,10 +45,7 @@ bool isIdentifier(std::string_view s) {
   });
 }
 
-std::string valueRef(const Value* v) {
-  if (!v) return "_";
-  return "%" + (isBareName(v->name()) ? v->name() : quoteString(v->name()));
-}
+std::string valueRef(const Value* v) { return v ? valueRefText(v->name()) : std::string("_"); }
 
 /// Attribute text: attributeToString's syntax with two refinements. Strings
 /// also escape control characters, so every node stays on one line. And an
@@ -53,10 +53,10 @@ std::string valueRef(const Value* v) {
 /// int list.
 std::string attrText(const Attribute& a) {
   if (auto* f = std::get_if<std::vector<float>>(&a); f && f->empty()) return "floats[]";
-  if (auto* s = std::get_if<std::string>(&a)) return quoteString(*s);
+  if (auto* s = std::get_if<std::string>(&a)) return quoteIrString(*s);
   if (auto* l = std::get_if<std::vector<std::string>>(&a)) {
     std::string out = "strings[";
-    for (size_t i = 0; i < l->size(); ++i) out += (i ? ", " : "") + quoteString((*l)[i]);
+    for (size_t i = 0; i < l->size(); ++i) out += (i ? ", " : "") + quoteIrString((*l)[i]);
     return out + "]";
   }
   return attributeToString(a);
@@ -69,7 +69,7 @@ std::string attrDict(const AttrMap& attrs) {
   for (const auto& [name, value] : attrs.all()) {
     if (!first) s += ", ";
     first = false;
-    s += isIdentifier(name) ? name : quoteString(name);
+    s += isIdentifier(name) ? name : quoteIrString(name);
     s += " = ";
     s += attrText(value);
   }
@@ -122,7 +122,7 @@ std::string printGraph(const Graph& g, const PrintOptions& options) {
   }
   outSig += ")";
 
-  std::string graphName = isBareName(g.name()) ? g.name() : quoteString(g.name());
+  std::string graphName = isBareName(g.name()) ? g.name() : quoteIrString(g.name());
   std::string s = "graph @" + graphName + "(";
   // Short signatures stay on one line; long ones (over 120 columns) put one argument per line.
   bool multiline = total + s.size() + outSig.size() > 120;
@@ -141,7 +141,7 @@ std::string printGraph(const Graph& g, const PrintOptions& options) {
     for (size_t i = 0; i < n->inputs().size(); ++i) s += (i ? ", " : "") + valueRef(n->input(i));
     s += ")" + attrDict(n->attrs()) + " : ";
     for (size_t i = 0; i < n->outputs().size(); ++i) s += (i ? ", " : "") + typeAnnotation(n->output(i));
-    if (!n->name().empty()) s += " loc(" + quoteString(n->name()) + ")";
+    if (!n->name().empty()) s += " loc(" + quoteIrString(n->name()) + ")";
     if (n->stage() != 0) s += strCat(" @stage(", n->stage(), ")");
     s += "\n";
   }

@@ -43,4 +43,12 @@ uint64_t seedFromName(std::string_view name);
 /// other names print quoted: %"/blk/Add_output_0".
 bool isBareName(std::string_view name);
 
+/// \returns `s` double-quoted, with quotes, backslashes and control characters
+/// escaped (\" \\ \n \t \xHH), as the textual IR writes strings.
+std::string quoteIrString(std::string_view s);
+
+/// \returns how the textual IR refers to value `name`: `%x` or `%"/a b"`.
+/// Error messages use it too, so they stay on one line.
+std::string valueRefText(std::string_view name);
+
 }  // namespace pcc

@@ -5,6 +5,8 @@
 
 #include <unordered_set>
 
+#include "compiler/ir/text.h"
+
 namespace pcc {
 
 namespace {
@@ -13,7 +15,8 @@ namespace {
 /// so that errors on parsed IR point at a line.
 std::string describeNode(const Node* n) {
   if (!n->name().empty()) return n->describe();
-  if (!n->outputs().empty() && n->output(0)) return strCat("node defining %", n->output(0)->name(), " (", n->opName(), ")");
+  if (!n->outputs().empty() && n->output(0))
+    return strCat("node defining ", valueRefText(n->output(0)->name()), " (", n->opName(), ")");
   return strCat("unnamed node (", n->opName(), ")");
 }
 
@@ -25,7 +28,7 @@ std::string typeList(const std::vector<TensorType>& types) {
 
 Status checkSharding(const Value* v, const std::string& where) {
   if (v->sharding() && static_cast<int64_t>(v->sharding()->dims.size()) != v->type().rank())
-    return invalidInput("verifier: ", where, ": value %", v->name(), " of type ", v->type().str(),
+    return invalidInput("verifier: ", where, ": value ", valueRefText(v->name()), " of type ", v->type().str(),
                         " has sharding ", v->sharding()->str(), " of rank ", v->sharding()->dims.size());
   return Status::OK();
 }
@@ -51,17 +54,17 @@ Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined
       continue;
     }
     if (!defined.count(v))
-      return invalidInput("verifier: ", what, ": input ", i, " %", v->name(),
+      return invalidInput("verifier: ", what, ": input ", i, " ", valueRefText(v->name()),
                           " is not defined before the node (nodes must be in topological order)");
   }
   if (n->stage() < 0) return invalidInput("verifier: ", what, ": negative stage ", n->stage());
   for (const Value* o : n->outputs()) {
     if (!o) return invalidInput("verifier: ", what, ": has a null output");
-    if (o->producer() != n) return invalidInput("verifier: ", what, ": output %", o->name(), " names another producer");
+    if (o->producer() != n) return invalidInput("verifier: ", what, ": output ", valueRefText(o->name()), " names another producer");
     RETURN_IF_ERROR(checkSharding(o, what));
   }
 
-  std::string inferName = n->name().empty() ? "%" + n->output(0)->name() : n->name();
+  std::string inferName = n->name().empty() ? valueRefText(n->output(0)->name()) : n->name();
   auto inferred = inferOutputTypes(n->op(), n->inputs(), n->attrs(), inferName);
   if (!inferred.ok()) {
     // AllGather's and ReduceScatter's types depend on attributes (`dim`,
@@ -78,7 +81,7 @@ Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined
                         inferred->size(), " (", typeList(*inferred), ")");
   for (size_t i = 0; i < actual.size(); ++i) {
     if (actual[i] != (*inferred)[i])
-      return invalidInput("verifier: ", what, ": output ", i, " %", n->output(i)->name(), " has type ",
+      return invalidInput("verifier: ", what, ": output ", i, " ", valueRefText(n->output(i)->name()), " has type ",
                           actual[i].str(), " but type inference gives ", (*inferred)[i].str());
   }
   return Status::OK();
@@ -92,23 +95,23 @@ Status verifyGraph(const Graph& g) {
   auto define = [&](const Value* v, const std::string& where) -> Status {
     if (v->name().empty()) return invalidInput("verifier: ", where, ": a value has an empty name");
     if (!names.insert(v->name()).second)
-      return invalidInput("verifier: ", where, ": value name %", v->name(), " is defined twice");
+      return invalidInput("verifier: ", where, ": value name ", valueRefText(v->name()), " is defined twice");
     defined.insert(v);
     return Status::OK();
   };
 
   for (const Value* v : g.inputs()) {
     if (v->producer() || v->isConstant())
-      return invalidInput("verifier: graph input %", v->name(), " is also a node output or a constant");
-    RETURN_IF_ERROR(define(v, strCat("graph input %", v->name())));
+      return invalidInput("verifier: graph input ", valueRefText(v->name()), " is also a node output or a constant");
+    RETURN_IF_ERROR(define(v, strCat("graph input ", valueRefText(v->name()))));
     RETURN_IF_ERROR(checkSharding(v, "graph input"));
   }
   for (const Value* c : g.constants()) {
-    if (c->producer()) return invalidInput("verifier: constant %", c->name(), " is also a node output");
+    if (c->producer()) return invalidInput("verifier: constant ", valueRefText(c->name()), " is also a node output");
     if (c->constantData().type() != c->type())
-      return invalidInput("verifier: constant %", c->name(), " has type ", c->type().str(), " but its data is ",
+      return invalidInput("verifier: constant ", valueRefText(c->name()), " has type ", c->type().str(), " but its data is ",
                           c->constantData().type().str());
-    RETURN_IF_ERROR(define(c, strCat("constant %", c->name())));
+    RETURN_IF_ERROR(define(c, strCat("constant ", valueRefText(c->name()))));
     RETURN_IF_ERROR(checkSharding(c, "constant"));
   }
   for (const Node* n : g.nodes()) {
@@ -118,7 +121,7 @@ Status verifyGraph(const Graph& g) {
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const Value* v = g.outputs()[i];
     if (!v) return invalidInput("verifier: graph output ", i, " is null");
-    if (!defined.count(v)) return invalidInput("verifier: graph output ", i, " %", v->name(), " is not defined in the graph");
+    if (!defined.count(v)) return invalidInput("verifier: graph output ", i, " ", valueRefText(v->name()), " is not defined in the graph");
   }
   return Status::OK();
 }

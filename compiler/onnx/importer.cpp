@@ -11,6 +11,7 @@
 //      is produced by an inserted Identity node. Unused constants are dropped.
 #include "compiler/onnx/importer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -204,6 +205,17 @@ StatusOr<std::vector<Dims>> bindShapes(std::vector<InputDecl>& decls, const Impo
   return shapes;
 }
 
+/// \returns an error unless `t` fits the declaration of input `d`.
+Status checkGivenValue(const InputDecl& d, const Tensor& t, const ImportOptions& opts, const std::string& file) {
+  if (opts.shapes.count(d.name))
+    return invalidInput(file, ": input '", d.name, "' has both a --shape and a value");
+  bool fits = t.dtype() == d.dtype && (!d.hasShape || t.rank() == static_cast<int64_t>(d.dims.size()));
+  for (size_t i = 0; fits && d.hasShape && i < d.dims.size(); ++i) fits = !d.dims[i] || *d.dims[i] == t.shape()[i];
+  if (!fits) return invalidInput(file, ": the value given for input '", d.name, "' is ", t.type().str(),
+                                 ", which does not fit its declaration");
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, const std::string& baseDir,
@@ -229,16 +241,31 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
 
   // Step 4 first, so inputs come before constants in the graph's value order.
   std::vector<InputDecl> decls;
+  std::vector<std::pair<std::string, Tensor>> givenValues;
+  size_t valuesFound = 0;
   for (const auto& in : gp.input()) {
     if (initNames.count(in.name())) continue;  // IR < 4 lists initializers as inputs too
     ASSIGN_OR_RETURN(InputDecl d, declOf(in, file));
-    decls.push_back(std::move(d));
+    auto given = opts.inputValues.find(d.name);
+    if (given == opts.inputValues.end()) {
+      decls.push_back(std::move(d));
+      continue;
+    }
+    ++valuesFound;
+    RETURN_IF_ERROR(checkGivenValue(d, given->second, opts, file));
+    givenValues.emplace_back(d.name, given->second);
   }
+  if (valuesFound != opts.inputValues.size())
+    for (const auto& [name, t] : opts.inputValues)
+      if (!std::any_of(gp.input().begin(), gp.input().end(), [&](const auto& in) { return in.name() == name; }) ||
+          initNames.count(name))
+        return invalidInput(file, ": a value is given for '", name, "', which is not an input of the model");
   ASSIGN_OR_RETURN(std::vector<Dims> shapes, bindShapes(decls, opts, file));
   for (size_t k = 0; k < decls.size(); ++k)
     ctx.define(decls[k].name, g->addInput(decls[k].name, TensorType{decls[k].dtype, shapes[k]}));
 
-  // Step 3.
+  // Step 3 (with the inputs whose values are given).
+  for (auto& [name, t] : givenValues) ctx.define(name, g->addConstant(name, std::move(t)));
   for (const auto& t : gp.initializer()) {
     auto tensor = tensorFromProto(t, baseDir, &files);
     if (!tensor.ok()) return tensor.status().withContext(strCat(file, ": initializer"));

@@ -24,6 +24,7 @@
 #include "compiler/ir/ir.h"
 #include "runtime/support/dtype.h"
 #include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
 
 namespace pcc {
 
@@ -35,6 +36,10 @@ struct ImportOptions {
   /// Full shape of input NAME (--shape NAME=AxB). Must match the rank and the
   /// fixed dims of the model's declaration; binds the symbols it covers.
   std::map<std::string, Dims> shapes;
+  /// Known values of inputs: input NAME becomes a constant of the graph instead
+  /// of an input (for models that take shape-like tensors as inputs, as the ONNX
+  /// backend tests do). The tensor must match the input's declared type.
+  std::map<std::string, Tensor> inputValues;
 };
 
 /// Reads and imports the ONNX model at `path`; external data files are found

@@ -57,8 +57,9 @@ Status importIdentity(C& c) { return importIdentityLike(c); }
 Status importDropout(C& c) {
   RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "the dropout mask exists only in training"));
   if (Value* training = c.input(2)) {  // opset >= 12
-    if (training->isConstant() && training->constantData().numel() == 1 &&
-        training->constantData().getInt(0) != 0)
+    if (!training->isConstant())
+      return c.unsupportedHere("training_mode is computed at run time (pcc compiles inference only)");
+    if (training->constantData().numel() == 1 && training->constantData().getInt(0) != 0)
       return c.unsupportedHere("training_mode = true (pcc compiles inference)");
   }
   return importIdentityLike(c);

@@ -168,10 +168,10 @@ StatusOr<SlicePlan> slicePlan(const InferArgs& args) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
     } else {
-      s = std::clamp<int64_t>(s, -1, dim - 1);
+      s = std::clamp<int64_t>(s, 0, std::max<int64_t>(0, dim - 1));
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    int64_t n = step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
+    int64_t n = dim == 0 ? 0 : step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
     p.start[ax] = s;
     p.step[ax] = step;
     p.size[ax] = std::max<int64_t>(0, n);

@@ -258,3 +258,34 @@ TEST(OnnxExternalData, WeightsAreMappedNotCopied) {
 
 }  // namespace
 }  // namespace pcc
+
+namespace pcc {
+namespace {
+using namespace pcc::testing;
+
+TEST(OnnxBind, InputValuesBecomeConstants) {
+  ModelBuilder b(13);
+  b.input("x", DType::kF32, {int64_t(2), int64_t(3)}).input("shape", DType::kI64, {int64_t(2)}).output("y");
+  b.node("Reshape", {"x", "shape"}, {"y"}, "rs");
+  ImportOptions o;
+  o.inputValues["shape"] = Tensor::fromVector<int64_t>(DType::kI64, {2}, {3, 2});
+  PCC_IMPORT_OK(g, b, o);
+  ASSERT_EQ(g->inputs().size(), 1u);
+  EXPECT_EQ(g->outputs()[0]->type().str(), "f32[3,2]");
+  EXPECT_TRUE(g->nodes()[0]->input(1)->isConstant());
+
+  ImportOptions wrongType;
+  wrongType.inputValues["shape"] = Tensor::fromVector<int32_t>(DType::kI32, {2}, {3, 2});
+  auto bad = importModel(b, wrongType);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not fit its declaration"), std::string::npos);
+
+  ImportOptions unknown;
+  unknown.inputValues["nope"] = Tensor::scalarI64(1);
+  bad = importModel(b, unknown);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'nope', which is not an input"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pcc

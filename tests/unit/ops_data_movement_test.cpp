@@ -71,10 +71,14 @@ TEST(OpsSlice, NegativeSteps) {
   expectTensor(run1("Slice", {&x, &st2, &en2, &ax, &step2}), DType::kF32, {2}, {4, 2});
   Tensor st3 = ints({100}), en3 = ints({-100}), step3 = ints({-3});  // clamped to [5, -1)
   expectTensor(run1("Slice", {&x, &st3, &en3, &ax, &step3}), DType::kF32, {2}, {5, 2});
-  Tensor st4 = ints({-100}), en4 = ints({-100});  // start clamps to 0 -> just element 0? no: end -1
-  expectTensor(run1("Slice", {&x, &st4, &en4, &ax, &step}), DType::kF32, {0}, {});
-  Tensor b = boolean({2, 2}, {1, 0, 0, 0}), st5 = ints({-1}), en5 = ints({-3}), ax1 = ints({1});
-  expectTensor(run1("Slice", {&b, &st5, &en5, &ax1, &step}), DType::kBool, {2, 2}, {0, 1, 0, 0});
+  // With a negative step the start clamps to [0, dim-1] and the end to [-1, dim-1]
+  // (onnxruntime agrees): start -100 -> 0, end -100 -> -1 keeps element 0.
+  Tensor st4 = ints({-100}), en4 = ints({-100});
+  expectTensor(run1("Slice", {&x, &st4, &en4, &ax, &step}), DType::kF32, {1}, {0});
+  Tensor en5 = ints({0});
+  expectTensor(run1("Slice", {&x, &st4, &en5, &ax, &step}), DType::kF32, {0}, {});
+  Tensor b = boolean({2, 2}, {1, 0, 0, 0}), st5 = ints({-1}), en6 = ints({-3}), ax1 = ints({1});
+  expectTensor(run1("Slice", {&b, &st5, &en6, &ax1, &step}), DType::kBool, {2, 2}, {0, 1, 0, 0});
 }
 
 TEST(OpsSlice, InferErrors) {

@@ -153,7 +153,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RsCase{2, 1, {}, DType::kF32},          // uneven 3/2 along the middle
                       RsCase{3, 0, {}, DType::kF32},          // one row each
                       RsCase{4, 1, {}, DType::kF64},          // 2,1,1,1
-                      RsCase{3, 1, {1, 0, 4}, DType::kI64},   // lengths from the outputs
+                      RsCase{3, 1, {2, 2, 1}, DType::kI64},   // lengths from the outputs
+                      RsCase{3, 1, {1, 0, 4}, DType::kI64},   // an empty slice
                       RsCase{2, 2, {}, DType::kF16}));        // fallback path, last dim
 
 TEST(RuntimeComm, SendRecvInOrder) {

@@ -28,21 +28,19 @@ Tensor slice(const Tensor& t, int dim, int64_t off, int64_t len) {
 }
 
 /// Y = X[4,6] x W[6,5], tensor-parallel over the ranks of `group`: each rank
-/// multiplies its column block of X (rows [rowOff, rowOff+rows)) by its row
-/// block of W and the partial products are all-reduced. `outputRank` binds
-/// its result as rows [rowOff, rowOff+rows) of output 0.
-void addTpMatMul(ProgBuilder& b, const Tensor& w, int tpIndex, int tpSize, int group,
-                 int64_t rowOff, int64_t rows, bool outputs) {
+/// multiplies its column block of X by its row block of W and the partial
+/// products are all-reduced; `outputs` makes this rank produce Y.
+void addTpMatMul(ProgBuilder& b, const Tensor& w, int tpIndex, int tpSize, int group, bool outputs) {
   int64_t k = 6 / tpSize;
-  int x = b.buffer("x", f32({rows, k}));
+  int x = b.buffer("x", f32({4, k}));
   int ws = b.weight("w", slice(w, 0, tpIndex * k, k));
-  int part = b.buffer("part", f32({rows, 5}));
-  int y = b.buffer("y", f32({rows, 5}));
+  int part = b.buffer("part", f32({4, 5}));
+  int y = b.buffer("y", f32({4, 5}));
   b.input(x, 0, 1, tpIndex * k, k);
   b.kernel("MatMul", {x, ws}, {part}, "fc");
   b.collective(K::ALL_REDUCE, part, y, group);
   b.free({part});
-  if (outputs) b.output(y, 0, rows == 4 ? -1 : 0, rowOff, rows);
+  if (outputs) b.output(y, 0);
 }
 
 /// The reference: the unsplit MatMul.
@@ -65,8 +63,8 @@ TEST(RuntimeLauncher, TwoRankAllReduceEqualsFullMatMul) {
   addGroup(&p, "tp", {0, 1});
   WeightFileWriter w0, w1, wr;
   ProgBuilder b0(p.add_ranks(), 0, &w0), b1(p.add_ranks(), 1, &w1);
-  addTpMatMul(b0, w, 0, 2, 0, 0, 4, true);
-  addTpMatMul(b1, w, 1, 2, 0, 0, 4, false);
+  addTpMatMul(b0, w, 0, 2, 0, true);
+  addTpMatMul(b1, w, 1, 2, 0, false);
   addReference(p, wr, w);
   LoadedPlan lp = writeAndLoad("tp2", p, {{"rank0.bin", &w0}, {"rank1.bin", &w1}, {"reference.bin", &wr}});
 
@@ -296,6 +294,35 @@ TEST(RuntimeLauncher, CollectiveThatOneRankSkipsTimesOut) {
   EXPECT_NE(m.find("all-reduce"), std::string::npos) << m;
 }
 
+TEST(RuntimeLauncher, FailingRankStopsItsPeersAtOnce) {
+  // Rank 0 fails before the all-reduce that rank 1 waits in; with the default
+  // 300 s timeout, only rank 0 closing its connections ends rank 1 quickly.
+  plan::Plan p;
+  addIo(&p, true, "x", f32({4}));
+  addIo(&p, false, "y", f32({4}));
+  addGroup(&p, "tp", {0, 1});
+  for (int r = 0; r < 2; ++r) {
+    ProgBuilder b(p.add_ranks(), r);
+    int x = b.buffer("x", f32({4}));
+    int h = b.buffer("h", f32({4}));
+    int y = b.buffer("y", f32({4}));
+    b.input(x, 0);
+    if (r == 0) b.free({x});  // then reads the freed buffer
+    b.kernel("Relu", {x}, {h}, "act");
+    b.collective(K::ALL_REDUCE, h, y, 0);
+    if (r == 0) b.output(y, 0);
+  }
+  LoadedPlan lp = writeAndLoad("abort", p);
+  auto start = std::chrono::steady_clock::now();
+  auto res = runPlan(lp, {pattern(f32({4}))}, RunOptions());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 30.0);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.status().message().find("rank 0: node 'act' (Relu): input 0 (buffer 0 'x') is read before it is written"),
+            std::string::npos)
+      << res.status().message();
+}
+
 TEST(RuntimeLauncher, RandomInputsAreSeededAndInRange) {
   plan::Plan p;
   addIo(&p, true, "f", f32({64}));
@@ -303,8 +330,8 @@ TEST(RuntimeLauncher, RandomInputsAreSeededAndInRange) {
   addIo(&p, true, "b", {DType::kBool, {64}});
   auto a = randomInputsFor(p, 7), b = randomInputsFor(p, 7), c = randomInputsFor(p, 8);
   ASSERT_EQ(a.size(), 3u);
-  EXPECT_TRUE(compareTensors(a[0], b[0], 0, 0).ok);
-  EXPECT_FALSE(compareTensors(a[0], c[0], 0, 0).ok);
+  EXPECT_TRUE(diffTensors(a[0], b[0], 0, 0).ok);
+  EXPECT_FALSE(diffTensors(a[0], c[0], 0, 0).ok);
   bool sawNegative = false;
   for (int64_t k = 0; k < 64; ++k) {
     double f = a[0].getDouble(k);
@@ -319,19 +346,19 @@ TEST(RuntimeLauncher, RandomInputsAreSeededAndInRange) {
 TEST(RuntimeLauncher, CompareTensors) {
   Tensor w = Tensor::fromVector<float>(DType::kF32, {2, 2}, {1.f, 100.f, NAN, 0.f});
   Tensor g = Tensor::fromVector<float>(DType::kF32, {2, 2}, {1.f, 100.01f, NAN, 0.f});
-  Diff d = compareTensors(g, w, 1e-3, 0);
+  TensorDiff d = diffTensors(g, w, 1e-3, 0);
   EXPECT_TRUE(d.ok) << d.message;  // NaN matches NaN
   EXPECT_NEAR(d.maxAbs, 0.01, 1e-4);
   EXPECT_NEAR(d.maxRel, 1e-4, 1e-6);
-  d = compareTensors(g, w, 1e-5, 1e-5);
+  d = diffTensors(g, w, 1e-5, 1e-5);
   EXPECT_FALSE(d.ok);
   EXPECT_NE(d.message.find("mismatch at [0,1]"), std::string::npos) << d.message;
   Tensor nanVsNumber = Tensor::fromVector<float>(DType::kF32, {2, 2}, {1.f, 100.f, 3.f, 0.f});
-  EXPECT_FALSE(compareTensors(nanVsNumber, w, 1, 1).ok);
-  Diff shape = compareTensors(Tensor::zeros(f32({4})), Tensor::zeros(f32({2, 2})), 1, 1);
+  EXPECT_FALSE(diffTensors(nanVsNumber, w, 1, 1).ok);
+  TensorDiff shape = diffTensors(Tensor::zeros(f32({4})), Tensor::zeros(f32({2, 2})), 1, 1);
   EXPECT_FALSE(shape.ok);
   EXPECT_NE(shape.message.find("type mismatch"), std::string::npos);
-  EXPECT_FALSE(compareTensors(Tensor::zeros(DType::kF64, {4}), Tensor::zeros(f32({4})), 1, 1).ok);
+  EXPECT_FALSE(diffTensors(Tensor::zeros(DType::kF64, {4}), Tensor::zeros(f32({4})), 1, 1).ok);
 }
 
 }  // namespace
