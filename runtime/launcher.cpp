@@ -204,50 +204,5 @@ std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed) {
   return out;
 }
 
-TensorDiff diffTensors(const Tensor& got, const Tensor& want, double rtol, double atol) {
-  TensorDiff d;
-  if (got.type() != want.type()) {
-    d.message = strCat("type mismatch: got ", got.type().str(), ", want ", want.type().str());
-    return d;
-  }
-  d.ok = true;
-  int64_t worst = -1;
-  double worstExcess = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    double g = got.getDouble(i), w = want.getDouble(i);
-    bool fine;
-    double abs = 0;
-    if (std::isnan(g) || std::isnan(w)) {
-      fine = std::isnan(g) && std::isnan(w);
-    } else if (std::isinf(g) || std::isinf(w)) {
-      fine = g == w;
-    } else {
-      abs = std::fabs(g - w);
-      fine = abs <= atol + rtol * std::fabs(w);
-      d.maxAbs = std::max(d.maxAbs, abs);
-      if (w != 0) d.maxRel = std::max(d.maxRel, abs / std::fabs(w));
-    }
-    if (!fine) {
-      d.ok = false;
-      double excess = std::isfinite(abs) && abs > 0 ? abs - (atol + rtol * std::fabs(w)) : INFINITY;
-      if (worst < 0 || excess > worstExcess) {
-        worst = i;
-        worstExcess = excess;
-      }
-    }
-  }
-  if (worst >= 0) {
-    // Index as coordinates, row-major.
-    Dims coord(got.rank());
-    int64_t rem = worst;
-    for (int64_t k = got.rank() - 1; k >= 0; --k) {
-      coord[k] = got.shape()[k] ? rem % got.shape()[k] : 0;
-      rem = got.shape()[k] ? rem / got.shape()[k] : 0;
-    }
-    d.message = strCat("mismatch at ", dimsToString(coord), ": got ", got.getDouble(worst), ", want ",
-                       want.getDouble(worst), " (rtol ", rtol, ", atol ", atol, ")");
-  }
-  return d;
-}
 
 }  // namespace pcc

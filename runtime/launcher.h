@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/plan_io.h"
+#include "runtime/support/compare.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
 
@@ -51,16 +52,6 @@ StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vecto
 /// with `seed`: floats uniform in [-1, 1], integers in [0, 4), bools 0 or 1.
 std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed);
 
-struct TensorDiff {
-  double maxAbs = 0;   ///< max |got - want|
-  double maxRel = 0;   ///< max |got - want| / |want| (over elements with want != 0)
-  bool ok = false;     ///< every element has |got - want| <= atol + rtol * |want|
-  std::string message; ///< the worst element, or why the tensors are not comparable
-};
 
-/// Compares elementwise: ok iff |g - w| <= atol + rtol * |w| everywhere, where
-/// NaN matches NaN and an infinity matches the same infinity. Different dtypes
-/// or shapes are never ok.
-TensorDiff diffTensors(const Tensor& got, const Tensor& want, double rtol, double atol);
 
 }  // namespace pcc

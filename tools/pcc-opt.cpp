@@ -6,6 +6,7 @@
 //
 // Exit codes: 0 success, 2 bad input or usage, 3 internal error.
 
+#include <algorithm>
 #include <exception>
 #include <fstream>
 #include <iostream>

@@ -116,11 +116,11 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
             const char* against, const Args& a) {
   bool allOk = true;
   for (size_t k = 0; k < got.size(); ++k) {
-    TensorDiff d = diffTensors(got[k], want[k], a.rtol, a.atol);
+    Diff d = compareTensors(got[k], want[k], a.rtol, a.atol);
     std::printf("output %zu '%s' %s vs %s: max abs %.3g, max rel %.3g: %s%s%s\n", k,
                 p.plan.outputs(static_cast<int>(k)).name().c_str(), got[k].type().str().c_str(),
                 against, d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",
-                d.message.empty() ? "" : ": ", d.message.c_str());
+                d.where.empty() ? "" : ": ", d.where.c_str());
     allOk &= d.ok;
   }
   return allOk;

@@ -3,6 +3,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
+
+#include <unistd.h>
 
 #include "codegen/plan_report.h"
 #include "compiler/driver.h"
@@ -108,8 +111,13 @@ int main(int argc, char** argv) {
   }
   if (opts.modelPath.empty()) return usageError("no model given");
 
-  auto c = compileModel(opts, &std::cerr);
+  // Progress goes live to a terminal; otherwise it is held back and shown
+  // only on success, so a failure prints exactly one line.
+  bool tty = isatty(STDERR_FILENO);
+  std::ostringstream held;
+  auto c = compileModel(opts, tty ? static_cast<std::ostream*>(&std::cerr) : &held);
   if (!c.ok()) return fail(c.status());
+  std::cerr << held.str();
 
   if (opts.emit == "ir") std::cout << emitIr(*c);
   if (opts.emit == "report") std::cout << planReportText(c->plan.plan);

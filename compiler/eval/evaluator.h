@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "compiler/eval/compare.h"
+#include "runtime/support/compare.h"
 #include "compiler/ir/ir.h"
 
 namespace pcc {

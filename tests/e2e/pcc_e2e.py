@@ -183,7 +183,7 @@ def read_tensor(path):
     t = onnx.TensorProto()
     with open(path, "rb") as f:
         t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
+    return numpy_helper.to_array(t).copy()
 
 
 def write_case(directory, model_file, batch, seed, int_high=128):

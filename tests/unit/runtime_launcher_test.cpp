@@ -330,8 +330,8 @@ TEST(RuntimeLauncher, RandomInputsAreSeededAndInRange) {
   addIo(&p, true, "b", {DType::kBool, {64}});
   auto a = randomInputsFor(p, 7), b = randomInputsFor(p, 7), c = randomInputsFor(p, 8);
   ASSERT_EQ(a.size(), 3u);
-  EXPECT_TRUE(diffTensors(a[0], b[0], 0, 0).ok);
-  EXPECT_FALSE(diffTensors(a[0], c[0], 0, 0).ok);
+  EXPECT_TRUE(compareTensors(a[0], b[0], 0, 0).ok);
+  EXPECT_FALSE(compareTensors(a[0], c[0], 0, 0).ok);
   bool sawNegative = false;
   for (int64_t k = 0; k < 64; ++k) {
     double f = a[0].getDouble(k);
@@ -346,19 +346,19 @@ TEST(RuntimeLauncher, RandomInputsAreSeededAndInRange) {
 TEST(RuntimeLauncher, CompareTensors) {
   Tensor w = Tensor::fromVector<float>(DType::kF32, {2, 2}, {1.f, 100.f, NAN, 0.f});
   Tensor g = Tensor::fromVector<float>(DType::kF32, {2, 2}, {1.f, 100.01f, NAN, 0.f});
-  TensorDiff d = diffTensors(g, w, 1e-3, 0);
-  EXPECT_TRUE(d.ok) << d.message;  // NaN matches NaN
+  Diff d = compareTensors(g, w, 1e-3, 0);
+  EXPECT_TRUE(d.ok) << d.where;  // NaN matches NaN
   EXPECT_NEAR(d.maxAbs, 0.01, 1e-4);
   EXPECT_NEAR(d.maxRel, 1e-4, 1e-6);
-  d = diffTensors(g, w, 1e-5, 1e-5);
+  d = compareTensors(g, w, 1e-5, 1e-5);
   EXPECT_FALSE(d.ok);
-  EXPECT_NE(d.message.find("mismatch at [0,1]"), std::string::npos) << d.message;
+  EXPECT_NE(d.where.find("[0,1]: got 100.01"), std::string::npos) << d.where;
   Tensor nanVsNumber = Tensor::fromVector<float>(DType::kF32, {2, 2}, {1.f, 100.f, 3.f, 0.f});
-  EXPECT_FALSE(diffTensors(nanVsNumber, w, 1, 1).ok);
-  TensorDiff shape = diffTensors(Tensor::zeros(f32({4})), Tensor::zeros(f32({2, 2})), 1, 1);
+  EXPECT_FALSE(compareTensors(nanVsNumber, w, 1, 1).ok);
+  Diff shape = compareTensors(Tensor::zeros(f32({4})), Tensor::zeros(f32({2, 2})), 1, 1);
   EXPECT_FALSE(shape.ok);
-  EXPECT_NE(shape.message.find("type mismatch"), std::string::npos);
-  EXPECT_FALSE(diffTensors(Tensor::zeros(DType::kF64, {4}), Tensor::zeros(f32({4})), 1, 1).ok);
+  EXPECT_NE(shape.where.find("type mismatch"), std::string::npos);
+  EXPECT_FALSE(compareTensors(Tensor::zeros(DType::kF64, {4}), Tensor::zeros(f32({4})), 1, 1).ok);
 }
 
 }  // namespace

@@ -124,8 +124,8 @@ inline LoadedPlan writeAndLoad(const std::string& name, const plan::Plan& p,
 
 /// Expects `got` to equal `want` within 1e-5.
 inline void expectClose(const Tensor& got, const Tensor& want) {
-  TensorDiff d = diffTensors(got, want, 1e-5, 1e-5);
-  EXPECT_TRUE(d.ok) << d.message << " got " << got.str() << " want " << want.str();
+  Diff d = compareTensors(got, want, 1e-5, 1e-5);
+  EXPECT_TRUE(d.ok) << d.where << " got " << got.str() << " want " << want.str();
 }
 
 }  // namespace pcc::testing_rt

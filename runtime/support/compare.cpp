@@ -1,4 +1,4 @@
-#include "compiler/eval/compare.h"
+#include "runtime/support/compare.h"
 
 #include <algorithm>
 #include <cmath>
