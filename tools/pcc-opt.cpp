@@ -11,13 +11,16 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/text.h"
+#include "compiler/options.h"
 #include "compiler/ir/verifier.h"
 #include "passes/pass_manager.h"
+#include "passes/partition/partitioner.h"
 #include "passes/registry.h"
 
 namespace {
@@ -31,6 +34,8 @@ void printHelp(std::ostream& os) {
         "options:\n"
         "  --verify-each        run the verifier after every pass\n"
         "  --print-after NAME   print the IR after pass NAME to stderr\n"
+        "  --partition=SPEC     partition after the passes; SPEC is gpus=N[,dp=D][,tp=T]\n"
+        "  --rank=K             with --partition: print rank K's program with its collectives\n"
         "  --split-input-file   treat '// -----' lines as separators of independent graphs\n"
         "  -o OUT               write the result to OUT instead of stdout\n"
         "  --help               show this help\n\n"
@@ -45,7 +50,34 @@ struct Options {
   bool verifyEach = false;
   bool split = false;
   std::string printAfter;
+  /// --partition=gpus=N[,dp=D][,tp=T]: annotate shardings after the passes.
+  std::optional<PartitionOptions> partition;
+  /// --rank=K: print rank K's lowered program instead of the annotated graph.
+  int rank = -1;
 };
+
+/// \returns the partition options of a --partition value like "gpus=4,tp=2".
+StatusOr<PartitionOptions> parsePartitionSpec(const std::string& spec) {
+  PartitionOptions po;
+  std::string rest;
+  std::stringstream ss(spec);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    if (part.rfind("gpus=", 0) == 0) {
+      ASSIGN_OR_RETURN(Dims d, parseDims(part.substr(5)));
+      if (d.size() != 1) return invalidInput("--partition: bad gpus in '", spec, "'");
+      po.gpus = static_cast<int>(d[0]);
+    } else {
+      rest += (rest.empty() ? "" : ",") + part;
+    }
+  }
+  CompileOptions co;
+  if (!rest.empty()) RETURN_IF_ERROR(parseStrategy(rest, co).withContext("--partition"));
+  po.dp = co.dp;
+  po.tp = co.tp;
+  po.pp = co.pp;
+  return po;
+}
 
 /// \returns the options, or an invalid-input error describing the misuse.
 StatusOr<Options> parseArgs(int argc, char** argv, bool& help) {
@@ -66,6 +98,14 @@ StatusOr<Options> parseArgs(int argc, char** argv, bool& help) {
       o.split = true;
     } else if (a == "-o") {
       ASSIGN_OR_RETURN(o.output, value("-o"));
+    } else if (a.rfind("--partition", 0) == 0) {
+      ASSIGN_OR_RETURN(std::string spec, value("--partition"));
+      ASSIGN_OR_RETURN(o.partition, parsePartitionSpec(spec));
+    } else if (a.rfind("--rank", 0) == 0) {
+      ASSIGN_OR_RETURN(std::string r, value("--rank"));
+      if (r.empty() || r.find_first_not_of("0123456789") != std::string::npos || r.size() > 6)
+        return invalidInput("--rank expects a rank number, got '", r, "'");
+      o.rank = std::stoi(r);
     } else if (a.rfind("--print-after", 0) == 0) {
       ASSIGN_OR_RETURN(o.printAfter, value("--print-after"));
       if (!createPass(o.printAfter)) return invalidInput("--print-after: unknown pass '", o.printAfter, "'");
@@ -126,7 +166,15 @@ StatusOr<std::string> processChunk(const Chunk& chunk, const Options& o, const s
     Status s = verifyGraph(*g);
     if (!s.ok()) return internalError("IR invalid after the passes: ", s.message());
   }
-  return printGraph(*g);
+  if (!o.partition) return printGraph(*g);
+  ASSIGN_OR_RETURN(Partition p, partitionGraph(*g, *o.partition));
+  RETURN_IF_ERROR(verifyGraph(*g).withContext("after partitioning"));
+  if (o.rank < 0) return strCat("// mesh ", p.mesh.str(), "\n", printGraph(*g));
+  if (o.rank >= p.mesh.size()) return invalidInput("--rank ", o.rank, " is outside the mesh ", p.mesh.str());
+  ASSIGN_OR_RETURN(std::vector<RankGraph> ranks, lowerToRanks(*g, p));
+  const Graph& local = *ranks[o.rank].graph;
+  RETURN_IF_ERROR(verifyGraph(local).withContext(strCat("rank ", o.rank)));
+  return strCat("// rank ", o.rank, " of mesh ", p.mesh.str(), "\n", printGraph(local));
 }
 
 int run(int argc, char** argv) {

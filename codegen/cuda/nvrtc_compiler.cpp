@@ -22,20 +22,25 @@ std::string cudaIncludeDir() {
   return PCC_CUDA_INCLUDE_DIR;
 }
 
-/// \returns the first `maxLines` non-blank lines of an NVRTC log on one line,
-/// so that an error message stays one line yet shows the error itself.
-std::string firstLogLines(const std::string& log, int maxLines) {
+/// \returns up to `maxLines` lines of an NVRTC log on one line, so that an
+/// error message stays one line yet shows the diagnostics themselves: the
+/// lines that mention an error, or the first lines when none does (NVRTC
+/// follows each diagnostic with the source line and a caret, which would
+/// crowd the message).
+std::string logSummary(const std::string& log, int maxLines) {
+  std::vector<std::string> all, errors;
   std::istringstream in(log);
-  std::string line, out;
-  int n = 0;
-  while (n < maxLines && std::getline(in, line)) {
+  std::string line;
+  while (std::getline(in, line)) {
     size_t b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos) continue;
     size_t e = line.find_last_not_of(" \t\r");
-    if (!out.empty()) out += " | ";
-    out += line.substr(b, e - b + 1);
-    ++n;
+    all.push_back(line.substr(b, e - b + 1));
+    if (all.back().find("error") != std::string::npos) errors.push_back(all.back());
   }
+  const std::vector<std::string>& pick = errors.empty() ? all : errors;
+  std::string out;
+  for (size_t i = 0; i < pick.size() && int(i) < maxLines; ++i) out += (i ? " | " : "") + pick[i];
   return out.empty() ? "(empty log)" : out;
 }
 
@@ -87,10 +92,10 @@ StatusOr<CompiledKernel> compileOne(const std::string& source, const std::string
   k.log = programLog(prog.get());
   if (r == NVRTC_ERROR_COMPILATION)
     return internalError("NVRTC failed to compile generated kernel '", name, "' for ", arch, ": ",
-                         firstLogLines(k.log, 3));
+                         logSummary(k.log, 3));
   if (r != NVRTC_SUCCESS)
     return internalError("nvrtcCompileProgram failed for kernel '", name, "' (", arch,
-                         "): ", nvrtcGetErrorString(r), ": ", firstLogLines(k.log, 3));
+                         "): ", nvrtcGetErrorString(r), ": ", logSummary(k.log, 3));
 
   size_t n = 0;
   RETURN_IF_ERROR(nvrtcStatus(nvrtcGetPTXSize(prog.get(), &n), "nvrtcGetPTXSize", name, arch));

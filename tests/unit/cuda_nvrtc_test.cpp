@@ -200,7 +200,9 @@ TEST(NvrtcTest, PtxasRejectsDamagedPtx) {
   // Shows that the check above can fail: an undeclared register.
   std::string ptxas = ptxasPath();
   if (ptxas.empty()) GTEST_SKIP() << "ptxas not found in " PCC_CUDA_BIN_DIR " or /usr/local/cuda/bin";
-  auto r = compileCuda(kGeluErfSource, "fused_gelu_affine", CudaCompileOptions{{"sm_80"}});
+  CudaCompileOptions opts;
+  opts.arches = {"sm_80"};
+  auto r = compileCuda(kGeluErfSource, "fused_gelu_affine", opts);
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::string ptx = (*r)[0].ptx;
   size_t ret = ptx.rfind("ret;");
