@@ -8,6 +8,7 @@
 #include "compiler/onnx/importer.h"
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
+#include "runtime/onnx_tensor.h"
 
 namespace pcc {
 
@@ -37,6 +38,11 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   ImportOptions io;
   io.batch = opts.batch;
   io.shapes = opts.shapes;
+  for (const auto& [name, file] : opts.frozenInputs) {
+    auto t = readTensorFile(file);
+    if (!t.ok()) return t.status().withContext(strCat("--freeze ", name));
+    io.inputValues[name] = std::move(t).value();
+  }
   ASSIGN_OR_RETURN(c.reference, importOnnxModel(opts.modelPath, io));
   say(strCat("imported ", opts.modelPath, ": ", c.reference->numNodes(), " nodes, ",
              c.reference->constants().size(), " constants (", total.seconds(), " s)"));

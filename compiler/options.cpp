@@ -6,12 +6,12 @@
 namespace pcc {
 
 namespace {
-std::optional<int64_t> parsePositive(const std::string& s) {
+std::optional<int64_t> parseCount(const std::string& s, int64_t min) {
   if (s.empty() || s.size() > 12) return std::nullopt;
   for (char c : s)
     if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
   int64_t v = std::stoll(s);
-  if (v < 1) return std::nullopt;
+  if (v < min) return std::nullopt;
   return v;
 }
 }  // namespace
@@ -24,7 +24,7 @@ Status parseStrategy(const std::string& text, CompileOptions& opts) {
   while (std::getline(ss, part, ',')) {
     auto eq = part.find('=');
     std::string key = part.substr(0, eq);
-    auto v = eq == std::string::npos ? std::nullopt : parsePositive(part.substr(eq + 1));
+    auto v = eq == std::string::npos ? std::nullopt : parseCount(part.substr(eq + 1), 1);
     if (!v || (key != "dp" && key != "tp" && key != "pp"))
       return invalidInput("--strategy '", text, "': expected auto or dp=D,tp=T,pp=P (bad part '", part, "')");
     (key == "dp" ? opts.dp : key == "tp" ? opts.tp : opts.pp) = static_cast<int>(*v);
@@ -37,8 +37,8 @@ StatusOr<Dims> parseDims(const std::string& text) {
   std::string cur;
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == 'x' || text[i] == ',') {
-      auto v = parsePositive(cur);
-      if (!v) return invalidInput("bad shape '", text, "': expected positive sizes like 2x128");
+      auto v = parseCount(cur, 0);
+      if (!v) return invalidInput("bad shape '", text, "': expected sizes like 2x128");
       d.push_back(*v);
       cur.clear();
     } else {

@@ -28,6 +28,9 @@ struct CompileOptions {
   std::optional<int64_t> batch;
   /// Full shapes of named inputs (--shape NAME=2x128).
   std::map<std::string, Dims> shapes;
+  /// Inputs fixed to the value in a TensorProto file (--freeze NAME=FILE.pb):
+  /// they become constants, e.g. a shape fed as an input.
+  std::map<std::string, std::string> frozenInputs;
   /// What to print instead of (or besides, with -o) writing a plan: "", "ir", "report", "json".
   std::string emit;
   /// Print the IR after this pass to stderr (--print-after).
@@ -42,7 +45,7 @@ struct CompileOptions {
 /// \returns ok, or an invalid-input error naming the bad part.
 Status parseStrategy(const std::string& text, CompileOptions& opts);
 
-/// Parses "2x128" (also "2,128"). \returns the dims or an invalid-input error.
+/// Parses "2x128" (also "2,128"); sizes may be 0 (empty tensors). \returns the dims or an invalid-input error.
 StatusOr<Dims> parseDims(const std::string& text);
 
 }  // namespace pcc

@@ -166,7 +166,7 @@ void tensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
   p->set_raw_data(t.raw(), t.nbytes());
 }
 
-StatusOr<Tensor> readTensorFile(const std::string& path) {
+StatusOr<Tensor> readTensorFile(const std::string& path, std::string* name) {
   ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   if (file->size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     return invalidInput(path, ": tensor file larger than 2 GiB (use external data)");
@@ -174,6 +174,7 @@ StatusOr<Tensor> readTensorFile(const std::string& path) {
   if (!p.ParseFromArray(file->data(), static_cast<int>(file->size())))
     return invalidInput(path, ": not a valid ONNX TensorProto file");
   std::string baseDir = std::filesystem::path(path).parent_path().string();
+  if (name) *name = p.name();
   auto t = tensorFromProto(p, baseDir);
   if (!t.ok()) return t.status().withContext(path);
   return t;

@@ -46,7 +46,8 @@ void tensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
 /// Reads a file holding one serialized TensorProto (external data in it is
 /// resolved relative to the file's directory).
 /// \returns the tensor, or an invalid-input error naming the file.
-StatusOr<Tensor> readTensorFile(const std::string& path);
+/// When `name` is given, it receives the TensorProto's name (may be empty).
+StatusOr<Tensor> readTensorFile(const std::string& path, std::string* name = nullptr);
 
 /// Writes `t` as one serialized TensorProto named `name`.
 /// \returns ok, or an invalid-input error naming the file when it cannot be written.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -126,6 +127,36 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
   return allOk;
 }
 
+/// Reads DIR/input_K.pb. When every file carries a tensor name and the names
+/// are exactly the plan's inputs, they are matched by name (a compiled model
+/// may have fewer inputs than the files, e.g. with pcc --freeze); otherwise by
+/// position K.
+StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Plan& plan) {
+  std::vector<std::pair<std::string, Tensor>> files;
+  for (int k = 0; std::filesystem::exists(tensorFile(dir, "input", k)); ++k) {
+    std::string name;
+    ASSIGN_OR_RETURN(Tensor t, readTensorFile(tensorFile(dir, "input", k), &name));
+    files.emplace_back(name, std::move(t));
+  }
+  std::map<std::string, Tensor> byName;
+  for (auto& [name, t] : files)
+    if (!name.empty()) byName[name] = t;
+  bool named = byName.size() == files.size();
+  for (const plan::IoDesc& in : plan.inputs()) named = named && byName.count(in.name());
+  std::vector<Tensor> inputs;
+  for (int k = 0; k < plan.inputs_size(); ++k) {
+    if (named) {
+      inputs.push_back(byName.at(plan.inputs(k).name()));
+      continue;
+    }
+    if (static_cast<size_t>(k) >= files.size())
+      return invalidInput(tensorFile(dir, "input", k), ": missing (the plan has ", plan.inputs_size(),
+                          " inputs; input ", k, " is '", plan.inputs(k).name(), "')");
+    inputs.push_back(files[k].second);
+  }
+  return inputs;
+}
+
 int run(const Args& a) {
   auto lp = loadPlanBundle(a.plan);
   if (!lp.ok()) return fail(lp.status());
@@ -135,11 +166,9 @@ int run(const Args& a) {
   if (a.inputs.empty()) {
     inputs = randomInputsFor(plan, a.seed);
   } else {
-    for (int k = 0; k < plan.inputs_size(); ++k) {
-      auto t = readTensorFile(tensorFile(a.inputs, "input", k));
-      if (!t.ok()) return fail(t.status());
-      inputs.push_back(std::move(t).value());
-    }
+    auto read = readInputs(a.inputs, plan);
+    if (!read.ok()) return fail(read.status());
+    inputs = std::move(read).value();
   }
 
   auto res = runPlan(*lp, inputs, a.run);

@@ -26,6 +26,8 @@ options:
                         parallelism of MatMul/Gemm chains)
   --batch N             bind the leading symbolic dimension of every input
   --shape NAME=AxB      bind the full shape of input NAME (repeatable)
+  --freeze NAME=FILE.pb fix input NAME to the tensor in FILE.pb (it becomes a
+                        constant, e.g. a shape the model takes as an input)
   --emit ir|report|json print the partitioned IR, the text report or the JSON
                         report instead of writing a plan (unless -o is given)
   -o PLAN.pcc           plan bundle directory (default: MODEL.pcc next to the cwd)
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
     } else if (a == "--gpus") {
       if (!value(v)) return usageError("--gpus needs a value");
       auto d = parseDims(v);
-      if (!d.ok() || d->size() != 1 || (*d)[0] > 65536) return usageError("--gpus expects a positive count, got '" + v + "'");
+      if (!d.ok() || d->size() != 1 || (*d)[0] < 1 || (*d)[0] > 65536) return usageError("--gpus expects a positive count, got '" + v + "'");
       opts.gpus = static_cast<int>((*d)[0]);
     } else if (a == "--strategy") {
       if (!value(v)) return usageError("--strategy needs a value");
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
     } else if (a == "--batch") {
       if (!value(v)) return usageError("--batch needs a value");
       auto d = parseDims(v);
-      if (!d.ok() || d->size() != 1) return usageError("--batch expects a positive size, got '" + v + "'");
+      if (!d.ok() || d->size() != 1 || (*d)[0] < 1)
+        return usageError("--batch expects a positive size, got '" + v + "'");
       opts.batch = (*d)[0];
     } else if (a == "--shape") {
       if (!value(v)) return usageError("--shape needs NAME=AxB");
@@ -86,6 +89,11 @@ int main(int argc, char** argv) {
       auto d = parseDims(v.substr(eq + 1));
       if (!d.ok()) return fail(d.status());
       opts.shapes[v.substr(0, eq)] = *d;
+    } else if (a == "--freeze") {
+      if (!value(v)) return usageError("--freeze needs NAME=FILE.pb");
+      auto eq = v.rfind('=');
+      if (eq == std::string::npos || eq == 0) return usageError("--freeze expects NAME=FILE.pb, got '" + v + "'");
+      opts.frozenInputs[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (a == "--emit") {
       if (!value(v) || (v != "ir" && v != "report" && v != "json"))
         return usageError("--emit expects ir, report or json");

@@ -13,6 +13,8 @@
 //     dropped; training-only outputs are rejected when something reads them.
 #include "compiler/onnx/op_importers.h"
 
+#include "compiler/onnx/import_util.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -20,27 +22,6 @@ namespace pcc {
 
 namespace {
 
-using C = ImportContext;
-
-/// \returns every input of the node, absent ones as nullptr.
-std::vector<Value*> allInputs(const C& c) {
-  std::vector<Value*> ins;
-  for (size_t i = 0; i < c.numInputs(); ++i) ins.push_back(c.input(i));
-  return ins;
-}
-
-/// The op maps one-to-one; `keep` is its canonical attribute set.
-Status direct(C& c, OpKind op, std::initializer_list<std::string_view> keep) {
-  int n = opInfo(op).numOutputs;
-  if (n > 0) RETURN_IF_ERROR(c.onlyFirstOutputsUsed(static_cast<size_t>(n), "pcc supports only the first"));
-  return c.emitNode(op, allInputs(c), c.keep(keep));
-}
-
-/// \returns the int list attribute `name` as a 1-D i64 constant, or nullptr when absent.
-Value* intsAttrAsInput(C& c, const std::string& name) {
-  if (!c.attrs().has(name)) return nullptr;
-  return c.constI64(c.attrs().getInts(name), name);
-}
 
 /// Identity and Dropout: an alias of a constant input, else an Identity node.
 Status importIdentityLike(C& c) {
@@ -179,16 +160,7 @@ Status importSlice(C& c) {
   return c.emitNode(OpKind::Slice, {x, starts, ends, intsAttrAsInput(c, "axes")}, {});
 }
 
-#define PCC_DIRECT(Op, ...) \
-  [](C& c) { return direct(c, OpKind::Op, {__VA_ARGS__}); }
-
-struct Entry {
-  const char* opType;
-  int minOpset;  ///< the opset that introduced the op (7: older than pcc's range)
-  ImportFn fn;
-};
-
-const Entry kImporters[] = {
+const ImporterEntry kImporters[] = {
     {"MatMul", 7, PCC_DIRECT(MatMul)},
     {"Gemm", 7, PCC_DIRECT(Gemm, "alpha", "beta", "transA", "transB")},
     {"Conv", 7, PCC_DIRECT(Conv, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")},
@@ -232,14 +204,16 @@ const Entry kImporters[] = {
     {"Expand", 8, PCC_DIRECT(Expand)},
 };
 
-#undef PCC_DIRECT
-
 }  // namespace
 
 ImportFn findImporter(std::string_view opType, int64_t opset) {
   static const auto* table = [] {
-    auto* m = new std::unordered_map<std::string_view, const Entry*>();
-    for (const Entry& e : kImporters) (*m)[e.opType] = &e;
+    // Family tables live in their own files; they are copied here once.
+    static std::vector<ImporterEntry> all(std::begin(kImporters), std::end(kImporters));
+    for (auto family : {mathImporters, reduceNormImporters, tensorImporters})
+      for (const ImporterEntry& e : family()) all.push_back(e);
+    auto* m = new std::unordered_map<std::string_view, const ImporterEntry*>();
+    for (const ImporterEntry& e : all) (*m)[e.opType] = &e;
     return m;
   }();
   auto it = table->find(opType);

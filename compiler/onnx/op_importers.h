@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "compiler/onnx/import_context.h"
 
@@ -13,6 +14,19 @@ using ImportFn = Status (*)(ImportContext& ctx);
 
 /// \returns the import function of `opType` (default domain) at `opset`, or
 /// nullptr when pcc does not support that op there.
+/// One row of the importer table.
+struct ImporterEntry {
+  const char* opType;
+  int minOpset;  ///< the opset that introduced the op (7: older than pcc's range)
+  ImportFn fn;
+};
+
+/// Importer tables of the op families, one per file (import_math.cpp,
+/// import_reduce_norm.cpp, import_tensor.cpp); findImporter merges them.
+std::vector<ImporterEntry> mathImporters();
+std::vector<ImporterEntry> reduceNormImporters();
+std::vector<ImporterEntry> tensorImporters();
+
 ImportFn findImporter(std::string_view opType, int64_t opset);
 
 }  // namespace pcc

@@ -19,6 +19,9 @@ void registerNormReduceOps(OpRegistry& r);
 void registerShapeOps(OpRegistry& r);
 void registerDataMovementOps(OpRegistry& r);
 void registerCollectiveOps(OpRegistry& r);
+void registerMathOps(OpRegistry& r);        // math.cpp: elementwise math and logic
+void registerReduceNormOps(OpRegistry& r);  // reduce_norm.cpp: reductions, normalizations, linalg
+void registerTensorOps(OpRegistry& r);      // tensor.cpp: indexing, padding, resizing
 
 namespace ops {
 

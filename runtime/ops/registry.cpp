@@ -29,6 +29,9 @@ const Table& table() {
     registerShapeOps(r);
     registerDataMovementOps(r);
     registerCollectiveOps(r);
+    registerMathOps(r);
+    registerReduceNormOps(r);
+    registerTensorOps(r);
     return true;
   }();
   (void)filled;
