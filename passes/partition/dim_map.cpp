@@ -29,16 +29,6 @@ int64_t normAxis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_
 
 const Dims& shapeOf(const Node& n, size_t i) { return n.input(i)->type().shape; }
 
-bool isElementwise(OpKind k) {
-  switch (k) {
-    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-    case OpKind::Equal: case OpKind::Where: case OpKind::Sqrt: case OpKind::Erf: case OpKind::Tanh:
-    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::Cast: case OpKind::Identity:
-      return true;
-    default: return false;
-  }
-}
-
 void matmulMap(const Node& n, OpDimMap& m) {
   const Dims& a = shapeOf(n, 0);
   const Dims& b = shapeOf(n, 1);
@@ -98,6 +88,28 @@ void gatherMap(const Node& n, OpDimMap& m) {
 
 }  // namespace
 
+bool isElementwiseOp(OpKind k) {
+  switch (k) {
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
+    case OpKind::Equal: case OpKind::Where: case OpKind::Sqrt: case OpKind::Erf: case OpKind::Tanh:
+    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::Cast: case OpKind::Identity:
+    case OpKind::Abs: case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Reciprocal:
+    case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sign: case OpKind::Sin:
+    case OpKind::Cos: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
+    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
+    case OpKind::Softplus: case OpKind::Softsign: case OpKind::Not: case OpKind::IsNaN: case OpKind::IsInf:
+    case OpKind::BitwiseNot: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Selu: case OpKind::Celu:
+    case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Mish: case OpKind::ThresholdedRelu:
+    case OpKind::Shrink: case OpKind::Clip: case OpKind::And: case OpKind::Or: case OpKind::Xor:
+    case OpKind::Less: case OpKind::LessOrEqual: case OpKind::Greater: case OpKind::GreaterOrEqual:
+    case OpKind::Mod: case OpKind::BitShift: case OpKind::BitwiseAnd: case OpKind::BitwiseOr:
+    case OpKind::BitwiseXor: case OpKind::Min: case OpKind::Max: case OpKind::Sum: case OpKind::Mean:
+    case OpKind::CastLike: case OpKind::PRelu:
+      return true;
+    default: return false;
+  }
+}
+
 std::vector<DimLink> reshapeLinks(const Dims& in, const Dims& out) {
   std::vector<DimLink> l = none(in.size());
   int64_t pin = 1;
@@ -125,7 +137,7 @@ OpDimMap dimMapFor(const Node& n) {
   const Dims& out = n.output()->type().shape;
   const AttrMap& at = n.attrs();
   OpKind k = n.op();
-  if (isElementwise(k)) {
+  if (isElementwiseOp(k)) {
     for (size_t i = 0; i < n.inputs().size(); ++i)
       if (n.input(i)) m.links[i] = broadcastLinks(shapeOf(n, i), out);
     return m;

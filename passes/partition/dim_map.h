@@ -29,6 +29,11 @@ struct OpDimMap {
   int biasInput = -1;
 };
 
+/// \returns whether `k` maps each output element from the elements at the same
+/// (broadcast) position of its inputs only: unary math, binary arithmetic and
+/// logic, Where, Clip, Cast...
+bool isElementwiseOp(OpKind k);
+
 /// \returns the dimension map of `n`; every input has a links row sized to its rank.
 OpDimMap dimMapFor(const Node& n);
 

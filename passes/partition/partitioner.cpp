@@ -39,16 +39,6 @@ bool isWeightMatmul(const Node* n) {
          (n->op() == OpKind::MatMul || n->attrs().getInt("transA", 0) == 0);
 }
 
-bool isElementwiseOp(OpKind k) {
-  switch (k) {
-    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-    case OpKind::Sqrt: case OpKind::Erf: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Relu:
-    case OpKind::Gelu: case OpKind::Cast: case OpKind::Identity:
-      return true;
-    default: return false;
-  }
-}
-
 // Column dimension (N) of a weight-matmul's weight.
 int weightColumnDim(const Node* n) {
   return n->op() == OpKind::Gemm && n->attrs().getInt("transB", 0) ? 0 : 1;
