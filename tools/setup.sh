@@ -8,7 +8,7 @@ build=${1:-$here/build}
 debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev libbenchmark-dev
-      libgloo-dev libdnnl-dev llvm-14-tools libonnx-testdata
+      libgloo-dev libdnnl-dev llvm-14-tools libonnx-testdata libssl-dev
       python3 python3-venv)
 missing=()
 for p in "${debs[@]}"; do
