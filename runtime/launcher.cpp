@@ -86,21 +86,28 @@ Status validateInputs(const plan::Plan& plan, const std::vector<Tensor>& inputs)
   return Status::OK();
 }
 
-StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inputs,
-                            const RunOptions& o) {
+namespace {
+
+/// What every way of running a plan needs first: the programs by rank and the
+/// groups, checked, so a bad plan fails before any rank waits on another.
+struct Prepared {
+  std::vector<const plan::RankProgram*> progs;
+  std::vector<GlooGroup> groups;
+};
+
+StatusOr<Prepared> prepare(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o) {
   RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   const int n = p.plan.ranks_size();
   if (n == 0) return invalidInput(p.dir, ": the plan has no rank programs");
   if (o.iters < 1 || o.warmup < 0) return invalidInput("iters must be >= 1 and warmup >= 0");
-
+  Prepared pr;
   // Rank programs by rank; every rank 0..n-1 exactly once.
-  std::vector<const plan::RankProgram*> progs(n, nullptr);
+  pr.progs.assign(n, nullptr);
   for (const plan::RankProgram& r : p.plan.ranks()) {
-    if (r.rank() < 0 || r.rank() >= n || progs[r.rank()])
+    if (r.rank() < 0 || r.rank() >= n || pr.progs[r.rank()])
       return invalidInput(p.dir, ": rank ", r.rank(), " is out of range or repeated (", n, " ranks)");
-    progs[r.rank()] = &r;
+    pr.progs[r.rank()] = &r;
   }
-  std::vector<GlooGroup> groups;
   for (int g = 0; g < p.plan.groups_size(); ++g) {
     const plan::Group& grp = p.plan.groups(g);
     GlooGroup gg{grp.axis(), {grp.ranks().begin(), grp.ranks().end()}};
@@ -109,12 +116,33 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
     if (sorted.empty() || sorted.front() < 0 || sorted.back() >= n ||
         std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       return invalidInput(p.dir, ": group ", g, " has an invalid rank list");
-    groups.push_back(std::move(gg));
+    pr.groups.push_back(std::move(gg));
   }
-  // Prepared up front: a bad program fails before any rank waits on another.
+  return pr;
+}
+
+/// Runs warmup + iters passes of one rank. \returns the mean seconds of the timed ones.
+StatusOr<double> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
+                           std::vector<OutputPiece>* pieces, const RunOptions& o) {
+  double total = 0;
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(exec.run(inputs, comms, pieces));
+    if (it >= o.warmup) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return total / o.iters;
+}
+
+}  // namespace
+
+StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inputs,
+                            const RunOptions& o) {
+  ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
+  const int n = static_cast<int>(pr.progs.size());
+  const std::vector<GlooGroup>& groups = pr.groups;
   std::vector<std::unique_ptr<Executor>> execs(n);
   for (int r = 0; r < n; ++r) {
-    ASSIGN_OR_RETURN(execs[r], Executor::create(p, *progs[r], o.verifyChecksums));
+    ASSIGN_OR_RETURN(execs[r], Executor::create(p, *pr.progs[r], o.verifyChecksums));
   }
 
   const bool withWorld = hasTransfers(p.plan);
@@ -144,24 +172,65 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
           if (!c.ok()) return fail(c.status());
           comms[r] = std::move(c).value();
         }
-        double total = 0;
-        for (int it = 0; it < o.warmup + o.iters; ++it) {
-          auto t0 = std::chrono::steady_clock::now();
-          Status st = execs[r]->run(inputs, &comms[r], &pieces[r]);
-          if (!st.ok()) {
-            fail(st);
-            comms[r].abortAll();
-            return;
-          }
-          if (it >= o.warmup)
-            total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        auto secs = timedRuns(*execs[r], inputs, &comms[r], &pieces[r], o);
+        if (!secs.ok()) {
+          fail(secs.status());
+          comms[r].abortAll();
+          return;
         }
-        result.rankSeconds[r] = total / o.iters;
+        result.rankSeconds[r] = *secs;
       });
     }
     for (auto& t : threads) t.join();
   }
   if (!firstError.ok()) return firstError;
+  ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
+  return result;
+}
+
+StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
+                                int rank, const std::string& rendezvousDir) {
+  ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
+  const int n = static_cast<int>(pr.progs.size());
+  if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::create(p, *pr.progs[rank], o.verifyChecksums));
+  ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
+  GlooOptions gopts;
+  gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
+  // The world communicator also carries the output pieces to rank 0.
+  ASSIGN_OR_RETURN(RankComms comms, connectGloo(*store, rank, n, pr.groups, /*withWorld=*/n > 1, gopts));
+  std::vector<OutputPiece> mine;
+  auto secs = timedRuns(*exec, inputs, &comms, &mine, o);
+  if (!secs.ok()) {
+    comms.abortAll();
+    return secs.status().withContext(strCat("rank ", rank));
+  }
+  // Rank times, then pieces, go to rank 0 in rank order; rank 0 assembles.
+  Tensor t = Tensor::fromVector<double>(DType::kF64, {1}, {*secs});
+  RunResult result;
+  if (rank != 0) {
+    RETURN_IF_ERROR(comms.world->send(t, 0));
+    for (const OutputPiece& piece : mine) RETURN_IF_ERROR(comms.world->send(piece.tensor, 0));
+    return result;
+  }
+  std::vector<std::vector<OutputPiece>> pieces(n);
+  pieces[0] = std::move(mine);
+  result.rankSeconds.push_back(*secs);
+  for (int r = 1; r < n; ++r) {
+    Tensor s = Tensor::zeros(DType::kF64, {1});
+    RETURN_IF_ERROR(comms.world->recv(&s, r));
+    result.rankSeconds.push_back(s.data<double>()[0]);
+    // A rank's pieces are its output bindings, with the types of their buffers.
+    const plan::RankProgram& prog = *pr.progs[r];
+    for (const plan::IoBinding& b : prog.outputs()) {
+      if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
+        return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
+      OutputPiece piece{b.index(), b.split_dim(), b.offset(), b.length(),
+                        Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
+      RETURN_IF_ERROR(comms.world->recv(&piece.tensor, r));
+      pieces[r].push_back(std::move(piece));
+    }
+  }
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }

@@ -44,6 +44,15 @@ Status validateInputs(const plan::Plan& plan, const std::vector<Tensor>& inputs)
 StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inputs,
                             const RunOptions& o);
 
+/// Runs only rank `rank` of `p` in this process; the plan's other ranks run in
+/// other processes (started by mpirun, a job scheduler or by hand) that meet
+/// through a gloo FileStore in `rendezvousDir`, a fresh directory every rank
+/// can see. Every rank sends its output pieces and time to rank 0.
+/// \returns on rank 0 the assembled outputs and every rank's time; on other
+/// ranks an empty result.
+StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
+                                int rank, const std::string& rendezvousDir);
+
 /// Runs Plan.reference, the unpartitioned one-rank program.
 /// \returns its outputs, or an error (invalid-input when the plan has none).
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs);

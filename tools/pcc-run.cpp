@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ constexpr const char* kUsage =
     "  --seed S              seed of the random inputs (default 0)\n"
     "  --no-verify-weights   skip the weight checksums\n"
     "  --timeout S           seconds a collective may take before it is an error (default 300)\n"
+    "  --rendezvous DIR      run as one process per rank: this process is the rank given by\n"
+    "                        RANK/WORLD_SIZE or Open MPI's OMPI_COMM_WORLD_RANK/SIZE; ranks\n"
+    "                        meet in DIR/<run id> (run id: PCC_RUN_ID, else PMIX_NAMESPACE\n"
+    "                        under mpirun); rank 0 prints and checks (also $PCC_RENDEZVOUS)\n"
     "  --help                this text\n"
     "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error\n";
 
@@ -43,7 +48,15 @@ struct Args {
   double rtol = 1e-4, atol = 1e-5;
   uint64_t seed = 0;
   RunOptions run;
+  std::string rendezvous;
 };
+
+/// This process's place in a multi-process run, from the launcher's environment.
+struct ProcessRank {
+  int rank = 0, worldSize = 1;
+  std::string dir;
+};
+
 
 int fail(const Status& s) {
   std::fprintf(stderr, "pcc-run: error: %s\n", s.message().c_str());
@@ -80,6 +93,9 @@ StatusOr<Args> parse(int argc, char** argv, bool* help) {
       a.check = true;
     } else if (f == "--no-verify-weights") {
       a.run.verifyChecksums = false;
+    } else if (f == "--rendezvous") {
+      ASSIGN_OR_RETURN(const char* v, value());
+      a.rendezvous = v;
     } else if (f == "--inputs" || f == "--expect" || f == "--outputs") {
       ASSIGN_OR_RETURN(const char* v, value());
       (f == "--inputs" ? a.inputs : f == "--expect" ? a.expect : a.outputs) = v;
@@ -157,6 +173,33 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
   return inputs;
 }
 
+/// \returns the process rank when the environment names one, nullopt for a
+/// single-process (threads) run, or an error for an incomplete set-up.
+StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
+  auto env = [](const char* n) -> std::string {
+    const char* v = std::getenv(n);
+    return v ? v : "";
+  };
+  std::string rank = env("OMPI_COMM_WORLD_RANK"), size = env("OMPI_COMM_WORLD_SIZE");
+  if (rank.empty()) {
+    rank = env("RANK");
+    size = env("WORLD_SIZE");
+  }
+  if (rank.empty() && size.empty()) return std::optional<ProcessRank>();
+  ProcessRank pr;
+  ASSIGN_OR_RETURN(int64_t r, integer("RANK", rank.c_str(), 0));
+  ASSIGN_OR_RETURN(int64_t n, integer("WORLD_SIZE", size.c_str(), 1));
+  pr.rank = static_cast<int>(r);
+  pr.worldSize = static_cast<int>(n);
+  std::string base = a.rendezvous.empty() ? env("PCC_RENDEZVOUS") : a.rendezvous;
+  std::string id = env("PCC_RUN_ID").empty() ? env("PMIX_NAMESPACE") : env("PCC_RUN_ID");
+  if (base.empty() || id.empty())
+    return invalidInput("rank ", r, " of ", n, " from the environment: a multi-process run needs --rendezvous DIR "
+                        "(or PCC_RENDEZVOUS) and a run id shared by every rank (PCC_RUN_ID; set by mpirun)");
+  pr.dir = (std::filesystem::path(base) / id).string();
+  return std::optional<ProcessRank>(pr);
+}
+
 int run(const Args& a) {
   auto lp = loadPlanBundle(a.plan);
   if (!lp.ok()) return fail(lp.status());
@@ -171,8 +214,14 @@ int run(const Args& a) {
     inputs = std::move(read).value();
   }
 
-  auto res = runPlan(*lp, inputs, a.run);
+  auto proc = processRank(a);
+  if (!proc.ok()) return fail(proc.status());
+  if (*proc && (*proc)->worldSize != plan.ranks_size())
+    return fail(invalidInput("the environment starts ", (*proc)->worldSize, " processes but the plan has ",
+                             plan.ranks_size(), " ranks"));
+  auto res = *proc ? runPlanRank(*lp, inputs, a.run, (*proc)->rank, (*proc)->dir) : runPlan(*lp, inputs, a.run);
   if (!res.ok()) return fail(res.status());
+  if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t r = 0; r < res->rankSeconds.size(); ++r)
     std::printf("rank %zu: %.3f ms\n", r, res->rankSeconds[r] * 1e3);
 
