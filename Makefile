@@ -33,5 +33,13 @@ demo: build
 models: setup
 	$(PYTHON) models/make_models.py
 
+# Full-size PyTorch exports (ResNet-50, BERT-base, GPT-2, ViT-B/16, LLaMA-width
+# decoder, ...) compiled at 1 and 4 devices, run on CPU ranks and compared with
+# onnxruntime; torch is installed on demand into $(BUILD)/parity-venv. Slow and
+# large, so not part of `make test`. PARITY_MODELS=resnet,bert picks models.
+.PHONY: parity
+parity: build
+	bash tools/parity.sh $(BUILD)
+
 clean:
 	rm -rf $(BUILD)
