@@ -87,6 +87,8 @@ Status emitProgram(const Graph& g, int rank, const Mesh& mesh, plan::Plan& plan,
       freeIns->add_inputs(ids.at(v));
     }
   }
+  // A graph output no node produces (folded to a constant) still needs a buffer.
+  for (Value* out : g.outputs()) bufferOf(out);
   return Status::OK();
 }
 

@@ -151,7 +151,7 @@ bool ImportContext::shouldFold(const std::vector<Value*>& inputs, const std::vec
   if (!any) return false;
   int64_t outElems = 0;
   for (const TensorType& t : outTypes) outElems += t.numel();
-  return outElems <= kMaxFoldElements || inputsSmall;
+  return outElems <= kMaxFoldElements || (inputsSmall && outElems <= kMaxFoldExpandElements);
 }
 
 StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*> inputs, AttrMap attrs,
@@ -213,7 +213,11 @@ Status ImportContext::error(StatusCode code, const std::string& problem) const {
     const Value* v = node_->input(i).empty() ? nullptr : lookup(node_->input(i));
     shapes += strCat(i ? ", " : "", v ? v->type().str() : std::string("none"));
   }
-  std::string msg = strCat(file_, ": node '", nodeName_, "' (", node_->op_type(), ", opset ", opset_, "): ", problem);
+  // Every refusal of valid input says "unsupported", so that tools (and the
+  // conformance runner) tell it from a bad model without parsing the prose.
+  bool marked = problem.find("unsupported") != std::string::npos || problem.find("not supported") != std::string::npos;
+  std::string msg = strCat(file_, ": node '", nodeName_, "' (", node_->op_type(), ", opset ", opset_, "): ",
+                           code == StatusCode::kUnsupported && !marked ? "unsupported: " : "", problem);
   if (node_->input_size() > 0) msg += strCat(" [input shapes ", shapes, "]");
   return Status(code, msg);
 }

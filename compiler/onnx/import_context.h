@@ -21,6 +21,12 @@ namespace pcc {
 /// outputs, or else all its inputs, have at most this many elements, so large
 /// weights are never duplicated by folding a transpose or a cast of them.
 inline constexpr int64_t kMaxFoldElements = 65536;
+/// A node with small constant inputs but larger outputs (ConstantOfShape,
+/// Expand, Tile, Range) is folded only up to this many output elements, so
+/// that weights a model generates (as ONNX's 'light' test models do with
+/// ConstantOfShape) become plan weights when reasonable, and run-time nodes
+/// beyond: hundreds of MiB of folded constants would be written to every plan.
+inline constexpr int64_t kMaxFoldExpandElements = int64_t(1) << 24;
 
 class ImportContext {
  public:
@@ -82,7 +88,8 @@ class ImportContext {
   bool isGraphOutput(size_t i) const;
 
   // ---- Errors ----------------------------------------------------------------
-  /// \returns "FILE: node 'NAME' (OpType, opset N): problem [input shapes ...]".
+  /// \returns "FILE: node 'NAME' (OpType, opset N): problem [input shapes ...]";
+  /// an unsupported-code problem that does not say so is prefixed "unsupported: ".
   Status error(StatusCode code, const std::string& problem) const;
   template <typename... A>
   Status invalid(const A&... a) const { return error(StatusCode::kInvalidInput, strCat(a...)); }

@@ -1,6 +1,8 @@
 // Helpers shared by the import functions of every op family.
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -32,6 +34,40 @@ inline Value* intsAttrAsInput(ImportContext& c, const std::string& name) {
   return c.constI64(c.attrs().getInts(name), name);
 }
 
+
+/// Imports a Reduce* op whose `axes` attribute became input 1 at `axesInputOpset`
+/// (13 for ReduceSum, 18 for the others): older nodes get it as a constant input.
+inline Status importReduce(ImportContext& c, OpKind op, int64_t axesInputOpset) {
+  if (c.opset() >= axesInputOpset) return c.emitNode(op, allInputs(c), c.keep({"keepdims", "noop_with_empty_axes"}));
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  return c.emitNode(op, {x, intsAttrAsInput(c, "axes")}, c.keep({"keepdims"}));
+}
+
+/// Imports Softmax, LogSoftmax or Hardmax. Before opset 13 these normalize the
+/// input coerced to 2-D at `axis` (default 1); unless that axis is the last
+/// one, that is Flatten -> op(axis -1) -> Reshape.
+inline Status importSoftmaxLike(ImportContext& c, OpKind op) {
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  if (c.opset() >= 13) {
+    AttrMap a;
+    a.set("axis", c.attrs().getInt("axis", -1));
+    return c.emitNode(op, {x}, a);
+  }
+  int64_t r = x->type().rank();
+  int64_t axis = c.attrs().getInt("axis", 1);
+  if (axis < -r || axis >= std::max<int64_t>(r, 1)) return c.invalid("axis ", axis, " is out of range for rank ", r);
+  if (axis < 0) axis += r;
+  AttrMap last;
+  last.set("axis", int64_t(-1));
+  if (axis == r - 1) return c.emitNode(op, {x}, last);
+  AttrMap flat;
+  flat.set("axis", axis);
+  ASSIGN_OR_RETURN(std::vector<Value*> f, c.emit(OpKind::Flatten, {x}, flat, {}, "flatten"));
+  std::string tag(opName(op));
+  std::transform(tag.begin(), tag.end(), tag.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  ASSIGN_OR_RETURN(std::vector<Value*> s, c.emit(op, {f[0]}, last, {}, tag));
+  return c.emitNode(OpKind::Reshape, {s[0], c.constI64(x->type().shape, "shape")}, {});
+}
 
 /// An importer for an op that maps one-to-one, keeping the listed attributes.
 #define PCC_DIRECT(Op, ...) \

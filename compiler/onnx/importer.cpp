@@ -1,12 +1,17 @@
 // Model-level import. The steps:
 //   1. parse the file with protobuf and check what protobuf cannot: a graph,
-//      ir_version, a default-domain opset in 7..21, every value defined once and
-//      before it is read (a truncated file can still parse);
-//   2. list every unsupported op of the model in one error;
+//      an ir_version up to kMaxIrVersion, a default-domain opset in 1..24,
+//      every value defined once and before it is read (a truncated file can
+//      still parse);
+//   2. list every unsupported op of the model in one error: ops the table
+//      lacks, ops of other domains (also in a model that imports no default
+//      opset at all), and ops with graph attributes (If, Loop, Scan);
 //   3. initializers become constants (external data mmapped, never copied);
 //   4. inputs get static shapes from --shape / --batch (symbols bound by name);
 //   5. nodes are imported in order through the op table (op_importers.cpp),
-//      folding constant subgraphs as they appear;
+//      folding constant subgraphs as they appear; before opset 7, binary
+//      ops with broadcast = 1 (and PRelu's per-channel slope) are first
+//      rewritten to numpy broadcasting;
 //   6. graph outputs keep the ONNX order; one that is an input or a constant
 //      is produced by an inserted Identity node. Unused constants are dropped.
 #include "compiler/onnx/importer.h"
@@ -25,7 +30,12 @@ namespace pcc {
 
 namespace {
 
-constexpr int64_t kMinOpset = 7, kMaxOpset = 21;
+// The newest opset and IR version of ONNX 1.19; opsets 22-24 changed the
+// ops pcc imports only by admitting new element types, which the kernels'
+// type inference accepts or rejects. Opsets below 7 differ in broadcasting
+// (see legacyBroadcast) and in a few attributes handled by the op importers.
+constexpr int64_t kMinOpset = 1, kMaxOpset = 24;
+constexpr int64_t kMaxIrVersion = 12;
 
 bool isDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
@@ -38,15 +48,29 @@ Status notValid(const std::string& file, const A&... why) {
   return invalidInput(file, ": not a valid ONNX model (", strCat(why...), ")");
 }
 
+Status checkSupported(const onnx::GraphProto& g, const std::string& file, std::optional<int64_t> opset);
+
 /// Step 1: what a parsed model must satisfy before import. \returns the
 /// default-domain opset.
 StatusOr<int64_t> checkModel(const onnx::ModelProto& m, const std::string& file) {
   if (!m.has_graph()) return notValid(file, "no graph");
   if (m.ir_version() <= 0) return notValid(file, "no ir_version");
+  if (m.ir_version() > kMaxIrVersion)
+    return unsupported(file, ": IR version ", m.ir_version(), " is not supported (pcc reads IR versions up to ",
+                       kMaxIrVersion, ")");
   std::optional<int64_t> opset;
   for (const auto& o : m.opset_import())
     if (isDefaultDomain(o.domain())) opset = o.version();
-  if (!opset) return notValid(file, "no opset_import for the default domain");
+  if (!opset) {
+    // A model of another domain only (ai.onnx.ml, com.microsoft, ...) is valid
+    // ONNX whose operators pcc does not have: say so, naming them.
+    const auto& nodes = m.graph().node();
+    bool allForeign = !nodes.empty() && std::all_of(nodes.begin(), nodes.end(), [](const onnx::NodeProto& n) {
+      return !isDefaultDomain(n.domain());
+    });
+    if (allForeign) return checkSupported(m.graph(), file, std::nullopt);
+    return notValid(file, "no opset_import for the default domain");
+  }
   if (*opset < kMinOpset || *opset > kMaxOpset)
     return unsupported(file, ": opset ", *opset, " of the default domain is not supported (pcc imports opsets ",
                        kMinOpset, " to ", kMaxOpset, ")");
@@ -78,13 +102,25 @@ StatusOr<int64_t> checkModel(const onnx::ModelProto& m, const std::string& file)
   return *opset;
 }
 
-/// Step 2: \returns one error listing every op the importer has no function for.
-Status checkSupported(const onnx::GraphProto& g, const std::string& file, int64_t opset) {
+/// \returns true when an attribute of `n` holds a graph (If, Loop, Scan).
+bool hasGraphAttribute(const onnx::NodeProto& n) {
+  using A = onnx::AttributeProto;
+  return std::any_of(n.attribute().begin(), n.attribute().end(), [](const A& a) {
+    return a.type() == A::GRAPH || a.type() == A::GRAPHS || a.has_g() || a.graphs_size() > 0;
+  });
+}
+
+/// Step 2: \returns one error listing every op the importer has no function
+/// for. `opset` is absent when the model imports no default-domain opset.
+Status checkSupported(const onnx::GraphProto& g, const std::string& file, std::optional<int64_t> opset) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<std::string>> nodesOf;
+  bool controlFlow = false;
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
-    if (isDefaultDomain(n.domain()) && findImporter(n.op_type(), opset)) continue;
+    bool graphAttr = hasGraphAttribute(n);
+    controlFlow |= graphAttr;
+    if (!graphAttr && opset && isDefaultDomain(n.domain()) && findImporter(n.op_type(), *opset)) continue;
     std::string op = isDefaultDomain(n.domain()) ? n.op_type() : strCat(n.domain(), ".", n.op_type());
     if (!nodesOf.count(op)) order.push_back(op);
     nodesOf[op].push_back(nodeLabel(n, i));
@@ -99,7 +135,42 @@ Status checkSupported(const onnx::GraphProto& g, const std::string& file, int64_
     if (names.size() > kMaxNames) list += strCat(" and ", names.size() - kMaxNames, " more");
     list += ")";
   }
-  return unsupported(file, ": unsupported operators (opset ", opset, "): ", list);
+  std::string where = opset ? strCat("opset ", *opset) : std::string("no default-domain opset");
+  return unsupported(file, ": unsupported operators (", where, "): ", list,
+                     controlFlow ? "; ops with graph attributes (If, Loop, Scan) are not supported" : "");
+}
+
+/// Binary ops that, before opset 7, broadcast only with attribute broadcast = 1.
+bool hasLegacyBroadcast(const std::string& op) {
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less"};
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
+}
+
+/// Before opset 7, `A op B` with broadcast = 1 matches B's dims with A's dims
+/// from `axis` on (default: A's trailing dims). Rewrites node `n` (already a
+/// copy the context imports) to numpy broadcasting: B gets trailing 1-dims.
+Status legacyBroadcast(ImportContext& ctx, onnx::NodeProto& n, int64_t axisAttr, bool hasAxis) {
+  Value* a = ctx.input(0);
+  Value* b = ctx.input(1);
+  if (!a || !b || b->type().rank() >= a->type().rank()) return Status::OK();
+  int64_t ra = a->type().rank(), rb = b->type().rank();
+  int64_t axis = hasAxis ? axisAttr : ra - rb;
+  if (axis < 0) axis += ra;
+  bool fits = axis >= 0 && axis + rb <= ra;
+  for (int64_t j = 0; fits && j < rb; ++j) {
+    int64_t db = b->type().shape[j], da = a->type().shape[axis + j];
+    fits = db == da || db == 1;
+  }
+  if (!fits)
+    return ctx.invalid("broadcast axis ", axisAttr, " does not fit ", b->type().str(), " into ", a->type().str());
+  if (axis + rb == ra) return Status::OK();  // trailing alignment is numpy's
+  Dims shape = b->type().shape;
+  shape.resize(static_cast<size_t>(ra - axis), 1);
+  ASSIGN_OR_RETURN(std::vector<Value*> r,
+                   ctx.emit(OpKind::Reshape, {b, ctx.constI64(shape, "broadcast_shape")}, {}, {}, "broadcast"));
+  ctx.define(r[0]->name(), r[0]);
+  n.set_input(1, r[0]->name());
+  return Status::OK();
 }
 
 /// One graph input's declaration: a dim is fixed, or symbolic with an
@@ -116,10 +187,15 @@ StatusOr<InputDecl> declOf(const onnx::ValueInfoProto& in, const std::string& fi
   InputDecl d;
   d.name = in.name();
   if (!in.type().has_tensor_type())
-    return unsupported(file, ": input '", in.name(), "' is not a tensor (pcc supports tensor inputs only)");
+    return unsupported(file, ": input '", in.name(), "' is not a tensor (unsupported: pcc takes tensor inputs only)");
   const auto& tt = in.type().tensor_type();
   std::optional<DType> dt = dtypeFromOnnx(tt.elem_type());
-  if (!dt) return unsupported(file, ": input '", in.name(), "' has unsupported element type ", tt.elem_type());
+  if (!dt) {
+    // The system ONNX library may predate the newest types (float8, int4, ...).
+    std::string typeName = onnx::TensorProto_DataType_Name(tt.elem_type());
+    return unsupported(file, ": input '", in.name(), "' has unsupported element type ", tt.elem_type(), " (",
+                       typeName.empty() ? "a type newer than pcc's ONNX library" : typeName, ")");
+  }
   d.dtype = *dt;
   d.hasShape = tt.has_shape();
   for (const auto& dim : tt.shape().dim()) {
@@ -275,7 +351,32 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
   // Step 5.
   for (int i = 0; i < gp.node_size(); ++i) {
     const onnx::NodeProto& n = gp.node(i);
-    RETURN_IF_ERROR(ctx.beginNode(n, nodeLabel(n, i)));
+    onnx::NodeProto legacy;  // the node rewritten to opset-7 broadcasting
+    if (opset < 7 && hasLegacyBroadcast(n.op_type())) {
+      legacy = n;
+      int64_t broadcast = 0, axis = 0;
+      bool hasAxis = false;
+      auto* attrs = legacy.mutable_attribute();
+      for (int k = attrs->size() - 1; k >= 0; --k) {
+        const onnx::AttributeProto& a = attrs->Get(k);
+        if (a.name() != "broadcast" && a.name() != "axis") continue;
+        (a.name() == "broadcast" ? broadcast : axis) = a.i();
+        hasAxis |= a.name() == "axis";
+        attrs->DeleteSubrange(k, 1);
+      }
+      RETURN_IF_ERROR(ctx.beginNode(legacy, nodeLabel(n, i)));
+      if (broadcast != 0) RETURN_IF_ERROR(legacyBroadcast(ctx, legacy, axis, hasAxis));
+    } else if (opset < 7 && n.op_type() == "PRelu" && n.input_size() == 2) {
+      // PRelu before 7: a 1-D slope of C values is per channel (dim 1).
+      legacy = n;
+      RETURN_IF_ERROR(ctx.beginNode(legacy, nodeLabel(n, i)));
+      Value* x = ctx.input(0);
+      Value* slope = ctx.input(1);
+      if (x && slope && x->type().rank() > 2 && slope->type().rank() == 1 && slope->type().shape[0] != 1)
+        RETURN_IF_ERROR(legacyBroadcast(ctx, legacy, 1, true));
+    } else {
+      RETURN_IF_ERROR(ctx.beginNode(n, nodeLabel(n, i)));
+    }
     ImportFn fn = findImporter(n.op_type(), opset);
     if (!fn) return internalError(file, ": no importer for ", n.op_type(), " after the support check");
     RETURN_IF_ERROR(fn(ctx));

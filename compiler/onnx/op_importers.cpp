@@ -1,16 +1,20 @@
 // One import function per ONNX op, in one table (kImporters at the end).
 //
-// Each function maps an ONNX node of any opset from 7 to 21 to the canonical
+// Each function maps an ONNX node of any opset from 1 to 24 to the canonical
 // IR ops of Ops.def, which have the newest opset's semantics. What changed
 // between opsets is resolved here and nowhere else:
 //   - attributes that later became inputs (Squeeze/Unsqueeze/Split axes and
 //     split < 13, ReduceMean axes < 18, Slice starts/ends/axes < 10) become
 //     constant inputs;
+//   - Reshape < 5 takes the shape as an attribute; Concat < 4 defaults to
+//     axis 1; legacy broadcasting (< 7) is rewritten before (importer.cpp);
 //   - Softmax < 13 normalizes over the input coerced to 2-D; unless the axis is
 //     the last one, that is Flatten -> Softmax(-1) -> Reshape;
 //   - attributes without meaning for inference (BatchNormalization spatial,
 //     is_test, consumed_inputs, momentum; Gemm broadcast; Dropout ratio) are
-//     dropped; training-only outputs are rejected when something reads them.
+//     dropped; training-only outputs are rejected when something reads them,
+//     except LayerNormalization's Mean and InvStdDev, computed when read.
+// (Dropout is imported with the tensor family, import_tensor.cpp.)
 #include "compiler/onnx/op_importers.h"
 
 #include "compiler/onnx/import_util.h"
@@ -23,7 +27,7 @@ namespace pcc {
 namespace {
 
 
-/// Identity and Dropout: an alias of a constant input, else an Identity node.
+/// Identity: an alias of a constant input, else an Identity node.
 Status importIdentityLike(C& c) {
   ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
   if (x->isConstant() && !c.isGraphOutput(0)) {
@@ -34,17 +38,6 @@ Status importIdentityLike(C& c) {
 }
 
 Status importIdentity(C& c) { return importIdentityLike(c); }
-
-Status importDropout(C& c) {
-  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "the dropout mask exists only in training"));
-  if (Value* training = c.input(2)) {  // opset >= 12
-    if (!training->isConstant())
-      return c.unsupportedHere("training_mode is computed at run time (pcc compiles inference only)");
-    if (training->constantData().numel() == 1 && training->constantData().getInt(0) != 0)
-      return c.unsupportedHere("training_mode = true (pcc compiles inference)");
-  }
-  return importIdentityLike(c);
-}
 
 Status importConstant(C& c) {
   const AttrMap& a = c.attrs();
@@ -85,31 +78,53 @@ Status importCast(C& c) {
   return c.emitNode(OpKind::Cast, allInputs(c), c.keep({"to"}));
 }
 
-Status importSoftmax(C& c) {
-  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
-  if (c.opset() >= 13) {
-    AttrMap a;
-    a.set("axis", c.attrs().getInt("axis", -1));
-    return c.emitNode(OpKind::Softmax, {x}, a);
-  }
-  // Opset < 13: softmax over the input coerced to 2-D at `axis`.
-  int64_t r = x->type().rank();
-  int64_t axis = c.attrs().getInt("axis", 1);
-  if (axis < -r || axis >= std::max<int64_t>(r, 1)) return c.invalid("axis ", axis, " is out of range for rank ", r);
-  if (axis < 0) axis += r;
-  AttrMap last;
-  last.set("axis", int64_t(-1));
-  if (axis == r - 1) return c.emitNode(OpKind::Softmax, {x}, last);
-  AttrMap flat;
-  flat.set("axis", axis);
-  ASSIGN_OR_RETURN(std::vector<Value*> f, c.emit(OpKind::Flatten, {x}, flat, {}, "flatten"));
-  ASSIGN_OR_RETURN(std::vector<Value*> s, c.emit(OpKind::Softmax, {f[0]}, last, {}, "softmax"));
-  return c.emitNode(OpKind::Reshape, {s[0], c.constI64(x->type().shape, "shape")}, {});
+Status importSoftmax(C& c) { return importSoftmaxLike(c, OpKind::Softmax); }
+
+/// \returns `v` cast to `to` (itself when it has that type already).
+StatusOr<Value*> castTo(C& c, Value* v, DType to, std::string_view tag) {
+  if (v->type().dtype == to) return v;
+  AttrMap a;
+  a.set("to", static_cast<int64_t>(to));
+  ASSIGN_OR_RETURN(std::vector<Value*> out, c.emit(OpKind::Cast, {v}, a, {}, tag));
+  return out[0];
 }
 
+/// LayerNormalization; its optional Mean and InvStdDev outputs (of the stash
+/// type, reduced dims kept as 1) are computed by ReduceMean, Sub, Mul, Add,
+/// Sqrt and Div when something reads them.
 Status importLayerNorm(C& c) {
-  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "Mean and InvStdDev are training outputs pcc does not compute"));
-  return c.emitNode(OpKind::LayerNormalization, allInputs(c), c.keep({"axis", "epsilon"}));
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  std::vector<std::string> names(c.numOutputs() > 0 ? 1 : 0, c.node().output(0));
+  ASSIGN_OR_RETURN(std::vector<Value*> y, c.emit(OpKind::LayerNormalization, allInputs(c),
+                                                  c.keep({"axis", "epsilon"}), names));
+  c.setOutput(0, y[0]);
+  if (!c.outputUsed(1) && !c.outputUsed(2)) return Status::OK();
+
+  int64_t r = x->type().rank();
+  int64_t axis = c.attrs().getInt("axis", -1);
+  if (axis < -r || axis >= r) return c.invalid("axis ", axis, " is out of range for rank ", r);
+  if (axis < 0) axis += r;
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < r; ++i) axes.push_back(i);
+  DType stash = c.attrs().getInt("stash_type", 1) == 1 ? DType::kF32 : x->type().dtype;
+  auto out = [&](size_t i) { return i < c.numOutputs() ? c.node().output(static_cast<int>(i)) : std::string(); };
+
+  ASSIGN_OR_RETURN(Value* xs, castTo(c, x, stash, "stash"));
+  Value* axesV = c.constI64(axes, "axes");
+  ASSIGN_OR_RETURN(std::vector<Value*> mean, c.emit(OpKind::ReduceMean, {xs, axesV}, {}, {out(1)}, "mean"));
+  c.setOutput(1, mean[0]);
+  if (!c.outputUsed(2)) return Status::OK();
+  ASSIGN_OR_RETURN(std::vector<Value*> d, c.emit(OpKind::Sub, {xs, mean[0]}, {}, {}, "centered"));
+  ASSIGN_OR_RETURN(std::vector<Value*> sq, c.emit(OpKind::Mul, {d[0], d[0]}, {}, {}, "squared"));
+  ASSIGN_OR_RETURN(std::vector<Value*> var, c.emit(OpKind::ReduceMean, {sq[0], axesV}, {}, {}, "variance"));
+  ASSIGN_OR_RETURN(Value* eps, castTo(c, c.constant(Tensor::scalarF32(c.attrs().getFloat("epsilon", 1e-5f)), "eps"),
+                                      stash, "eps"));
+  ASSIGN_OR_RETURN(Value* one, castTo(c, c.constant(Tensor::scalarF32(1.0f), "one"), stash, "one"));
+  ASSIGN_OR_RETURN(std::vector<Value*> ve, c.emit(OpKind::Add, {var[0], eps}, {}, {}, "var_eps"));
+  ASSIGN_OR_RETURN(std::vector<Value*> sd, c.emit(OpKind::Sqrt, {ve[0]}, {}, {}, "stddev"));
+  ASSIGN_OR_RETURN(std::vector<Value*> inv, c.emit(OpKind::Div, {one, sd[0]}, {}, {out(2)}, "inv_stddev"));
+  c.setOutput(2, inv[0]);
+  return Status::OK();
 }
 
 Status importBatchNorm(C& c) {
@@ -120,10 +135,21 @@ Status importBatchNorm(C& c) {
   return c.emitNode(OpKind::BatchNormalization, allInputs(c), c.keep({"epsilon"}));
 }
 
-Status importReduceMean(C& c) {
-  if (c.opset() >= 18) return c.emitNode(OpKind::ReduceMean, allInputs(c), c.keep({"keepdims", "noop_with_empty_axes"}));
+Status importReduceMean(C& c) { return importReduce(c, OpKind::ReduceMean, 18); }
+
+Status importReshape(C& c) {
+  if (c.opset() >= 5) return c.emitNode(OpKind::Reshape, allInputs(c), c.keep({"allowzero"}));
   ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
-  return c.emitNode(OpKind::ReduceMean, {x, intsAttrAsInput(c, "axes")}, c.keep({"keepdims"}));
+  Value* shape = intsAttrAsInput(c, "shape");
+  if (!shape) return c.invalid("attribute 'shape' is required before opset 5");
+  return c.emitNode(OpKind::Reshape, {x, shape}, {});
+}
+
+Status importConcat(C& c) {
+  AttrMap a;
+  if (!c.attrs().has("axis") && c.opset() >= 4) return c.invalid("attribute 'axis' is required");
+  a.set("axis", c.attrs().getInt("axis", 1));
+  return c.emitNode(OpKind::Concat, allInputs(c), a);
 }
 
 Status importSqueeze(C& c) {
@@ -179,7 +205,6 @@ const ImporterEntry kImporters[] = {
     {"Gelu", 20, PCC_DIRECT(Gelu, "approximate")},
     {"Cast", 7, importCast},
     {"Identity", 7, importIdentity},
-    {"Dropout", 7, importDropout},
     {"Constant", 7, importConstant},
     {"Softmax", 7, importSoftmax},
     {"LayerNormalization", 17, importLayerNorm},
@@ -190,12 +215,12 @@ const ImporterEntry kImporters[] = {
      PCC_DIRECT(AveragePool, "auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
                 "strides")},
     {"GlobalAveragePool", 7, PCC_DIRECT(GlobalAveragePool)},
-    {"Reshape", 7, PCC_DIRECT(Reshape, "allowzero")},
+    {"Reshape", 7, importReshape},
     {"Transpose", 7, PCC_DIRECT(Transpose, "perm")},
     {"Flatten", 7, PCC_DIRECT(Flatten, "axis")},
     {"Squeeze", 7, importSqueeze},
     {"Unsqueeze", 7, importUnsqueeze},
-    {"Concat", 7, PCC_DIRECT(Concat, "axis")},
+    {"Concat", 7, importConcat},
     {"Split", 7, importSplit},
     {"Slice", 7, importSlice},
     {"Gather", 7, PCC_DIRECT(Gather, "axis")},
@@ -210,14 +235,17 @@ ImportFn findImporter(std::string_view opType, int64_t opset) {
   static const auto* table = [] {
     // Family tables live in their own files; they are copied here once.
     static std::vector<ImporterEntry> all(std::begin(kImporters), std::end(kImporters));
-    for (auto family : {mathImporters, reduceNormImporters, tensorImporters})
+    for (auto family : {mathImporters, reduceNormImporters, tensorImporters, signalImporters, rnnImporters,
+                        visionImporters})
       for (const ImporterEntry& e : family()) all.push_back(e);
     auto* m = new std::unordered_map<std::string_view, const ImporterEntry*>();
     for (const ImporterEntry& e : all) (*m)[e.opType] = &e;
     return m;
   }();
+  // A row with minOpset 7 or less covers every opset from 1: what changed
+  // before 7 is handled by its import function (or the importer).
   auto it = table->find(opType);
-  if (it == table->end() || opset < it->second->minOpset) return nullptr;
+  if (it == table->end() || (it->second->minOpset > 7 && opset < it->second->minOpset)) return nullptr;
   return it->second->fn;
 }
 

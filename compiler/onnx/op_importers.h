@@ -26,6 +26,9 @@ struct ImporterEntry {
 std::vector<ImporterEntry> mathImporters();
 std::vector<ImporterEntry> reduceNormImporters();
 std::vector<ImporterEntry> tensorImporters();
+std::vector<ImporterEntry> signalImporters();
+std::vector<ImporterEntry> rnnImporters();
+std::vector<ImporterEntry> visionImporters();
 
 ImportFn findImporter(std::string_view opType, int64_t opset);
 

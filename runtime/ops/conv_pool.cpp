@@ -1,5 +1,5 @@
-// Sliding-window ops: Conv, MaxPool, AveragePool and GlobalAveragePool, over
-// 1 to 3 spatial dims. Every geometry is widened to 3-D (leading spatial dims
+// Sliding-window ops: Conv, ConvTranspose, MaxPool, AveragePool, LpPool,
+// GlobalAveragePool and GlobalMaxPool, over 1 to 3 spatial dims. Every geometry is widened to 3-D (leading spatial dims
 // of size 1, kernel 1, no padding) so one set of direct loops serves all ranks.
 #include <algorithm>
 #include <array>
@@ -148,6 +148,134 @@ Status computeConv(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
+// ---- ConvTranspose -----------------------------------------------------------
+
+/// The geometry of a transposed convolution, phrased as the convolution it is
+/// the transpose of: `in` holds the ConvTranspose output sizes and `out` the
+/// input sizes, so that forEachTap maps an input position and a kernel tap to
+/// the output position it adds into.
+StatusOr<WindowGeometry> convTransposeGeometry(const TensorType& x, const TensorType& w,
+                                               const AttrMap& attrs) {
+  RETURN_IF_ERROR(checkSpatialInput(x, "input X"));
+  if (w.rank() != x.rank())
+    return invalidInput("weight ", w.str(), " must have the rank of input ", x.str());
+  int64_t group = attrs.getInt("group", 1);
+  if (group <= 0 || x.shape[1] % group != 0 || w.shape[0] != x.shape[1])
+    return invalidInput("weight ", w.str(), " must be [C, M/group, k...] for input ", x.str(),
+                        " and group ", group);
+  int64_t n = x.rank() - 2;
+  WindowGeometry g;
+  g.spatial = n;
+  g.out = spatialOf(x.shape);
+  g.kernel = spatialOf(w.shape);
+  if (attrs.has("kernel_shape") && attrs.getInts("kernel_shape") != g.kernel)
+    return invalidInput("kernel_shape ", dimsToString(attrs.getInts("kernel_shape")),
+                        " differs from weight ", w.str());
+  g.strides = attrs.getInts("strides", Dims(n, 1));
+  g.dilations = attrs.getInts("dilations", Dims(n, 1));
+  Dims pads = attrs.getInts("pads", Dims(2 * n, 0));
+  Dims outPad = attrs.getInts("output_padding", Dims(n, 0));
+  Dims outShape = attrs.getInts("output_shape", {});
+  if (outShape.size() == static_cast<size_t>(n + 2)) outShape.erase(outShape.begin(), outShape.begin() + 2);
+  if (static_cast<int64_t>(g.strides.size()) != n || static_cast<int64_t>(g.dilations.size()) != n ||
+      static_cast<int64_t>(pads.size()) != 2 * n || static_cast<int64_t>(outPad.size()) != n ||
+      (!outShape.empty() && static_cast<int64_t>(outShape.size()) != n))
+    return invalidInput("strides, dilations, output_padding, output_shape need ", n, " values and pads ",
+                        2 * n, " for ", n, " spatial dims");
+  std::string autoPad = attrs.getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return invalidInput("unknown auto_pad '", autoPad, "'");
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  g.in.resize(n);
+  g.padBegin.resize(n);
+  g.padEnd.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t s = g.strides[i], d = g.dilations[i], k = g.kernel[i];
+    if (s <= 0 || d <= 0 || k <= 0)
+      return invalidInput("kernel ", k, ", stride ", s, " and dilation ", d, " must be positive");
+    // Output size before padding is removed.
+    int64_t full = s * (g.out[i] - 1) + outPad[i] + (k - 1) * d + 1;
+    if (!outShape.empty() || same) {
+      // The output size is given (or in * stride); the padding making it up is
+      // split evenly, the odd unit at the end for SAME_UPPER, else at the start.
+      g.in[i] = outShape.empty() ? g.out[i] * s : outShape[i];
+      int64_t total = full - g.in[i];
+      // Halves round down, also for a negative total (output larger than full).
+      int64_t halfDown = total >= 0 ? total / 2 : -((1 - total) / 2);
+      g.padBegin[i] = autoPad == "SAME_UPPER" ? halfDown : total - halfDown;
+      g.padEnd[i] = total - g.padBegin[i];
+    } else {
+      bool valid = autoPad == "VALID";
+      g.padBegin[i] = valid ? 0 : pads[i];
+      g.padEnd[i] = valid ? 0 : pads[i + n];
+      g.in[i] = full - g.padBegin[i] - g.padEnd[i];
+    }
+    if (g.in[i] < 0) return invalidInput("output size ", g.in[i], " in spatial dim ", i, " is negative");
+  }
+  return g;
+}
+
+StatusOr<std::vector<TensorType>> inferConvTranspose(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 2, 3));
+  const TensorType &x = args.inputs[0], &w = args.inputs[1];
+  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
+  if (w.dtype != x.dtype) return invalidInput("weight type ", w.str(), " differs from X ", x.str());
+  static const AttrMap kNoAttrs;
+  const AttrMap& attrs = args.attrs ? *args.attrs : kNoAttrs;
+  ASSIGN_OR_RETURN(WindowGeometry g, convTransposeGeometry(x, w, attrs));
+  int64_t m = w.shape[1] * attrs.getInt("group", 1);
+  if (args.has(2)) {
+    const TensorType& b = args.inputs[2];
+    if (b.dtype != x.dtype || b.shape != Dims{m})
+      return invalidInput("bias ", b.str(), " must be ", dtypeName(x.dtype), "[", m, "]");
+  }
+  Dims out = {x.shape[0], m};
+  out.insert(out.end(), g.in.begin(), g.in.end());
+  return std::vector<TensorType>{{x.dtype, out}};
+}
+
+Status computeConvTranspose(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                            std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeConvTranspose, in, attrs, out);
+  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferConvTranspose(argsFromTensors(in, attrs)));
+  const Tensor &x = *in[0], &w = *in[1];
+  const Tensor* bias = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
+  ASSIGN_OR_RETURN(WindowGeometry wg, convTransposeGeometry(x.type(), w.type(), attrs));
+  Geo3 g = widen(wg);
+  int64_t n = x.shape()[0], c = x.shape()[1], m = types[0].shape[1];
+  int64_t group = attrs.getInt("group", 1), cg = c / group, mg = m / group;
+  Tensor r = Tensor::zeros(types[0]);
+  RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
+    const T* px = x.data<T>();
+    const T* pw = w.data<T>();
+    T* py = r.mutableData<T>();
+    // Here g.out is X's spatial extent and g.in the output's (see above).
+    int64_t xSize = g.outSize(), ySize = g.inSize(), kSize = g.kSize();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < m; ++oc) {
+        T* y = py + (b * m + oc) * ySize;
+        if (bias)
+          for (int64_t i = 0; i < ySize; ++i) y[i] = bias->data<T>()[oc];
+        int64_t gi = oc / mg, ocl = oc % mg;
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          int64_t ic = gi * cg + ci;
+          const T* xc = px + (b * c + ic) * xSize;
+          const T* wc = pw + (ic * mg + ocl) * kSize;
+          int64_t unused;
+          for (int64_t id = 0, i = 0; id < g.out[0]; ++id)
+            for (int64_t ih = 0; ih < g.out[1]; ++ih)
+              for (int64_t iw = 0; iw < g.out[2]; ++iw, ++i) {
+                T v = xc[i];
+                forEachTap(g, id, ih, iw, unused, [&](int64_t yi, int64_t ki) { y[yi] += v * wc[ki]; });
+              }
+        }
+      }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
 // ---- pooling ---------------------------------------------------------------
 
 StatusOr<WindowGeometry> poolGeometry(const TensorType& x, const AttrMap& attrs) {
@@ -181,7 +309,15 @@ StatusOr<std::vector<TensorType>> inferAveragePool(const InferArgs& args) {
   return inferPool(args);
 }
 
-enum class Pool { kMax, kAverage };
+StatusOr<std::vector<TensorType>> inferLpPool(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 1));
+  RETURN_IF_ERROR(checkDType(args.inputs[0], kFloatTypes, "input X"));
+  if (args.attrs && args.attrs->getInt("p", 2) <= 0)
+    return invalidInput("p must be positive, got ", args.attrs->getInt("p", 2));
+  return inferPool(args);
+}
+
+enum class Pool { kMax, kAverage, kLp };
 
 template <Pool kPool>
 Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -191,6 +327,7 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   ASSIGN_OR_RETURN(WindowGeometry wg, poolGeometry(x.type(), attrs));
   Geo3 g = widen(wg);
   bool includePad = attrs.getInt("count_include_pad", 0) != 0;
+  [[maybe_unused]] double norm = static_cast<double>(attrs.getInt("p", 2));  // LpPool
   int64_t planes = x.shape()[0] * x.shape()[1];
   Dims outShape = {x.shape()[0], x.shape()[1]};
   outShape.insert(outShape.end(), wg.out.begin(), wg.out.end());
@@ -210,6 +347,13 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                 best = std::max(best, xp[xi]);
               });
               y[o] = best;
+            } else if constexpr (kPool == Pool::kLp) {
+              // Padding contributes zeros, which add nothing to the p-norm.
+              double sum = 0;
+              forEachTap(g, od, oh, ow, inPadded, [&](int64_t xi, int64_t) {
+                sum += std::pow(std::fabs(static_cast<double>(xp[xi])), norm);
+              });
+              y[o] = static_cast<T>(std::pow(sum, 1.0 / norm));
             } else {
               double sum = 0;
               forEachTap(g, od, oh, ow, inPadded, [&](int64_t xi, int64_t) {
@@ -227,7 +371,7 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-StatusOr<std::vector<TensorType>> inferGlobalAveragePool(const InferArgs& args) {
+StatusOr<std::vector<TensorType>> inferGlobalPool(const InferArgs& args) {
   RETURN_IF_ERROR(checkArity(args, 1, 1));
   const TensorType& x = args.inputs[0];
   RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
@@ -237,9 +381,11 @@ StatusOr<std::vector<TensorType>> inferGlobalAveragePool(const InferArgs& args) 
   return std::vector<TensorType>{{x.dtype, out}};
 }
 
-Status computeGlobalAveragePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
-                                std::vector<Tensor>& out) {
-  if (anyHalf(in)) return computeViaF32(&computeGlobalAveragePool, in, attrs, out);
+/// GlobalAveragePool (kMax false) or GlobalMaxPool over all spatial positions.
+template <bool kMax>
+Status computeGlobalPool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                         std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeGlobalPool<kMax>, in, attrs, out);
   const Tensor& x = *in[0];
   Dims outShape = x.shape();
   std::fill(outShape.begin() + 2, outShape.end(), 1);
@@ -249,9 +395,9 @@ Status computeGlobalAveragePool(const std::vector<const Tensor*>& in, const Attr
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
     for (int64_t p = 0; p < planes; ++p) {
       const T* xp = x.data<T>() + p * inner;
-      double sum = 0;
-      for (int64_t i = 0; i < inner; ++i) sum += xp[i];
-      r.mutableData<T>()[p] = static_cast<T>(inner ? sum / inner : 0.0);
+      double acc = kMax ? -INFINITY : 0.0;
+      for (int64_t i = 0; i < inner; ++i) acc = kMax ? std::max<double>(acc, xp[i]) : acc + xp[i];
+      r.mutableData<T>()[p] = static_cast<T>(kMax ? acc : inner ? acc / inner : 0.0);
     }
     return Status::OK();
   }));
@@ -265,7 +411,10 @@ void registerConvPoolOps(OpRegistry& r) {
   r.add({"Conv", &inferConv, &computeConv});
   r.add({"MaxPool", &inferMaxPool, &computePool<Pool::kMax>});
   r.add({"AveragePool", &inferAveragePool, &computePool<Pool::kAverage>});
-  r.add({"GlobalAveragePool", &inferGlobalAveragePool, &computeGlobalAveragePool});
+  r.add({"LpPool", &inferLpPool, &computePool<Pool::kLp>});
+  r.add({"GlobalAveragePool", &inferGlobalPool, &computeGlobalPool<false>});
+  r.add({"GlobalMaxPool", &inferGlobalPool, &computeGlobalPool<true>});
+  r.add({"ConvTranspose", &inferConvTranspose, &computeConvTranspose});
 }
 
 }  // namespace pcc

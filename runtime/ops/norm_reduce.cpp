@@ -1,27 +1,14 @@
-// Normalizations and reductions: Softmax, LayerNormalization,
-// BatchNormalization (inference) and ReduceMean. Sums accumulate in double:
+// Normalizations: Softmax and LogSoftmax, LayerNormalization and
+// RMSNormalization, BatchNormalization (inference); the reductions are in reduce_norm_reduce.cpp. Sums accumulate in double:
 // these kernels are the oracle the optimized ones are checked against.
 #include <cmath>
 #include <vector>
 
-#include "runtime/ops/op_util.h"
+#include "runtime/ops/reduce_norm.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-const AttrMap& attrsOf(const InferArgs& args) {
-  static const AttrMap kNoAttrs;
-  return args.attrs ? *args.attrs : kNoAttrs;
-}
-
-/// Splits `shape` around `axis` into outer * n * inner element counts.
-void splitAround(const Dims& shape, int64_t axis, int64_t& outer, int64_t& n, int64_t& inner) {
-  outer = inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
-  n = shape[axis];
-  for (size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
-}
 
 // ---- Softmax ---------------------------------------------------------------
 
@@ -34,9 +21,12 @@ StatusOr<std::vector<TensorType>> inferSoftmax(const InferArgs& args) {
   return std::vector<TensorType>{x};
 }
 
+/// Softmax, or its logarithm (LogSoftmax) computed as x - max - log(sum) so
+/// that it stays finite where the softmax underflows.
+template <bool kLog>
 Status computeSoftmax(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                       std::vector<Tensor>& out) {
-  if (anyHalf(in)) return computeViaF32(&computeSoftmax, in, attrs, out);
+  if (anyHalf(in)) return computeViaF32(&computeSoftmax<kLog>, in, attrs, out);
   const Tensor& x = *in[0];
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", -1), x.rank()));
   int64_t outer, n, inner;
@@ -54,7 +44,8 @@ Status computeSoftmax(const std::vector<const Tensor*>& in, const AttrMap& attrs
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(xs[j * inner]));
         double sum = 0;
         for (int64_t j = 0; j < n; ++j) sum += e[j] = std::exp(xs[j * inner] - mx);
-        for (int64_t j = 0; j < n; ++j) ys[j * inner] = static_cast<T>(e[j] / sum);
+        for (int64_t j = 0; j < n; ++j)
+          ys[j * inner] = static_cast<T>(kLog ? xs[j * inner] - mx - std::log(sum) : e[j] / sum);
       }
     return Status::OK();
   }));
@@ -72,8 +63,10 @@ Status checkBroadcastsTo(const TensorType& t, const Dims& target, const char* wh
   return Status::OK();
 }
 
+/// LayerNormalization, or RMSNormalization (kRms: no mean subtracted, no bias).
+template <bool kRms>
 StatusOr<std::vector<TensorType>> inferLayerNorm(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 3));
+  RETURN_IF_ERROR(checkArity(args, 2, kRms ? 2 : 3));
   const TensorType& x = args.inputs[0];
   RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()));
@@ -88,9 +81,10 @@ StatusOr<std::vector<TensorType>> inferLayerNorm(const InferArgs& args) {
   return std::vector<TensorType>{x};
 }
 
+template <bool kRms>
 Status computeLayerNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                         std::vector<Tensor>& out) {
-  if (anyHalf(in)) return computeViaF32(&computeLayerNorm, in, attrs, out);
+  if (anyHalf(in)) return computeViaF32(&computeLayerNorm<kRms>, in, attrs, out);
   const Tensor& x = *in[0];
   const Tensor& scale = *in[1];
   const Tensor* bias = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
@@ -113,8 +107,10 @@ Status computeLayerNorm(const std::vector<const Tensor*>& in, const AttrMap& att
       const T* xs = x.data<T>() + o * n;
       T* ys = r.mutableData<T>() + o * n;
       double mean = 0, var = 0;
-      for (int64_t j = 0; j < n; ++j) mean += xs[j];
-      mean /= n;
+      if (!kRms) {
+        for (int64_t j = 0; j < n; ++j) mean += xs[j];
+        mean /= n;
+      }
       for (int64_t j = 0; j < n; ++j) var += (xs[j] - mean) * (xs[j] - mean);
       var /= n;
       double inv = 1.0 / std::sqrt(var + eps);
@@ -171,90 +167,14 @@ Status computeBatchNorm(const std::vector<const Tensor*>& in, const AttrMap& att
   return Status::OK();
 }
 
-// ---- ReduceMean --------------------------------------------------------------
-
-/// \returns which dims of `x` are reduced; an empty vector means "none" (the
-/// noop_with_empty_axes case).
-StatusOr<std::vector<bool>> reducedDims(const InferArgs& args) {
-  const TensorType& x = args.inputs[0];
-  const AttrMap& attrs = attrsOf(args);
-  std::vector<int64_t> axes;
-  if (args.has(1)) {
-    ASSIGN_OR_RETURN(axes, constInts(args, 1, "axes"));
-  } else if (attrs.has("axes")) {
-    axes = attrs.getInts("axes");
-  }
-  if (axes.empty()) {
-    if (attrs.getInt("noop_with_empty_axes", 0) != 0) return std::vector<bool>{};
-    return std::vector<bool>(x.rank(), true);
-  }
-  std::vector<bool> red(x.rank(), false);
-  for (int64_t a : axes) {
-    ASSIGN_OR_RETURN(int64_t ax, normalizeAxis(a, x.rank(), "reduction axis"));
-    if (red[ax]) return invalidInput("reduction axis ", a, " given twice");
-    red[ax] = true;
-  }
-  return red;
-}
-
-Dims reducedShape(const Dims& in, const std::vector<bool>& red, bool keep) {
-  if (red.empty()) return in;
-  Dims out;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!red[i]) out.push_back(in[i]);
-    else if (keep) out.push_back(1);
-  }
-  return out;
-}
-
-StatusOr<std::vector<TensorType>> inferReduceMean(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 2));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kNumericTypes, "input data"));
-  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
-  bool keep = attrsOf(args).getInt("keepdims", 1) != 0;
-  return std::vector<TensorType>{{x.dtype, reducedShape(x.shape, red, keep)}};
-}
-
-Status computeReduceMean(const std::vector<const Tensor*>& in, const AttrMap& attrs,
-                         std::vector<Tensor>& out) {
-  if (anyHalf(in)) return computeViaF32(&computeReduceMean, in, attrs, out);
-  const Tensor& x = *in[0];
-  InferArgs args = argsFromTensors(in, attrs);
-  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
-  bool keep = attrs.getInt("keepdims", 1) != 0;
-  if (red.empty()) {
-    out.push_back(x.clone());
-    return Status::OK();
-  }
-  // Sum into the keepdims-shaped output by walking the input with the output
-  // broadcast over it, then divide by the reduced element count.
-  Dims kept = reducedShape(x.shape(), red, true);
-  int64_t outN = numElements(kept);
-  int64_t count = outN ? x.numel() / outN : 0;
-  std::vector<double> sums(outN, 0.0);
-  Tensor r = Tensor::zeros(x.dtype(), reducedShape(x.shape(), red, keep));
-  RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
-    const T* px = x.data<T>();
-    BroadcastWalker w(x.shape(), {kept});
-    for (int64_t i = 0; i < x.numel(); ++i, w.next()) sums[w.offset(0)] += px[i];
-    T* py = r.mutableData<T>();
-    // The mean of no elements is NaN; integers have no NaN and get 0.
-    double empty = std::is_floating_point_v<T> ? std::nan("") : 0.0;
-    for (int64_t i = 0; i < outN; ++i) py[i] = static_cast<T>(count ? sums[i] / count : empty);
-    return Status::OK();
-  }));
-  out.push_back(std::move(r));
-  return Status::OK();
-}
-
 }  // namespace
 
 void registerNormReduceOps(OpRegistry& r) {
-  r.add({"Softmax", &inferSoftmax, &computeSoftmax});
-  r.add({"LayerNormalization", &inferLayerNorm, &computeLayerNorm});
+  r.add({"Softmax", &inferSoftmax, &computeSoftmax<false>});
+  r.add({"LogSoftmax", &inferSoftmax, &computeSoftmax<true>});
+  r.add({"LayerNormalization", &inferLayerNorm<false>, &computeLayerNorm<false>});
+  r.add({"RMSNormalization", &inferLayerNorm<true>, &computeLayerNorm<true>});
   r.add({"BatchNormalization", &inferBatchNorm, &computeBatchNorm});
-  r.add({"ReduceMean", &inferReduceMean, &computeReduceMean});
 }
 
 }  // namespace pcc

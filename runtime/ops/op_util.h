@@ -21,7 +21,10 @@ void registerDataMovementOps(OpRegistry& r);
 void registerCollectiveOps(OpRegistry& r);
 void registerMathOps(OpRegistry& r);        // math.cpp: elementwise math and logic
 void registerReduceNormOps(OpRegistry& r);  // reduce_norm.cpp: reductions, normalizations, linalg
-void registerTensorOps(OpRegistry& r);      // tensor.cpp: indexing, padding, resizing
+void registerTensorOps(OpRegistry& r);
+void registerSignalOps(OpRegistry& r);      // signal.cpp: losses, windows, DFT/STFT
+void registerRnnOps(OpRegistry& r);         // rnn.cpp: RNN, GRU, LSTM
+void registerVisionOps(OpRegistry& r);      // vision.cpp: sampling, detection, quantized conv/matmul      // tensor.cpp: indexing, padding, resizing
 
 namespace ops {
 

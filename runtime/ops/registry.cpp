@@ -32,6 +32,9 @@ const Table& table() {
     registerMathOps(r);
     registerReduceNormOps(r);
     registerTensorOps(r);
+    registerSignalOps(r);
+    registerRnnOps(r);
+    registerVisionOps(r);
     return true;
   }();
   (void)filled;

@@ -83,7 +83,7 @@ TEST(OnnxErrors, StructuralProblems) {
 }
 
 TEST(OnnxErrors, OpsetOutOfRange) {
-  for (int64_t opset : {6, 22}) {
+  for (int64_t opset : {0, 25}) {
     ModelBuilder b = smallModel();
     b.model().mutable_opset_import(0)->set_version(opset);
     auto g = importModel(b);
@@ -160,6 +160,65 @@ TEST(OnnxErrors, OutputDtypeMismatchAndBadInputs) {
   g = importModel(s);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("input 'x' has unsupported element type 8"), std::string::npos);
+}
+
+TEST(OnnxErrors, NewestOpsetAndIrVersionAccepted) {
+  for (int64_t opset : {22, 23, 24}) {
+    ModelBuilder b = smallModel();
+    b.model().mutable_opset_import(0)->set_version(opset);
+    b.model().set_ir_version(12);
+    auto g = importModel(b);
+    EXPECT_TRUE(g.ok()) << "opset " << opset << ": " << g.status().message();
+  }
+  ModelBuilder b = smallModel();
+  b.model().set_ir_version(13);
+  auto g = importModel(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(g.status().message().find("IR version 13 is not supported"), std::string::npos) << g.status().message();
+}
+
+TEST(OnnxErrors, ModelOfAnotherDomainOnlyIsUnsupportedNotInvalid) {
+  ModelBuilder b(13);
+  b.model().mutable_opset_import(0)->set_domain("ai.onnx.ml");
+  b.model().mutable_opset_import(0)->set_version(3);
+  b.input("x", DType::kF32, {int64_t(4)}).output("y");
+  b.node("Binarizer", {"x"}, {"y"}, "bin").set_domain("ai.onnx.ml");
+  auto g = importModel(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(g.status().message(),
+            "model.onnx: unsupported operators (no default-domain opset): ai.onnx.ml.Binarizer (node 'bin')");
+}
+
+TEST(OnnxErrors, GraphAttributesAreUnsupportedControlFlow) {
+  ModelBuilder b(16);
+  b.input("c", DType::kBool, {}).input("x", DType::kF32, {int64_t(2)}).output("y");
+  auto& n = b.node("If", {"c"}, {"y"}, "branch");
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = newAttr(n, name, onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(name);
+  }
+  auto g = importModel(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  const std::string m = g.status().message();
+  EXPECT_NE(m.find("unsupported operators (opset 16): If (node 'branch')"), std::string::npos) << m;
+  EXPECT_NE(m.find("ops with graph attributes (If, Loop, Scan) are not supported"), std::string::npos) << m;
+  expectOneLine(g.status());
+}
+
+TEST(OnnxErrors, NodeLevelRefusalsSayUnsupported) {
+  ModelBuilder b(13);
+  b.input("x", DType::kF32, {int64_t(2)}).output("y");
+  b.init("train", Tensor::fromVector<uint8_t>(DType::kBool, {}, {1}));
+  b.node("Dropout", {"x", "", "train"}, {"y"}, "drop");
+  auto g = importModel(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(g.status().message().find("node 'drop' (Dropout, opset 13): unsupported: training_mode"),
+            std::string::npos)
+      << g.status().message();
 }
 
 }  // namespace

@@ -78,6 +78,18 @@ TEST(OnnxFold, SmallInputsMayFoldToLargeOutput) {
   EXPECT_TRUE(g->findValue("ones")->isConstant());
 }
 
+TEST(OnnxFold, HugeOutputsOfSmallInputsStayNodes) {
+  ModelBuilder b(13);
+  b.input("x", DType::kF32, {int64_t(5000), int64_t(4000)}).output("y");
+  b.initI64("shape", {5000, 4000});  // 20M elements: over kMaxFoldExpandElements
+  b.node("ConstantOfShape", {"shape"}, {"ones"}, "cos");
+  b.node("Add", {"x", "ones"}, {"y"}, "add");
+  PCC_IMPORT_OK(g, b);
+  ASSERT_EQ(g->numNodes(), 2u);
+  EXPECT_EQ(g->nodes()[0]->op(), OpKind::ConstantOfShape);
+  EXPECT_FALSE(g->findValue("ones")->isConstant());
+}
+
 TEST(OnnxFold, NodesFeedingGraphOutputsAreNotFolded) {
   ModelBuilder b(13);
   b.input("x", DType::kF32, {int64_t(2)}).output("y").output("k");

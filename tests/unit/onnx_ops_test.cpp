@@ -270,14 +270,14 @@ TEST(OnnxImport, BatchNormalizationOldAttributesDropped) {
   t.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"}, "bn");
   auto bad = importModel(t);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("node 'bn' (BatchNormalization, opset 9): output 1 ('rm') is used"),
+  EXPECT_NE(bad.status().message().find("node 'bn' (BatchNormalization, opset 9): unsupported: output 1 ('rm') is used"),
             std::string::npos)
       << bad.status().message();
   t.model().mutable_graph()->mutable_output()->RemoveLast();
   EXPECT_TRUE(importModel(t).ok());
 }
 
-TEST(OnnxImport, LayerNormalizationOnlyFirstOutput) {
+TEST(OnnxImport, LayerNormalizationMeanAndInvStdDev) {
   ModelBuilder b(17);
   b.input("x", DType::kF32, {int64_t(2), int64_t(4)}).output("y");
   b.init("g", iota({4}, 1.f, 0.f)).init("bt", iota({4}, 0.f, 0.f));
@@ -292,10 +292,19 @@ TEST(OnnxImport, LayerNormalizationOnlyFirstOutput) {
   ASSERT_TRUE(out.ok());
   EXPECT_NEAR((*out)[0].getDouble(0), -1.3416, 1e-3);
 
+  // Mean and InvStdDev, when read, are computed (reduced dims kept as 1).
   b.output("mean");
-  auto bad = importModel(b);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);
+  b.model().mutable_graph()->mutable_node(0)->add_output("inv");
+  b.output("inv");
+  PCC_IMPORT_OK(g2, b);
+  auto all = evaluate(*g2, {iota({2, 4})});
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), 3u);
+  expectNear((*all)[1], Tensor::fromVector<float>(DType::kF32, {2, 1}, {1.5f, 5.5f}));
+  float inv = 1.0f / std::sqrt(1.25f + 1e-5f);
+  expectNear((*all)[2], Tensor::fromVector<float>(DType::kF32, {2, 1}, {inv, inv}));
+  EXPECT_EQ(g2->outputs()[1]->name(), "mean");
+  EXPECT_EQ(g2->outputs()[2]->name(), "inv");
 }
 
 TEST(OnnxImport, GeluNeedsOpset20) {
@@ -408,19 +417,33 @@ TEST(OnnxImport, IdentityAndDropout) {
     ASSERT_TRUE(out.ok());
     expectNear((*out)[0], Tensor::fromVector<float>(DType::kF32, {2, 2}, {1, 3, 5, 7}));
   }
+  // At inference the mask is all true.
   ModelBuilder m(13);
   m.input("x", DType::kF32, {int64_t(2)}).output("y").output("mask");
   m.node("Dropout", {"x"}, {"y", "mask"}, "drop");
-  auto bad = importModel(m);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("mask"), std::string::npos);
+  PCC_IMPORT_OK(gm, m);
+  auto masked = evaluate(*gm, {iota({2}, 3.f)});
+  ASSERT_TRUE(masked.ok()) << masked.status().message();
+  expectNear((*masked)[0], Tensor::fromVector<float>(DType::kF32, {2}, {3, 4}));
+  EXPECT_EQ((*masked)[1].type().str(), "bool[2]");
+  EXPECT_EQ((*masked)[1].getInt(0), 1);
+  EXPECT_EQ((*masked)[1].getInt(1), 1);
+
+  // Training with ratio 0 keeps every element.
+  ModelBuilder z(13);
+  z.input("x", DType::kF32, {int64_t(2)}).output("y");
+  z.init("ratio", Tensor::scalarF32(0.f));
+  z.init("train", Tensor::fromVector<uint8_t>(DType::kBool, {}, {1}));
+  z.node("Dropout", {"x", "ratio", "train"}, {"y"}, "drop");
+  PCC_IMPORT_OK(gz, z);
+  EXPECT_EQ(gz->numNodes(), 1u);
 
   ModelBuilder t(13);
   t.input("x", DType::kF32, {int64_t(2)}).output("y");
   t.init("ratio", Tensor::scalarF32(0.1f));
   t.init("train", Tensor::fromVector<uint8_t>(DType::kBool, {}, {1}));
   t.node("Dropout", {"x", "ratio", "train"}, {"y"}, "drop");
-  bad = importModel(t);
+  auto bad = importModel(t);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("training_mode"), std::string::npos);
 
@@ -524,6 +547,66 @@ TEST(OnnxImport, DomainAiOnnxAndTypeless) {
   a->add_ints(0);
   PCC_IMPORT_OK(g, b);
   EXPECT_EQ(g->outputs()[0]->type().str(), "f32[3,2]");
+}
+
+TEST(OnnxImport, LegacyBroadcastBeforeOpset7) {
+  // Opset 6: B = [3] matched with A's dim 1 (axis = 1) becomes B = [3,1].
+  ModelBuilder b(6);
+  b.input("a", DType::kF32, {int64_t(2), int64_t(3), int64_t(2)}).output("y");
+  b.init("b", iota({3}, 10.f, 10.f));
+  auto& n = b.node("Add", {"a", "b"}, {"y"}, "add");
+  setInt(n, "broadcast", 1);
+  setInt(n, "axis", 1);
+  PCC_IMPORT_OK(g, b);
+  ASSERT_EQ(g->numNodes(), 1u);
+  EXPECT_EQ(g->nodes()[0]->input(1)->type().str(), "f32[3,1]");
+  EXPECT_FALSE(g->nodes()[0]->attrs().has("broadcast"));
+  auto out = evaluate(*g, {iota({2, 3, 2}, 0.f, 0.f)});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expectNear((*out)[0], Tensor::fromVector<float>(DType::kF32, {2, 3, 2},
+                                                  {10, 10, 20, 20, 30, 30, 10, 10, 20, 20, 30, 30}));
+
+  // Without axis B aligns with A's trailing dims, as numpy does; opset 1
+  // models import too.
+  ModelBuilder t(1);
+  t.input("a", DType::kF32, {int64_t(2), int64_t(3)}).output("y");
+  t.init("b", iota({3}));
+  setInt(t.node("Mul", {"a", "b"}, {"y"}, "mul"), "broadcast", 1);
+  PCC_IMPORT_OK(g2, t);
+  EXPECT_EQ(g2->nodes()[0]->input(1)->type().str(), "f32[3]");
+
+  // An axis that does not fit is an error naming the shapes.
+  ModelBuilder bad(6);
+  bad.input("a", DType::kF32, {int64_t(2), int64_t(3)}).output("y");
+  bad.init("b", iota({3}));
+  auto& nb = bad.node("Sub", {"a", "b"}, {"y"}, "sub");
+  setInt(nb, "broadcast", 1);
+  setInt(nb, "axis", 0);
+  auto r = importModel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("broadcast axis 0"), std::string::npos) << r.status().message();
+}
+
+TEST(OnnxImport, PReluSlopePerChannelBeforeOpset7) {
+  ModelBuilder b(6);
+  b.input("x", DType::kF32, {int64_t(1), int64_t(2), int64_t(2)}).output("y");
+  b.init("slope", Tensor::fromVector<float>(DType::kF32, {2}, {0.5f, 2.f}));
+  b.node("PRelu", {"x", "slope"}, {"y"}, "prelu");
+  PCC_IMPORT_OK(g, b);
+  EXPECT_EQ(g->nodes()[0]->input(1)->type().str(), "f32[2,1]");
+  auto out = evaluate(*g, {Tensor::fromVector<float>(DType::kF32, {1, 2, 2}, {-2, 4, -2, 4})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expectNear((*out)[0], Tensor::fromVector<float>(DType::kF32, {1, 2, 2}, {-1, 4, -4, 4}));
+}
+
+TEST(OnnxImport, ReshapeAndConcatBeforeOpset5) {
+  ModelBuilder b(4);
+  b.input("x", DType::kF32, {int64_t(2), int64_t(3)}).output("y");
+  setInts(b.node("Reshape", {"x"}, {"r"}, "reshape"), "shape", {3, 2});
+  b.node("Concat", {"r", "r"}, {"y"}, "concat");  // axis defaults to 1 before opset 4
+  b.model().mutable_opset_import(0)->set_version(3);
+  PCC_IMPORT_OK(g, b);
+  EXPECT_EQ(g->outputs()[0]->type().str(), "f32[3,4]");
 }
 
 }  // namespace

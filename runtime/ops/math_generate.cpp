@@ -1,0 +1,284 @@
+// Ops that generate or rearrange values along an axis or a diagonal: Range,
+// CumSum, Trilu, OneHot, EyeLike; and CastLike, which is Cast with the target
+// type taken from a second input.
+#include <cmath>
+#include <cstring>
+
+#include "runtime/ops/math.h"
+
+namespace pcc {
+namespace {
+using namespace ops;
+
+// ---- CastLike ----------------------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferCastLike(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 2, 2));
+  RETURN_IF_ERROR(checkDType(args.inputs[0], kAllTypes, "input"));
+  RETURN_IF_ERROR(checkDType(args.inputs[1], kAllTypes, "target_type"));
+  return std::vector<TensorType>{{args.inputs[1].dtype, args.inputs[0].shape}};
+}
+
+Status computeCastLike(const std::vector<const Tensor*>& in, const AttrMap&,
+                       std::vector<Tensor>& out) {
+  // One conversion routine for both ops: Cast's kernel with `to` set.
+  const OpSchema* cast = findOpSchema("Cast");
+  if (!cast || !cast->compute) return internalError("CastLike needs the Cast kernel");
+  AttrMap a;
+  a.set("to", static_cast<int64_t>(in[1]->dtype()));
+  return cast->compute({in[0]}, a, out);
+}
+
+// ---- Range -------------------------------------------------------------------
+
+/// \returns the number of elements of Range(start, limit, delta).
+StatusOr<int64_t> rangeCount(double start, double limit, double delta) {
+  if (delta == 0) return invalidInput("delta must not be 0");
+  double n = std::ceil((limit - start) / delta);
+  if (!std::isfinite(n)) return invalidInput("start, limit and delta must be finite");
+  return n > 0 ? static_cast<int64_t>(n) : int64_t(0);
+}
+
+StatusOr<std::vector<TensorType>> inferRange(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 3, 3));
+  RETURN_IF_ERROR(checkDType(args.inputs[0], {DType::kF32, DType::kF64, DType::kI32, DType::kI64},
+                             "start"));
+  RETURN_IF_ERROR(checkSameDType(args));
+  const char* names[] = {"start", "limit", "delta"};
+  double v[3];
+  for (size_t i = 0; i < 3; ++i) {
+    if (args.inputs[i].numel() != 1)
+      return invalidInput(names[i], " must be a scalar, got ", args.inputs[i].str());
+    const Tensor* t = args.constInputs.size() > i ? args.constInputs[i] : nullptr;
+    if (!t)
+      return invalidInput("input ", i, " ('", names[i],
+                          "') must be a constant: the output size depends on its value");
+    v[i] = t->getDouble(0);
+  }
+  ASSIGN_OR_RETURN(int64_t n, rangeCount(v[0], v[1], v[2]));
+  return std::vector<TensorType>{{args.inputs[0].dtype, {n}}};
+}
+
+Status computeRange(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
+  DType dt = in[0]->dtype();
+  ASSIGN_OR_RETURN(int64_t n, rangeCount(in[0]->getDouble(0), in[1]->getDouble(0), in[2]->getDouble(0)));
+  Tensor r = Tensor::zeros(dt, {n});
+  RETURN_IF_ERROR(visitNumeric(dt, [&]<typename T>() -> Status {
+    T start = in[0]->data<T>()[0], delta = in[2]->data<T>()[0];
+    T* o = r.mutableData<T>();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- CumSum ------------------------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferCumSum(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 2, 2));
+  RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input"));
+  RETURN_IF_ERROR(checkDType(args.inputs[1], {DType::kI32, DType::kI64}, "axis"));
+  if (args.inputs[1].numel() != 1)
+    return invalidInput("axis must be a scalar, got ", args.inputs[1].str());
+  if (const Tensor* a = args.constInputs.size() > 1 ? args.constInputs[1] : nullptr) {
+    RETURN_IF_ERROR(normalizeAxis(a->getInt(0), args.inputs[0].rank()).status());
+  }
+  return std::vector<TensorType>{args.inputs[0]};
+}
+
+/// \returns (outer, extent, inner): the element counts before, along and after `axis`.
+std::tuple<int64_t, int64_t, int64_t> splitAtAxis(const Dims& shape, int64_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  return {outer, shape[axis], inner};
+}
+
+Status computeCumSum(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                     std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeCumSum, in, attrs, out);
+  const Tensor& x = *in[0];
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(in[1]->getInt(0), x.rank()));
+  bool exclusive = attrs.getInt("exclusive", 0) != 0;
+  bool reverse = attrs.getInt("reverse", 0) != 0;
+  auto [outer, extent, inner] = splitAtAxis(x.shape(), axis);
+  Tensor r = Tensor::zeros(x.type());
+  RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
+    const T* p = x.data<T>();
+    T* o = r.mutableData<T>();
+    for (int64_t a = 0; a < outer; ++a) {
+      for (int64_t b = 0; b < inner; ++b) {
+        T acc = T(0);
+        for (int64_t s = 0; s < extent; ++s) {
+          int64_t k = reverse ? extent - 1 - s : s;
+          int64_t idx = (a * extent + k) * inner + b;
+          if (exclusive) {
+            o[idx] = acc;
+            acc = static_cast<T>(acc + p[idx]);
+          } else {
+            acc = static_cast<T>(acc + p[idx]);
+            o[idx] = acc;
+          }
+        }
+      }
+    }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- Trilu -------------------------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferTrilu(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 2));
+  RETURN_IF_ERROR(checkDType(args.inputs[0], kAllTypes, "input"));
+  if (args.inputs[0].rank() < 2)
+    return invalidInput("input must have rank >= 2, got ", args.inputs[0].str());
+  if (args.has(1)) {
+    RETURN_IF_ERROR(checkDType(args.inputs[1], {DType::kI64}, "k"));
+    if (args.inputs[1].numel() != 1) return invalidInput("k must be a scalar, got ", args.inputs[1].str());
+  }
+  return std::vector<TensorType>{args.inputs[0]};
+}
+
+Status computeTrilu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                    std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  int64_t k = in.size() > 1 && in[1] ? in[1]->getInt(0) : 0;
+  bool upper = attrs.getInt("upper", 1) != 0;
+  int64_t rows = x.shape()[x.rank() - 2], cols = x.shape()[x.rank() - 1];
+  size_t es = dtypeSize(x.dtype());
+  Tensor r = Tensor::zeros(x.type());  // dropped elements stay zero
+  const char* p = static_cast<const char*>(x.raw());
+  char* o = static_cast<char*>(r.mutableData());
+  int64_t mats = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
+  for (int64_t m = 0; m < mats; ++m) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        bool keep = upper ? j - i >= k : j - i <= k;
+        if (!keep) continue;
+        int64_t idx = (m * rows + i) * cols + j;
+        std::memcpy(o + idx * es, p + idx * es, es);
+      }
+    }
+  }
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- OneHot ------------------------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferOneHot(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 3, 3));
+  const TensorType &ind = args.inputs[0], &depthT = args.inputs[1], &vals = args.inputs[2];
+  RETURN_IF_ERROR(checkDType(ind, kNumericTypes, "indices"));
+  RETURN_IF_ERROR(checkDType(depthT, kNumericTypes, "depth"));
+  RETURN_IF_ERROR(checkDType(vals, kAllTypes, "values"));
+  if (depthT.numel() != 1) return invalidInput("depth must be a scalar, got ", depthT.str());
+  if (vals.rank() != 1 || vals.numel() != 2)
+    return invalidInput("values must be [off_value, on_value], got ", vals.str());
+  const Tensor* d = args.constInputs.size() > 1 ? args.constInputs[1] : nullptr;
+  if (!d) return invalidInput("input 1 ('depth') must be a constant: the output size depends on it");
+  int64_t depth = static_cast<int64_t>(d->getDouble(0));
+  if (depth <= 0) return invalidInput("depth must be positive, got ", depth);
+  int64_t axis = args.attrs ? args.attrs->getInt("axis", -1) : -1;
+  ASSIGN_OR_RETURN(axis, normalizeAxis(axis, ind.rank() + 1));
+  Dims shape = ind.shape;
+  shape.insert(shape.begin() + axis, depth);
+  return std::vector<TensorType>{{vals.dtype, shape}};
+}
+
+Status computeOneHot(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                     std::vector<Tensor>& out) {
+  const Tensor &ind = *in[0], &vals = *in[2];
+  int64_t depth = static_cast<int64_t>(in[1]->getDouble(0));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", -1), ind.rank() + 1));
+  Dims shape = ind.shape();
+  shape.insert(shape.begin() + axis, depth);
+  Tensor r = Tensor::zeros(vals.dtype(), shape);
+  size_t es = dtypeSize(vals.dtype());
+  const char* off = static_cast<const char*>(vals.raw());
+  const char* on = off + es;
+  char* o = static_cast<char*>(r.mutableData());
+  // Output index (a, d, b) where (a, b) is the index split at `axis`.
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= ind.shape()[i];
+  for (int64_t i = axis; i < ind.rank(); ++i) inner *= ind.shape()[i];
+  for (int64_t a = 0; a < outer; ++a) {
+    for (int64_t b = 0; b < inner; ++b) {
+      // Float indices truncate toward zero; negative ones count from the end.
+      int64_t hot = static_cast<int64_t>(ind.getDouble(a * inner + b));
+      if (hot < 0) hot += depth;
+      for (int64_t d = 0; d < depth; ++d)
+        std::memcpy(o + ((a * depth + d) * inner + b) * es, d == hot ? on : off, es);
+    }
+  }
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- EyeLike -----------------------------------------------------------------
+
+StatusOr<DType> eyeLikeType(const AttrMap* attrs, DType input) {
+  if (!attrs || !attrs->has("dtype")) return input;
+  int64_t code = attrs->getInt("dtype", 0);
+  auto t = dtypeFromOnnx(static_cast<int32_t>(code));
+  if (!t) return unsupported("EyeLike to ONNX dtype ", code, " is not supported");
+  return *t;
+}
+
+StatusOr<std::vector<TensorType>> inferEyeLike(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 1));
+  RETURN_IF_ERROR(checkDType(args.inputs[0], kAllTypes, "input"));
+  if (args.inputs[0].rank() != 2) return invalidInput("input must be 2-D, got ", args.inputs[0].str());
+  ASSIGN_OR_RETURN(DType dt, eyeLikeType(args.attrs, args.inputs[0].dtype));
+  return std::vector<TensorType>{{dt, args.inputs[0].shape}};
+}
+
+/// \returns the bytes of the value 1 in dtype `t` (at most 8).
+std::vector<char> oneOf(DType t) {
+  Tensor one = Tensor::zeros(t, {});
+  switch (t) {
+    case DType::kF32: *one.mutableData<float>() = 1.f; break;
+    case DType::kF64: *one.mutableData<double>() = 1.0; break;
+    case DType::kF16: *one.mutableData<uint16_t>() = floatToHalf(1.f); break;
+    case DType::kBF16: *one.mutableData<uint16_t>() = floatToBf16(1.f); break;
+    case DType::kI32: *one.mutableData<int32_t>() = 1; break;
+    case DType::kI64: *one.mutableData<int64_t>() = 1; break;
+    case DType::kI8: case DType::kU8: case DType::kBool: *one.mutableData<uint8_t>() = 1; break;
+    case DType::kUndefined: break;
+  }
+  const char* p = static_cast<const char*>(one.raw());
+  return std::vector<char>(p, p + one.nbytes());
+}
+
+Status computeEyeLike(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                      std::vector<Tensor>& out) {
+  ASSIGN_OR_RETURN(DType dt, eyeLikeType(&attrs, in[0]->dtype()));
+  int64_t rows = in[0]->shape()[0], cols = in[0]->shape()[1];
+  int64_t k = attrs.getInt("k", 0);
+  Tensor r = Tensor::zeros(dt, in[0]->shape());
+  std::vector<char> one = oneOf(dt);
+  char* o = static_cast<char*>(r.mutableData());
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t j = i + k;
+    if (j >= 0 && j < cols) std::memcpy(o + (i * cols + j) * one.size(), one.data(), one.size());
+  }
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+}  // namespace
+
+void registerMathGenerateOps(OpRegistry& r) {
+  r.add({"CastLike", &inferCastLike, &computeCastLike});
+  r.add({"Range", &inferRange, &computeRange});
+  r.add({"CumSum", &inferCumSum, &computeCumSum});
+  r.add({"Trilu", &inferTrilu, &computeTrilu});
+  r.add({"OneHot", &inferOneHot, &computeOneHot});
+  r.add({"EyeLike", &inferEyeLike, &computeEyeLike});
+}
+
+}  // namespace pcc

@@ -1,0 +1,37 @@
+// Shared pieces of the reduction and normalization kernels: the registration
+// hooks of the reduce_norm*.cpp files and the axis bookkeeping that every
+// reduction (Reduce*, ArgMax, normalizations, Softmax) needs.
+#pragma once
+
+#include <vector>
+
+#include "runtime/ops/op_util.h"
+
+namespace pcc {
+
+// Registration hooks of the reduce_norm family; registerReduceNormOps calls each.
+void registerReductionOps(OpRegistry& r);      // reduce_norm_reduce.cpp: Reduce*, ArgMax/ArgMin
+void registerSelectionOps(OpRegistry& r);      // reduce_norm_select.cpp: TopK, Hardmax
+void registerNormalizationOps(OpRegistry& r);  // reduce_norm_norms.cpp: Instance/Group/Lp/MVN/RMS, LRN
+void registerEinsumOps(OpRegistry& r);         // reduce_norm_einsum.cpp
+void registerAttentionOps(OpRegistry& r);      // reduce_norm_attention.cpp: Attention, RotaryEmbedding
+
+namespace ops {
+
+/// \returns the node's attributes, or an empty map when it has none.
+const AttrMap& attrsOf(const InferArgs& args);
+
+/// Splits `shape` around `axis` into outer * n * inner element counts.
+void splitAround(const Dims& shape, int64_t axis, int64_t& outer, int64_t& n, int64_t& inner);
+
+/// \returns which dims of input 0 a Reduce* node reduces, from its constant
+/// `axes` input 1 (or an `axes` attribute): all dims when axes are absent or
+/// empty, and an empty vector for "none" (empty axes with noop_with_empty_axes).
+StatusOr<std::vector<bool>> reducedDims(const InferArgs& args);
+
+/// \returns `in` without the dims flagged in `red` (kept as 1 when `keep`);
+/// `in` itself when `red` is empty.
+Dims reducedShape(const Dims& in, const std::vector<bool>& red, bool keep);
+
+}  // namespace ops
+}  // namespace pcc

@@ -1,0 +1,205 @@
+// Reductions over a set of axes (ReduceSum, ReduceMean, ReduceMax, ReduceMin,
+// ReduceProd, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp,
+// ReduceSumSquare) and the index reductions over one axis (ArgMax, ArgMin).
+//
+// One kernel serves every Reduce*: it walks the input once in row-major order
+// with the keepdims-shaped output broadcast over it, so each input element
+// knows its output slot, and folds the element into that slot's accumulator.
+// Sums accumulate in double. A reduction over no elements yields the identity
+// of its fold: 0 for sums, 1 for products, -inf (or the lowest integer) for
+// ReduceMax and ReduceLogSum(Exp), +inf (or the highest integer) for ReduceMin,
+// NaN (0 for integers) for ReduceMean.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "runtime/ops/reduce_norm.h"
+
+namespace pcc {
+namespace {
+using namespace ops;
+
+enum class Red { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+
+/// Dtypes of the arithmetic reductions.
+constexpr std::initializer_list<DType> kReduceTypes = kNumericTypes;
+/// ReduceMax / ReduceMin also order booleans (opset 20).
+constexpr std::initializer_list<DType> kMinMaxTypes = {
+    DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32,
+    DType::kI64, DType::kI8,  DType::kU8,  DType::kBool};
+
+template <Red kRed>
+StatusOr<std::vector<TensorType>> inferReduce(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 2));
+  const TensorType& x = args.inputs[0];
+  constexpr bool kMinMax = kRed == Red::kMax || kRed == Red::kMin;
+  RETURN_IF_ERROR(checkDType(x, kMinMax ? kMinMaxTypes : kReduceTypes, "input data"));
+  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
+  bool keep = attrsOf(args).getInt("keepdims", 1) != 0;
+  return std::vector<TensorType>{{x.dtype, reducedShape(x.shape, red, keep)}};
+}
+
+/// Folds every element of `x` into `outN` slots (`slot(i)` of element i) with
+/// the max (kMax) or min of T; NaN wins, as in numpy.
+template <typename T, bool kMax>
+std::vector<T> foldMinMax(const Tensor& x, const Dims& kept, int64_t outN, bool isBool) {
+  T init;
+  if constexpr (std::is_floating_point_v<T>) {
+    init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  } else {
+    init = kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    if (isBool) init = kMax ? 0 : 1;
+  }
+  std::vector<T> acc(outN, init);
+  const T* px = x.data<T>();
+  BroadcastWalker w(x.shape(), {kept});
+  for (int64_t i = 0; i < x.numel(); ++i, w.next()) {
+    T& a = acc[w.offset(0)];
+    T v = px[i];
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a)) continue;
+      if (std::isnan(v)) {
+        a = v;
+        continue;
+      }
+    }
+    if (kMax ? v > a : v < a) a = v;
+  }
+  return acc;
+}
+
+template <Red kRed>
+Status computeReduce(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                     std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeReduce<kRed>, in, attrs, out);
+  const Tensor& x = *in[0];
+  InferArgs args = argsFromTensors(in, attrs);
+  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
+  bool keep = attrs.getInt("keepdims", 1) != 0;
+  if (red.empty()) {  // noop_with_empty_axes: the input unchanged
+    out.push_back(x.clone());
+    return Status::OK();
+  }
+  Dims kept = reducedShape(x.shape(), red, true);
+  int64_t outN = numElements(kept);
+  int64_t count = outN ? x.numel() / outN : 0;
+  Tensor r = Tensor::zeros(x.dtype(), reducedShape(x.shape(), red, keep));
+  RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
+    T* py = r.mutableData<T>();
+    if constexpr (kRed == Red::kMax || kRed == Red::kMin) {
+      std::vector<T> acc = foldMinMax<T, kRed == Red::kMax>(x, kept, outN, x.dtype() == DType::kBool);
+      for (int64_t i = 0; i < outN; ++i) py[i] = acc[i];
+      return Status::OK();
+    }
+    const T* px = x.data<T>();
+    // LogSumExp subtracts each slot's (finite) max before exponentiating.
+    std::vector<double> shift(outN, 0.0);
+    if constexpr (kRed == Red::kLogSumExp) {
+      std::vector<double> mx(outN, -INFINITY);
+      BroadcastWalker w(x.shape(), {kept});
+      for (int64_t i = 0; i < x.numel(); ++i, w.next())
+        if (std::isfinite(static_cast<double>(px[i])))
+          mx[w.offset(0)] = std::max(mx[w.offset(0)], static_cast<double>(px[i]));
+      for (int64_t i = 0; i < outN; ++i) shift[i] = std::isfinite(mx[i]) ? mx[i] : 0.0;
+    }
+    std::vector<double> acc(outN, kRed == Red::kProd ? 1.0 : 0.0);
+    BroadcastWalker w(x.shape(), {kept});
+    for (int64_t i = 0; i < x.numel(); ++i, w.next()) {
+      int64_t o = w.offset(0);
+      double v = static_cast<double>(px[i]);
+      switch (kRed) {
+        case Red::kProd: acc[o] *= v; break;
+        case Red::kL1: acc[o] += std::fabs(v); break;
+        case Red::kL2:
+        case Red::kSumSquare: acc[o] += v * v; break;
+        case Red::kLogSumExp: acc[o] += std::exp(v - shift[o]); break;
+        default: acc[o] += v; break;
+      }
+    }
+    for (int64_t i = 0; i < outN; ++i) {
+      double a = acc[i];
+      switch (kRed) {
+        case Red::kMean:
+          // The mean of no elements is NaN; integers have no NaN and get 0.
+          a = count ? a / count : (std::is_floating_point_v<T> ? std::nan("") : 0.0);
+          break;
+        case Red::kL2: a = std::sqrt(a); break;
+        case Red::kLogSum: a = std::log(a); break;
+        case Red::kLogSumExp: a = std::log(a) + shift[i]; break;
+        default: break;
+      }
+      if constexpr (!std::is_floating_point_v<T>) {
+        // Integer results of log/sqrt truncate like a cast; -inf has no integer.
+        if (!std::isfinite(a)) a = a < 0 ? static_cast<double>(std::numeric_limits<T>::lowest()) : 0.0;
+      }
+      py[i] = static_cast<T>(a);
+    }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+// ---- ArgMax / ArgMin --------------------------------------------------------
+
+StatusOr<std::vector<TensorType>> inferArg(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 1));
+  const TensorType& x = args.inputs[0];
+  RETURN_IF_ERROR(checkDType(x, kNumericTypes, "input data"));
+  if (x.rank() < 1) return invalidInput("input data must have rank >= 1, got ", x.str());
+  const AttrMap& attrs = attrsOf(args);
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", 0), x.rank()));
+  if (x.shape[axis] == 0) return invalidInput("cannot take the index of an extreme over empty axis ", axis, " of ", x.str());
+  std::vector<bool> red(x.rank(), false);
+  red[axis] = true;
+  return std::vector<TensorType>{{DType::kI64, reducedShape(x.shape, red, attrs.getInt("keepdims", 1) != 0)}};
+}
+
+template <bool kMax>
+Status computeArg(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
+  if (anyHalf(in)) return computeViaF32(&computeArg<kMax>, in, attrs, out);
+  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferArg(argsFromTensors(in, attrs)));
+  const Tensor& x = *in[0];
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", 0), x.rank()));
+  bool last = attrs.getInt("select_last_index", 0) != 0;
+  int64_t outer, n, inner;
+  splitAround(x.shape(), axis, outer, n, inner);
+  Tensor r = Tensor::zeros(types[0]);
+  int64_t* py = r.mutableData<int64_t>();
+  RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
+    const T* px = x.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* xs = px + o * n * inner + i;
+        int64_t best = 0;
+        for (int64_t j = 1; j < n; ++j) {
+          T v = xs[j * inner], b = xs[best * inner];
+          bool better = kMax ? (v > b || (last && v == b)) : (v < b || (last && v == b));
+          if (better) best = j;
+        }
+        py[o * inner + i] = best;
+      }
+    return Status::OK();
+  }));
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+}  // namespace
+
+void registerReductionOps(OpRegistry& r) {
+  r.add({"ReduceSum", &inferReduce<Red::kSum>, &computeReduce<Red::kSum>});
+  r.add({"ReduceMean", &inferReduce<Red::kMean>, &computeReduce<Red::kMean>});
+  r.add({"ReduceMax", &inferReduce<Red::kMax>, &computeReduce<Red::kMax>});
+  r.add({"ReduceMin", &inferReduce<Red::kMin>, &computeReduce<Red::kMin>});
+  r.add({"ReduceProd", &inferReduce<Red::kProd>, &computeReduce<Red::kProd>});
+  r.add({"ReduceL1", &inferReduce<Red::kL1>, &computeReduce<Red::kL1>});
+  r.add({"ReduceL2", &inferReduce<Red::kL2>, &computeReduce<Red::kL2>});
+  r.add({"ReduceLogSum", &inferReduce<Red::kLogSum>, &computeReduce<Red::kLogSum>});
+  r.add({"ReduceLogSumExp", &inferReduce<Red::kLogSumExp>, &computeReduce<Red::kLogSumExp>});
+  r.add({"ReduceSumSquare", &inferReduce<Red::kSumSquare>, &computeReduce<Red::kSumSquare>});
+  r.add({"ArgMax", &inferArg, &computeArg<true>});
+  r.add({"ArgMin", &inferArg, &computeArg<false>});
+}
+
+}  // namespace pcc

@@ -1,0 +1,328 @@
+// Resize: nearest, n-D linear and cubic interpolation with every coordinate
+// transformation mode of opset 19, antialiasing, axes and the aspect-ratio
+// policies. Upsample and the opset-10/11 forms are mapped onto it at import.
+//
+// Algorithm:
+//   1. Work out per axis the output size, the scale and the (fractional) target
+//      width from `scales` or `sizes`, `axes` and keep_aspect_ratio_policy.
+//   2. For every output position on every resized axis, map it to a source
+//      coordinate with the coordinate transformation mode, and turn that into a
+//      list of taps (source index, weight); indices past either end read the
+//      edge element, or get weight 0 under exclude_outside.
+//   3. Interpolation is separable: nearest copies elements through one index
+//      table per axis (exact for every dtype); linear and cubic apply the taps
+//      one axis at a time on a double buffer and round once at the end.
+//   4. tf_crop_and_resize positions whose source coordinate falls outside the
+//      input on any axis take extrapolation_value.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/ops/tensor_util.h"
+
+namespace pcc {
+namespace {
+using namespace ops;
+
+struct ResizePlan {
+  Dims outShape;
+  std::vector<double> scale;            ///< per axis; 1 on axes not resized
+  std::vector<double> width;            ///< target length in * scale (may be fractional)
+  std::vector<double> roiStart, roiEnd; ///< per axis, in normalized coordinates
+  std::vector<bool> resized;
+  std::string mode, ctm, nearestMode;
+  double cubicA = -0.75, extrapolation = 0;
+  bool excludeOutside = false, antialias = false;
+};
+
+/// \returns the values of optional input `i` as doubles: empty when the input is
+/// absent or has no elements, an error when it has elements but is not constant.
+StatusOr<std::vector<double>> optionalConstValues(const InferArgs& args, size_t i, const char* name) {
+  if (!args.has(i) || args.inputs[i].numel() == 0) return std::vector<double>{};
+  const Tensor* t = i < args.constInputs.size() ? args.constInputs[i] : nullptr;
+  if (!t)
+    return invalidInput("input ", i, " ('", name,
+                        "') must be a constant: the output shape depends on its values");
+  if (t->rank() != 1) return invalidInput("input ", i, " ('", name, "') must be 1-D, got ", t->type().str());
+  std::vector<double> v(t->numel());
+  for (int64_t k = 0; k < t->numel(); ++k) v[k] = t->getDouble(k);
+  return v;
+}
+
+bool oneOf(const std::string& s, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (s == o) return true;
+  return false;
+}
+
+StatusOr<ResizePlan> resizePlan(const InferArgs& args) {
+  const TensorType& x = args.inputs[0];
+  const AttrMap& a = attrsOrEmpty(args);
+  int64_t rank = x.rank();
+  ResizePlan p;
+  p.mode = a.getString("mode", "nearest");
+  p.ctm = a.getString("coordinate_transformation_mode", "half_pixel");
+  p.nearestMode = a.getString("nearest_mode", "round_prefer_floor");
+  p.cubicA = a.getFloat("cubic_coeff_a", -0.75f);
+  p.extrapolation = a.getFloat("extrapolation_value", 0.f);
+  p.excludeOutside = a.getInt("exclude_outside", 0) != 0;
+  p.antialias = a.getInt("antialias", 0) != 0;
+  std::string policy = a.getString("keep_aspect_ratio_policy", "stretch");
+  if (!oneOf(p.mode, {"nearest", "linear", "cubic"}))
+    return invalidInput("unknown mode '", p.mode, "' (expected nearest, linear or cubic)");
+  if (!oneOf(p.ctm, {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                     "asymmetric", "tf_crop_and_resize", "tf_half_pixel_for_nn"}))
+    return invalidInput("unknown coordinate_transformation_mode '", p.ctm, "'");
+  if (!oneOf(p.nearestMode, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}))
+    return invalidInput("unknown nearest_mode '", p.nearestMode, "'");
+  if (!oneOf(policy, {"stretch", "not_larger", "not_smaller"}))
+    return invalidInput("unknown keep_aspect_ratio_policy '", policy, "'");
+  if (p.mode != "nearest" && x.dtype == DType::kBool)
+    return invalidInput("mode ", p.mode, " cannot interpolate ", x.str());
+
+  std::vector<int64_t> axes = a.getInts("axes");
+  if (!a.has("axes"))
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  std::vector<bool> seen(rank, false);
+  for (int64_t& ax : axes) {
+    ASSIGN_OR_RETURN(ax, normalizeAxis(ax, rank));
+    if (seen[ax]) return invalidInput("axes ", dimsToString(a.getInts("axes")), " repeat an axis");
+    seen[ax] = true;
+  }
+  size_t n = axes.size();
+  ASSIGN_OR_RETURN(std::vector<double> roi, optionalConstValues(args, 1, "roi"));
+  ASSIGN_OR_RETURN(std::vector<double> scales, optionalConstValues(args, 2, "scales"));
+  ASSIGN_OR_RETURN(std::vector<double> sizes, optionalConstValues(args, 3, "sizes"));
+  if (scales.empty() == sizes.empty())
+    return invalidInput("exactly one of 'scales' and 'sizes' must be given (non-empty)");
+  if (!scales.empty() && scales.size() != n)
+    return invalidInput("scales has ", scales.size(), " values for ", n, " resized axes of ", x.str());
+  if (!sizes.empty() && sizes.size() != n)
+    return invalidInput("sizes has ", sizes.size(), " values for ", n, " resized axes of ", x.str());
+
+  p.roiStart.assign(rank, 0.0);
+  p.roiEnd.assign(rank, 1.0);
+  if (p.ctm == "tf_crop_and_resize") {
+    if (roi.size() != 2 * n)
+      return invalidInput("tf_crop_and_resize needs a constant roi of ", 2 * n, " values, got ",
+                          roi.size());
+    for (size_t i = 0; i < n; ++i) {
+      p.roiStart[axes[i]] = roi[i];
+      p.roiEnd[axes[i]] = roi[n + i];
+    }
+  }
+
+  p.scale.assign(rank, 1.0);
+  p.outShape = x.shape;
+  p.resized.assign(rank, false);
+  if (!scales.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t ax = axes[i];
+      if (!(scales[i] > 0)) return invalidInput("scale ", scales[i], " must be positive");
+      p.scale[ax] = scales[i];
+      double span = p.ctm == "tf_crop_and_resize" ? p.roiEnd[ax] - p.roiStart[ax] : 1.0;
+      p.outShape[ax] = static_cast<int64_t>(std::floor(x.shape[ax] * span * scales[i]));
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      if (sizes[i] < 0) return invalidInput("sizes has a negative value ", sizes[i]);
+    if (policy == "stretch") {
+      for (size_t i = 0; i < n; ++i) {
+        int64_t ax = axes[i];
+        p.outShape[ax] = static_cast<int64_t>(sizes[i]);
+        p.scale[ax] = x.shape[ax] == 0 ? 1.0 : sizes[i] / static_cast<double>(x.shape[ax]);
+      }
+    } else {
+      // One scale for all listed axes: the largest that fits (not_larger) or the
+      // smallest that covers (not_smaller); sizes round half up.
+      double s = policy == "not_larger" ? INFINITY : 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        double r = sizes[i] / static_cast<double>(x.shape[axes[i]]);
+        s = policy == "not_larger" ? std::min(s, r) : std::max(s, r);
+      }
+      for (int64_t ax : axes) {
+        p.scale[ax] = s;
+        p.outShape[ax] = static_cast<int64_t>(std::floor(s * x.shape[ax] + 0.5));
+      }
+    }
+  }
+  p.width.resize(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    p.width[d] = p.scale[d] * static_cast<double>(x.shape[d]);
+    bool identity = p.outShape[d] == x.shape[d] && p.scale[d] == 1.0 &&
+                    (p.ctm != "tf_crop_and_resize" || (p.roiStart[d] == 0 && p.roiEnd[d] == 1)) &&
+                    p.ctm != "tf_half_pixel_for_nn";
+    p.resized[d] = !identity;
+    if (p.resized[d] && x.shape[d] == 0 && p.outShape[d] > 0)
+      return invalidInput("cannot resize the empty dim ", d, " of ", x.str());
+  }
+  return p;
+}
+
+StatusOr<std::vector<TensorType>> inferResize(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 4));
+  ASSIGN_OR_RETURN(ResizePlan p, resizePlan(args));
+  return std::vector<TensorType>{{args.inputs[0].dtype, p.outShape}};
+}
+
+/// \returns the source coordinate of output position `x` on axis `d` of input
+/// length `in`; sets `outside` for tf_crop_and_resize positions off the input.
+double sourceCoord(const ResizePlan& p, int64_t d, int64_t x, int64_t in, bool& outside) {
+  double s = p.scale[d], w = p.width[d], xd = static_cast<double>(x);
+  outside = false;
+  if (p.ctm == "half_pixel") return (xd + 0.5) / s - 0.5;
+  if (p.ctm == "half_pixel_symmetric") {
+    double adjustment = static_cast<double>(p.outShape[d]) / w;
+    double offset = in / 2.0 * (1 - adjustment);
+    return offset + (xd + 0.5) / s - 0.5;
+  }
+  if (p.ctm == "pytorch_half_pixel") return p.outShape[d] > 1 ? (xd + 0.5) / s - 0.5 : 0.0;
+  if (p.ctm == "align_corners") return w == 1 ? 0.0 : xd * (in - 1) / (w - 1);
+  if (p.ctm == "asymmetric") return xd / s;
+  if (p.ctm == "tf_half_pixel_for_nn") return (xd + 0.5) / s;
+  // tf_crop_and_resize
+  double lo = p.roiStart[d], hi = p.roiEnd[d];
+  double c = w == 1 ? (hi - lo) * (in - 1) / 2.0 : xd * (hi - lo) * (in - 1) / (w - 1);
+  c += lo * (in - 1);
+  outside = c < 0 || c > in - 1;
+  return c;
+}
+
+/// \returns the nearest input index of source coordinate `c` under `mode`.
+int64_t nearestIndex(double c, const std::string& mode) {
+  double f = std::floor(c);
+  if (c == f) return static_cast<int64_t>(f);
+  double frac = c - f;
+  bool up = mode == "ceil" || (mode == "round_prefer_floor" && frac > 0.5) ||
+            (mode == "round_prefer_ceil" && frac >= 0.5);
+  return static_cast<int64_t>(f) + (up ? 1 : 0);
+}
+
+/// Cubic convolution kernel with parameter A at distance `t`.
+double cubicKernel(double t, double A) {
+  t = std::fabs(t);
+  if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
+  if (t < 2) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+  return 0;
+}
+
+struct Tap {
+  int64_t index;
+  double weight;
+};
+
+/// \returns the taps of source coordinate `c` on an axis of length `in` and
+/// scale `scale`, for linear or cubic mode.
+std::vector<Tap> interpolationTaps(const ResizePlan& p, double c, int64_t in, double scale) {
+  // `base` is the last index strictly left of c, so ratio is in (0, 1]; the
+  // taps are the n indices nearest to c, n/2 on each side.
+  int64_t base = static_cast<int64_t>(std::ceil(c)) - 1;
+  double ratio = c - static_cast<double>(base);
+  bool cubic = p.mode == "cubic";
+  // Antialiasing widens the kernel by 1/scale when downsampling.
+  double s = p.antialias ? std::min(scale, 1.0) : 1.0;
+  int64_t first = cubic ? static_cast<int64_t>(std::floor(-2 / s)) + 1
+                        : static_cast<int64_t>(std::floor(-1 / s)) + 1;
+  int64_t count = 2 - 2 * first;
+  std::vector<Tap> taps;
+  double sum = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    double t = (static_cast<double>(first + j) - ratio) * s;
+    double w = cubic ? cubicKernel(t, p.cubicA) : std::max(0.0, 1 - std::fabs(t));
+    int64_t idx = base + first + j;
+    if (p.excludeOutside && (idx < 0 || idx >= in)) w = 0;
+    taps.push_back({std::clamp<int64_t>(idx, 0, in - 1), w});
+    sum += w;
+  }
+  // The kernels sum to 1 unless antialiased or cut by exclude_outside.
+  if ((p.antialias || p.excludeOutside) && sum != 0)
+    for (Tap& t : taps) t.weight /= sum;
+  return taps;
+}
+
+/// Applies per-output-position taps along axis `d` of the row-major buffer
+/// `buf` of shape `shape`; updates both.
+void applyAxis(std::vector<double>& buf, Dims& shape, size_t d, const std::vector<std::vector<Tap>>& taps) {
+  int64_t outer = 1, inner = 1, in = shape[d], out = static_cast<int64_t>(taps.size());
+  for (size_t i = 0; i < d; ++i) outer *= shape[i];
+  for (size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
+  std::vector<double> next(outer * out * inner, 0.0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t x = 0; x < out; ++x) {
+      double* dst = next.data() + (o * out + x) * inner;
+      for (const Tap& t : taps[x]) {
+        const double* src = buf.data() + (o * in + t.index) * inner;
+        for (int64_t i = 0; i < inner; ++i) dst[i] += t.weight * src[i];
+      }
+    }
+  buf.swap(next);
+  shape[d] = out;
+}
+
+Status computeResize(const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                     std::vector<Tensor>& out) {
+  ASSIGN_OR_RETURN(ResizePlan p, resizePlan(argsFromTensors(in, attrs)));
+  const Tensor& x = *in[0];
+  int64_t rank = x.rank();
+  // Per axis: positions that extrapolate (tf_crop_and_resize only).
+  std::vector<std::vector<bool>> outside(rank);
+  bool anyOutside = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    outside[d].assign(p.outShape[d], false);
+    if (!p.resized[d]) continue;
+    for (int64_t o = 0; o < p.outShape[d]; ++o) {
+      bool off = false;
+      sourceCoord(p, d, o, x.shape()[d], off);
+      outside[d][o] = off;
+      anyOutside |= off;
+    }
+  }
+
+  if (p.mode == "nearest") {
+    std::vector<std::vector<int64_t>> maps(rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t len = x.shape()[d];
+      for (int64_t o = 0; o < p.outShape[d]; ++o) {
+        bool off = false;
+        int64_t i = p.resized[d] ? nearestIndex(sourceCoord(p, d, o, len, off), p.nearestMode) : o;
+        maps[d].push_back(off ? -1 : std::clamp<int64_t>(i, 0, len - 1));
+      }
+    }
+    out.push_back(gatherAxisMaps(x, maps, scalarOf(x.dtype(), p.extrapolation)));
+    return Status::OK();
+  }
+
+  std::vector<double> buf(x.numel());
+  for (int64_t i = 0; i < x.numel(); ++i) buf[i] = x.getDouble(i);
+  Dims shape = x.shape();
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!p.resized[d]) continue;
+    std::vector<std::vector<Tap>> taps(p.outShape[d]);
+    for (int64_t o = 0; o < p.outShape[d]; ++o) {
+      bool off = false;
+      double c = sourceCoord(p, d, o, x.shape()[d], off);
+      if (!off) taps[o] = interpolationTaps(p, c, x.shape()[d], p.scale[d]);
+    }
+    applyAxis(buf, shape, d, taps);
+  }
+  Tensor r = Tensor::zeros(x.dtype(), p.outShape);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    bool off = false;
+    for (int64_t d = 0; anyOutside && d < rank; ++d) off |= outside[d][idx[d]];
+    storeDouble(r, i, off ? p.extrapolation : buf[i]);
+    for (int64_t d = rank; d-- > 0;) {
+      if (++idx[d] < p.outShape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  out.push_back(std::move(r));
+  return Status::OK();
+}
+
+}  // namespace
+
+namespace ops {
+void registerTensorResizeOps(OpRegistry& r) { r.add({"Resize", &inferResize, &computeResize}); }
+}  // namespace ops
+
+}  // namespace pcc

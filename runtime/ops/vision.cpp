@@ -1,0 +1,33 @@
+// Reference kernels of the vision, detection and quantized op family: the
+// family's register function and the helpers its files share.
+#include "runtime/ops/vision.h"
+
+namespace pcc {
+
+namespace ops {
+
+std::vector<double> toDoubles(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.getDouble(i);
+  return v;
+}
+
+Tensor fromDoubles(DType dt, const Dims& shape, const std::vector<double>& v) {
+  Tensor r = Tensor::zeros(dt, shape);
+  for (int64_t i = 0; i < r.numel(); ++i) storeDouble(r, i, v[static_cast<size_t>(i)]);
+  return r;
+}
+
+Status notConstant(const char* op, const char* what) {
+  return invalidInput(op, ": ", what, " must be a constant (it decides the output shape)");
+}
+
+}  // namespace ops
+
+void registerVisionOps(OpRegistry& r) {
+  registerVisionSampleOps(r);
+  registerVisionSelectOps(r);
+  registerVisionQuantOps(r);
+}
+
+}  // namespace pcc

@@ -1,0 +1,720 @@
+#!/usr/bin/env python3
+"""Runs the ONNX backend test data through the path a user takes.
+
+For every case of every suite, and every test_data_set_N of the case:
+
+    pcc MODEL --gpus G -o PLAN --quiet [--shape NAME=AxB ...] [--freeze NAME=FILE.pb ...]
+    pcc-run PLAN --inputs DATASET --expect DATASET --rtol R --atol A
+
+Each case ends as one of:
+  passed        every data set matched;
+  failed        pcc or pcc-run failed, or an output differs (the reason is the
+                first line of the tool's stderr, or the mismatch line);
+  unsupported   pcc refused the model with exit 2 and an 'unsupported' message
+                (unknown op, op of another domain, dtype, opset beyond range);
+  out-of-scope  the model needs what pcc does not aim at: sequence, optional
+                or map types, string tensors, the training domain, graph-valued
+                attributes (If/Loop/Scan), or weights to download.
+
+Symbolic input dims are bound with --shape from each data set's inputs. When
+pcc says an input must be a constant (a shape-like run-time input of Reshape,
+Expand, Slice, ...), the case is retried with the integer inputs frozen to the
+data set's values (then all inputs), compiled once per data set.
+
+Writes conformance.md, conformance.tsv (per suite and operator) and cases.tsv
+(per case) under --out, prints `conformance: P passed, F failed, U unsupported
+of T` per suite and overall, and exits 1 when the gate fails:
+  - a case fails (its ops are all imported by pcc) and is not listed in
+    tests/conformance/known_failures.txt (`suite/case_name: reason`);
+  - a listed case passes now (the entry is stale and must be removed);
+  - a suite is below its goal (>= 90% of in-scope node cases, 100% of simple,
+    pytorch-converted and pytorch-operator), unless --no-goals.
+Exit 2 on bad usage or a malformed known-failures file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = Path(__file__).resolve().parent
+KNOWN_FAILURES = HERE / "known_failures.txt"
+FLOORS = HERE / "floors.txt"
+PIP_DATA = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data"
+DEBIAN_DATA = Path("/usr/share/libonnx-testdata/data")
+
+# The ONNX backend runner's defaults; a case's data.json may override them.
+DEFAULT_RTOL, DEFAULT_ATOL = 1e-3, 1e-7
+
+TRAINING_DOMAIN = "ai.onnx.preview.training"
+STRING_DTYPE = onnx.TensorProto.STRING
+SEQUENCE_OPS = {
+    "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceAt", "SequenceErase",
+    "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap",
+    "Optional", "OptionalHasElement", "OptionalGetElement",
+}
+STRING_OPS = {"StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch"}
+# pcc's message for a shape-like input given at run time.
+NEEDS_CONSTANT = re.compile(r"must be a constant|computed at run time")
+UNSUPPORTED = re.compile(r"\bunsupported\b|\bnot supported\b", re.IGNORECASE)
+
+
+@dataclass
+class Suite:
+    name: str           # "debian/node"
+    path: Path
+    goal: float | None  # least pass rate of in-scope cases; None: reported only
+    kind: str = "data"  # data | light (inputs generated) | download (out of scope)
+
+
+def all_suites() -> list[Suite]:
+    goals = {"node": 0.90, "simple": 1.0, "pytorch-converted": 1.0, "pytorch-operator": 1.0}
+    suites = []
+    for origin, root in (("debian", DEBIAN_DATA), ("pip", PIP_DATA)):
+        for kind, goal in goals.items():
+            suites.append(Suite(f"{origin}/{kind}", root / kind, goal))
+    # 'light' ships its models (weights replaced by ConstantOfShape) and the
+    # expected outputs; the inputs are the backend runner's deterministic ones.
+    suites.append(Suite("pip/light", PIP_DATA / "light", None, "light"))
+    # Debian's 'real' cases only name a URL to download.
+    suites.append(Suite("debian/real", DEBIAN_DATA / "real", None, "download"))
+    return [s for s in suites if s.path.is_dir()]
+
+
+@dataclass
+class Case:
+    suite: str
+    name: str
+    model: str
+    datasets: list[str]
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+    download: str = ""  # URL when the model must be downloaded
+    timeout_scale: float = 1.0  # whole networks get a multiple of --timeout
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite}/{self.name}"
+
+
+@dataclass
+class Result:
+    suite: str
+    name: str
+    op: str
+    status: str  # passed | failed | unsupported | out-of-scope
+    reason: str = ""
+    froze: bool = False
+    seconds: float = 0.0
+    ops: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite}/{self.name}"
+
+
+# ---------------------------------------------------------------------------
+# Case discovery
+
+
+def tolerances(case_dir: Path) -> tuple[float, float]:
+    f = case_dir / "data.json"
+    if not f.exists():
+        return DEFAULT_RTOL, DEFAULT_ATOL
+    data = json.loads(f.read_text())
+    return float(data.get("rtol", DEFAULT_RTOL)), float(data.get("atol", DEFAULT_ATOL))
+
+
+def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The backend runner's inputs for 'light' models: arange / n, float32,
+    symbolic dims set to 1."""
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for x in model.graph.input:
+        if x.name in inits:
+            continue
+        if x.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+            raise ValueError(f"input '{x.name}' is not float32")
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feeds
+
+
+def discover(suite: Suite, out: Path) -> list[Case]:
+    cases = []
+    if suite.kind == "light":
+        data_root = out / "data" / suite.name
+        for model in sorted(suite.path.glob("light_*.onnx")):
+            name = "test_" + model.stem[len("light_"):]
+            ds = data_root / name / "test_data_set_0"
+            expected = sorted(model.parent.glob(model.stem + "_output_*.pb"))
+            if not ds.exists():
+                ds.mkdir(parents=True)
+                m = onnx.load(str(model))
+                for k, (iname, value) in enumerate(light_inputs(m).items()):
+                    (ds / f"input_{k}.pb").write_bytes(numpy_helper.from_array(value, iname).SerializeToString())
+                for f in expected:
+                    shutil.copy(f, ds / f.name[len(model.stem) + 1:])
+            rtol, atol = tolerances(PIP_DATA / "real" / name)
+            cases.append(Case(suite.name, name, str(model), [str(ds)], rtol, atol, timeout_scale=4.0))
+        return cases
+    for d in sorted(p for p in suite.path.iterdir() if p.is_dir()):
+        rtol, atol = tolerances(d)
+        if not (d / "model.onnx").exists():
+            url = json.loads((d / "data.json").read_text()).get("url", "?") if (d / "data.json").exists() else "?"
+            cases.append(Case(suite.name, d.name, "", [], rtol, atol, download=url))
+            continue
+        datasets = sorted((str(p) for p in d.glob("test_data_set_*") if p.is_dir()),
+                          key=lambda s: int(s.rsplit("_", 1)[1]))
+        cases.append(Case(suite.name, d.name, str(d / "model.onnx"), datasets, rtol, atol))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# Scope and operator of a case
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+_OP_FORMS: list[tuple[str, str]] | None = None
+
+
+def op_forms() -> list[tuple[str, str]]:
+    """(form, op) for every ONNX op: 'layer_normalization' and
+    'layernormalization' for LayerNormalization; longest first."""
+    global _OP_FORMS
+    if _OP_FORMS is None:
+        forms = set()
+        for s in onnx.defs.get_all_schemas_with_history():
+            forms.add((_snake(s.name), s.name))
+            forms.add((s.name.lower(), s.name))
+        _OP_FORMS = sorted(forms, key=lambda f: -len(f[0]))
+    return _OP_FORMS
+
+
+def case_op(suite: str, name: str, model: onnx.ModelProto | None) -> str:
+    """The operator a case is reported under: for node suites the op the case
+    name starts with; otherwise the model's op types."""
+    ops = []
+    if model is not None:
+        for n in model.graph.node:
+            t = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+            if t not in ops:
+                ops.append(t)
+    if suite.endswith("/node"):
+        rest = name[len("test_"):] if name.startswith("test_") else name
+        for form, op in op_forms():
+            if rest == form or rest.startswith(form + "_"):
+                return op
+        real = [o for o in ops if o not in ("Constant", "Identity")]
+        if len(real) == 1:
+            return real[0]
+    return "+".join(ops) if ops else name
+
+
+def _value_types(model: onnx.ModelProto):
+    g = model.graph
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        yield v.name, v.type
+
+
+def _nodes(graph: onnx.GraphProto):
+    for n in graph.node:
+        yield n
+        for a in n.attribute:
+            if a.HasField("g"):
+                yield from _nodes(a.g)
+            for sub in a.graphs:
+                yield from _nodes(sub)
+
+
+def out_of_scope(model: onnx.ModelProto) -> str:
+    """\\returns why the model is out of scope, or ''."""
+    if any(o.domain == TRAINING_DOMAIN for o in model.opset_import) or any(
+            n.domain == TRAINING_DOMAIN for n in _nodes(model.graph)):
+        return "training domain"
+    for n in model.graph.node:
+        for a in n.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) or a.HasField("g") or a.graphs:
+                return f"graph-valued attribute ({n.op_type})"
+    for name, t in _value_types(model):
+        kind = t.WhichOneof("value")
+        if kind in ("sequence_type", "map_type", "optional_type"):
+            return f"{kind.split('_')[0]} type ('{name}')"
+    for n in model.graph.node:
+        if n.op_type in SEQUENCE_OPS:
+            return f"sequence/optional op ({n.op_type})"
+    for name, t in _value_types(model):
+        if t.WhichOneof("value") == "tensor_type" and t.tensor_type.elem_type == STRING_DTYPE:
+            return f"string tensor ('{name}')"
+    if any(t.data_type == STRING_DTYPE for t in model.graph.initializer):
+        return "string tensor (initializer)"
+    for n in model.graph.node:
+        if n.op_type in STRING_OPS:
+            return f"string op ({n.op_type})"
+        for a in n.attribute:
+            if a.HasField("t") and a.t.data_type == STRING_DTYPE:
+                return f"string tensor ({n.op_type} attribute)"
+            if n.op_type in ("Cast", "CastLike") and a.name == "to" and a.i == STRING_DTYPE:
+                return "string tensor (cast to string)"
+    return ""
+
+
+# ---------------------------------------------------------------------------
+# Running one case
+
+
+class Deadline:
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+        self.seconds = seconds
+
+    def left(self) -> float:
+        return max(0.1, self.end - time.monotonic())
+
+
+class Failure(Exception):
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def run_tool(cmd: list[str], deadline: Deadline, what: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=deadline.left())
+    except subprocess.TimeoutExpired:
+        raise Failure("failed", f"{what}: timed out (case limit {deadline.seconds:g} s)")
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def shorten(msg: str, model: str) -> str:
+    """Drops the model's directory from a message; keeps it one line and short."""
+    msg = msg.replace(str(Path(model).parent) + os.sep, "")
+    return msg if len(msg) <= 400 else msg[:397] + "..."
+
+
+def read_dataset(ds: str, model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """\\returns the data set's input tensors by graph input name (by the
+    tensor's own name, else by position in graph.input as the backend runner
+    does)."""
+    names = [i.name for i in model.graph.input]
+    out = {}
+    k = 0
+    while os.path.exists(os.path.join(ds, f"input_{k}.pb")):
+        t = onnx.TensorProto()
+        t.ParseFromString(Path(ds, f"input_{k}.pb").read_bytes())
+        name = t.name if t.name in names else (names[k] if k < len(names) else f"#{k}")
+        out[name] = t
+        k += 1
+    return out
+
+
+def shape_args(model: onnx.ModelProto, inputs: dict[str, onnx.TensorProto], frozen: set[str]) -> list[str]:
+    """--shape NAME=AxB for each input whose declared shape is not fully static."""
+    inits = {i.name for i in model.graph.initializer}
+    args = []
+    for i in model.graph.input:
+        if i.name in inits or i.name in frozen or i.name not in inputs:
+            continue
+        tt = i.type.tensor_type
+        static = tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
+        if static:
+            continue
+        dims = list(inputs[i.name].dims)
+        if not dims:
+            continue  # a scalar: nothing to bind
+        args += ["--shape", f"{i.name}=" + "x".join(str(d) for d in dims)]
+    return args
+
+
+INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
+
+
+def compile_plan(args, case: Case, plan: str, extra: list[str], deadline: Deadline) -> tuple[int, str]:
+    cmd = [os.path.join(args.bin, "pcc"), case.model, "--gpus", str(args.gpus), "-o", plan, "--quiet"] + extra
+    p = run_tool(cmd, deadline, "pcc")
+    return p.returncode, first_line(p.stderr)
+
+
+def write_unfrozen_inputs(ds_inputs: dict[str, onnx.TensorProto], model: onnx.ModelProto,
+                          frozen: set[str], where: str) -> str:
+    """Writes the inputs that stay run-time inputs, named, in graph order."""
+    os.makedirs(where, exist_ok=True)
+    k = 0
+    for i in model.graph.input:
+        if i.name in ds_inputs and i.name not in frozen:
+            t = onnx.TensorProto()
+            t.CopyFrom(ds_inputs[i.name])
+            t.name = i.name
+            Path(where, f"input_{k}.pb").write_bytes(t.SerializeToString())
+            k += 1
+    return where
+
+
+def run_dataset_plan(args, case: Case, plan: str, inputs_dir: str, expect_dir: str, deadline: Deadline) -> None:
+    cmd = [os.path.join(args.bin, "pcc-run"), plan, "--inputs", inputs_dir, "--expect", expect_dir,
+           "--rtol", repr(case.rtol), "--atol", repr(case.atol)]
+    p = run_tool(cmd, deadline, "pcc-run")
+    if p.returncode == 0:
+        return
+    mismatch = [ln for ln in p.stdout.splitlines() if "MISMATCH" in ln]
+    reason = mismatch[0].strip() if mismatch else first_line(p.stderr) or f"pcc-run exited {p.returncode}"
+    raise Failure("failed", shorten(reason, case.model))
+
+
+def declared_types(values) -> dict[str, int]:
+    return {v.name: v.type.tensor_type.elem_type for v in values if v.type.WhichOneof("value") == "tensor_type"}
+
+
+def normalize_dataset(ds: str, model: onnx.ModelProto, where: str) -> str:
+    """Older test data stores bfloat16 tensors as uint16 (numpy has no
+    bfloat16); relabels them as the model declares. \\returns `ds`, or a fixed
+    copy under `where`."""
+    ins = [i.type.tensor_type.elem_type for i in model.graph.input]
+    outs = [o.type.tensor_type.elem_type for o in model.graph.output]
+    in_by_name, out_by_name = declared_types(model.graph.input), declared_types(model.graph.output)
+    fixed = {}
+    for f in sorted(os.listdir(ds)):
+        m = re.fullmatch(r"(input|output)_(\d+)\.pb", f)
+        if not m:
+            continue
+        t = onnx.TensorProto()
+        try:
+            t.ParseFromString(Path(ds, f).read_bytes())
+        except Exception:
+            continue
+        k = int(m.group(2))
+        by_name, by_pos = (in_by_name, ins) if m.group(1) == "input" else (out_by_name, outs)
+        want = by_name.get(t.name, by_pos[k] if k < len(by_pos) else 0)
+        if t.data_type == onnx.TensorProto.UINT16 and want == onnx.TensorProto.BFLOAT16:
+            t.data_type = onnx.TensorProto.BFLOAT16
+            fixed[f] = t
+    if not fixed:
+        return ds
+    os.makedirs(where, exist_ok=True)
+    for f in os.listdir(ds):
+        if f in fixed:
+            Path(where, f).write_bytes(fixed[f].SerializeToString())
+        elif os.path.isfile(os.path.join(ds, f)):
+            shutil.copy(os.path.join(ds, f), where)
+    return where
+
+
+def run_case(args, case: Case, model: onnx.ModelProto, work: str) -> bool:
+    """Runs every data set of the case; raises Failure. \\returns whether
+    freezing was needed."""
+    deadline = Deadline(args.timeout * case.timeout_scale)
+    if not case.datasets:
+        raise Failure("failed", "no test_data_set_N in the case")
+    froze = False
+    plans: dict[tuple, str] = {}
+    for n, ds in enumerate(case.datasets):
+        ds = normalize_dataset(ds, model, os.path.join(work, f"data_{n}"))
+        inputs = read_dataset(ds, model)
+        ints = {k for k, t in inputs.items() if t.data_type in INT_TYPES}
+        # Freezing levels: none, the integer inputs, all inputs.
+        levels = [] if froze else [set()]
+        for frozen in (ints, set(inputs)):
+            if frozen and frozen not in levels:
+                levels.append(frozen)
+        for level, frozen in enumerate(levels):
+            extra = shape_args(model, inputs, frozen)
+            key = tuple(extra)
+            if frozen:
+                fdir = os.path.join(work, f"frozen_{n}")
+                os.makedirs(fdir, exist_ok=True)
+                for name in sorted(frozen):
+                    f = os.path.join(fdir, re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".pb")
+                    Path(f).write_bytes(inputs[name].SerializeToString())
+                    extra += ["--freeze", f"{name}={f}"]
+                key = (n,)
+            if key not in plans:
+                plan = os.path.join(work, f"plan_{len(plans)}.pcc")
+                rc, msg = compile_plan(args, case, plan, extra, deadline)
+                if rc != 0:
+                    if NEEDS_CONSTANT.search(msg) and level + 1 < len(levels):
+                        froze = True
+                        continue
+                    status = "unsupported" if rc == 2 and UNSUPPORTED.search(msg) else "failed"
+                    raise Failure(status, shorten(msg or f"pcc exited {rc}", case.model))
+                plans[key] = plan
+            inputs_dir = write_unfrozen_inputs(inputs, model, frozen, os.path.join(work, f"in_{n}")) if frozen else ds
+            run_dataset_plan(args, case, plans[key], inputs_dir, ds, deadline)
+            break
+    return froze
+
+
+def evaluate(job) -> Result:
+    args, case = job
+    start = time.monotonic()
+    if case.download:
+        return Result(case.suite, case.name, case.name, "out-of-scope", f"needs a download ({case.download})")
+    try:
+        model = onnx.load(case.model, load_external_data=False)
+    except Exception as e:  # a model the onnx package cannot read is pcc's to reject too
+        why = f"onnx cannot load the model: {first_line(str(e))}"
+        return Result(case.suite, case.name, case.name, "failed", why, seconds=time.monotonic() - start)
+    op = case_op(case.suite, case.name, model)
+    ops = sorted({n.op_type for n in model.graph.node})
+    scope = out_of_scope(model)
+    if scope:
+        return Result(case.suite, case.name, op, "out-of-scope", scope, ops=ops)
+    work = tempfile.mkdtemp(prefix="pcc-conf-", dir=args.tmp)
+    try:
+        froze = run_case(args, case, model, work)
+        r = Result(case.suite, case.name, op, "passed", "", froze)
+    except Failure as f:
+        r = Result(case.suite, case.name, op, f.status, f.reason)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    r.seconds = time.monotonic() - start
+    r.ops = ops
+    return r
+
+
+# ---------------------------------------------------------------------------
+# Known failures, report, gate
+
+
+def read_known_failures(path: Path) -> dict[str, str]:
+    known = {}
+    if not path.exists():
+        return known
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        case, sep, reason = line.partition(": ")
+        if not sep or not reason.strip() or "/" not in case:
+            raise ValueError(f"{path}:{lineno}: expected 'suite/case_name: reason', got '{line}'")
+        if case in known:
+            raise ValueError(f"{path}:{lineno}: '{case}' is listed twice")
+        known[case] = reason.strip()
+    return known
+
+
+STATUSES = ("passed", "failed", "unsupported", "out-of-scope")
+
+
+def counts(results: list[Result]) -> dict[str, int]:
+    c = {s: 0 for s in STATUSES}
+    for r in results:
+        c[r.status] += 1
+    return c
+
+
+def summary_line(c: dict[str, int]) -> str:
+    t = c["passed"] + c["failed"] + c["unsupported"]
+    return f"conformance: {c['passed']} passed, {c['failed']} failed, {c['unsupported']} unsupported of {t}"
+
+
+def write_reports(out: Path, suites: list[Suite], results: list[Result], args) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    by_suite: dict[str, list[Result]] = {}
+    for r in results:
+        by_suite.setdefault(r.suite, []).append(r)
+
+    with open(out / "cases.tsv", "w") as f:
+        f.write("suite\tcase\top\tstatus\tfroze\tseconds\treason\n")
+        for r in sorted(results, key=lambda r: (r.suite, r.name)):
+            f.write(f"{r.suite}\t{r.name}\t{r.op}\t{r.status}\t{int(r.froze)}\t{r.seconds:.2f}\t{r.reason}\n")
+
+    rows = []
+    for s in suites:
+        per_op: dict[str, list[Result]] = {}
+        for r in by_suite.get(s.name, []):
+            per_op.setdefault(r.op, []).append(r)
+        for op in sorted(per_op):
+            rs = per_op[op]
+            c = counts(rs)
+            reasons = "; ".join(f"{r.name}: {r.reason}" for r in sorted(rs, key=lambda r: r.name)
+                                if r.status != "passed")
+            rows.append((s.name, op, c, reasons))
+    with open(out / "conformance.tsv", "w") as f:
+        f.write("suite\top\tpassed\tfailed\tunsupported\tout_of_scope\treasons\n")
+        for suite, op, c, reasons in rows:
+            f.write(f"{suite}\t{op}\t{c['passed']}\t{c['failed']}\t{c['unsupported']}\t{c['out-of-scope']}\t"
+                    f"{reasons}\n")
+
+    def cell(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    with open(out / "conformance.md", "w") as f:
+        f.write(f"# ONNX backend conformance (--gpus {args.gpus})\n\n")
+        f.write("| suite | passed | failed | unsupported | in scope | out of scope |\n|---|---|---|---|---|---|\n")
+        for s in suites:
+            c = counts(by_suite.get(s.name, []))
+            t = c["passed"] + c["failed"] + c["unsupported"]
+            f.write(f"| {s.name} | {c['passed']} | {c['failed']} | {c['unsupported']} | {t} | {c['out-of-scope']} |\n")
+        f.write("\n## Per operator\n\n")
+        f.write("| suite | op | passed | failed | unsupported | out of scope | reasons |\n"
+                "|---|---|---|---|---|---|---|\n")
+        for suite, op, c, reasons in rows:
+            f.write(f"| {suite} | {cell(op)} | {c['passed']} | {c['failed']} | {c['unsupported']} | "
+                    f"{c['out-of-scope']} | {cell(reasons)} |\n")
+
+
+def read_floors(path: Path) -> dict[str, int]:
+    """\\returns suite -> least number of passing cases, from lines `suite count  # why`."""
+    floors = {}
+    if not path.exists():
+        return floors
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise ValueError(f"{path}:{n}: expected 'suite count'")
+        floors[parts[0]] = int(parts[1])
+    return floors
+
+
+def gate(suites: list[Suite], results: list[Result], known: dict[str, str], goals: bool,
+         floors: dict[str, int] | None = None) -> list[str]:
+    """\\returns the gate's complaints (empty: the gate passes). A suite with a
+    floor has not reached its goal yet: it must keep at least that many cases
+    passing (no regression) instead."""
+    floors = floors or {}
+    problems = []
+    for r in sorted(results, key=lambda r: r.id):
+        if r.status == "failed" and r.id not in known:
+            problems.append(f"new failure: {r.id}: {r.reason}")
+        if r.status == "passed" and r.id in known:
+            problems.append(f"stale known failure: {r.id} passes now; remove it from {KNOWN_FAILURES.name}")
+    if goals:
+        for s in suites:
+            if s.goal is None:
+                continue
+            c = counts([r for r in results if r.suite == s.name])
+            t = c["passed"] + c["failed"] + c["unsupported"]
+            if s.name in floors:
+                if t and c["passed"] < floors[s.name]:
+                    problems.append(f"regression: {s.name}: {c['passed']} passed, floor {floors[s.name]} "
+                                    f"(goal {100 * s.goal:g}% not reached yet)")
+                elif t and c["passed"] >= s.goal * t:
+                    problems.append(f"goal reached: {s.name}: remove its floor from {FLOORS.name}")
+                continue
+            if t and c["passed"] < s.goal * t:
+                problems.append(f"goal missed: {s.name}: {c['passed']}/{t} = {100 * c['passed'] / t:.1f}% passed, "
+                                f"goal {100 * s.goal:g}%")
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True, help="build directory holding pcc and pcc-run")
+    ap.add_argument("--gpus", type=int, default=1, help="devices to compile for (default 1)")
+    ap.add_argument("--filter", default="", help="run only cases whose suite/name contains this")
+    ap.add_argument("--suites", default="", help="comma-separated substrings of suite names to run (default all)")
+    ap.add_argument("--jobs", type=int, default=2, help="cases run in parallel (default 2)")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds per case (default 60)")
+    ap.add_argument("--out", help="report directory (default BIN/conformance)")
+    ap.add_argument("--known-failures", default=str(KNOWN_FAILURES), help="known failures file")
+    ap.add_argument("--no-goals", action="store_true", help="do not require the pass-rate goals")
+    ap.add_argument("--floors", default=str(FLOORS),
+                    help="suites below their goal, with the least number of cases that must pass")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print every non-passing case")
+    args = ap.parse_args()
+
+    args.bin = os.path.abspath(args.bin)
+    for tool in ("pcc", "pcc-run"):
+        if not os.access(os.path.join(args.bin, tool), os.X_OK):
+            print(f"run_conformance: error: {args.bin}/{tool} not found (build it first)", file=sys.stderr)
+            return 2
+    if args.jobs < 1 or args.gpus < 1:
+        print("run_conformance: error: --jobs and --gpus must be positive", file=sys.stderr)
+        return 2
+    try:
+        known = read_known_failures(Path(args.known_failures))
+    except ValueError as e:
+        print(f"run_conformance: error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out or os.path.join(args.bin, "conformance")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    args.tmp = tempfile.mkdtemp(prefix="work-", dir=out)
+
+    suites = all_suites()
+    if args.suites:
+        wanted = [w for w in args.suites.split(",") if w]
+        suites = [s for s in suites if any(w in s.name for w in wanted)]
+    cases = [c for s in suites for c in discover(s, out) if args.filter in c.id]
+    start = time.monotonic()
+    results = []
+    with multiprocessing.Pool(args.jobs) as pool:
+        for r in pool.imap_unordered(evaluate, [(args, c) for c in cases], chunksize=4):
+            results.append(r)
+            if len(results) % 250 == 0:
+                print(f"... {len(results)}/{len(cases)} cases ({time.monotonic() - start:.0f} s)", file=sys.stderr,
+                      flush=True)
+            if args.verbose and r.status != "passed":
+                print(f"{r.status}: {r.id}: {r.reason}", flush=True)
+    shutil.rmtree(args.tmp, ignore_errors=True)
+    elapsed = time.monotonic() - start
+
+    write_reports(out, suites, results, args)
+    ran = {r.suite for r in results}
+    main_results = []
+    for s in suites:
+        if s.name not in ran:
+            continue
+        rs = [r for r in results if r.suite == s.name]
+        c = counts(rs)
+        extra = "" if s.goal is not None else " (extra suite, no goal)"
+        print(f"{s.name}: {summary_line(c)}; {c['out-of-scope']} out of scope{extra}")
+        if s.goal is not None:
+            main_results += rs
+    c = counts(main_results)
+    print(summary_line(c))
+    scope = {}
+    for r in main_results:
+        if r.status == "out-of-scope":
+            kind = r.reason.split(" (")[0]
+            scope[kind] = scope.get(kind, 0) + 1
+    print(f"out of scope: {c['out-of-scope']}" +
+          (" (" + ", ".join(f"{k}: {v}" for k, v in sorted(scope.items())) + ")" if scope else ""))
+    froze = sum(r.froze for r in results)
+    print(f"{len(results)} cases in {elapsed:.0f} s with {args.jobs} jobs ({froze} needed --freeze); "
+          f"reports in {out}")
+
+    goals = not args.no_goals
+    try:
+        floors = read_floors(Path(args.floors))
+    except ValueError as e:
+        print(f"run_conformance: error: {e}", file=sys.stderr)
+        return 2
+    problems = gate(suites, results, {k: v for k, v in known.items()}, goals and not args.filter, floors)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"conformance gate: FAILED ({len(problems)} problems)")
+        return 1
+    print("conformance gate: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
