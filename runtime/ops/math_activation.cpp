@@ -2,6 +2,7 @@
 // HardSwish, Mish, ThresholdedRelu, Shrink; Clip and PRelu.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "runtime/ops/math.h"
 
@@ -79,8 +80,13 @@ Status computeAct(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* x = in[0]->data<T>();
     T* o = r.mutableData<T>();
-    for (int64_t i = 0; i < r.numel(); ++i)
-      o[i] = static_cast<T>(applyAct(kAct, p, static_cast<double>(x[i])));
+    for (int64_t i = 0; i < r.numel(); ++i) {
+      double v = applyAct(kAct, p, static_cast<double>(x[i]));
+      // Integer results (Shrink) wrap through int64 as integer arithmetic
+      // would; a double out of T's range converts with undefined behavior.
+      if constexpr (std::is_integral_v<T>) o[i] = static_cast<T>(static_cast<int64_t>(v));
+      else o[i] = static_cast<T>(v);
+    }
     return Status::OK();
   }));
   out.push_back(std::move(r));

@@ -9,6 +9,7 @@
 //      "mean" divides that sum by the sum of the weights of the counted
 //      elements (their count when there are no weights).
 // Sums are accumulated in double and written in X's dtype.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>

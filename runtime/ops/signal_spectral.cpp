@@ -6,6 +6,7 @@
 // samples and treats the rest as zero (as numpy's fft with `n`); onesided
 // keeps the first n/2 + 1 frequencies. Each output is a direct O(n^2) sum in
 // double with a table of twiddle factors: a reference kernel, not an FFT.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 

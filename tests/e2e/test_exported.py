@@ -19,30 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 
 # "<model>.<exporter> --gpus N" -> why it does not work yet (one reason per case).
-EXPECTED_FAILURES = {
-    "bert.dynamo --gpus 1": "unsupported ops (opset 20): GatherElements, Range, Max, GatherND, And, IsNaN",
-    "bert.dynamo --gpus 4": "unsupported ops (opset 20): GatherElements, Range, Max, GatherND, And, IsNaN",
-    "bert.ts --gpus 1": "unsupported ops (opset 17): GatherElements, Range, GreaterOrEqual, And, IsNaN",
-    "bert.ts --gpus 4": "unsupported ops (opset 17): GatherElements, Range, GreaterOrEqual, And, IsNaN",
-    "gpt2.dynamo --gpus 1": "unsupported ops (opset 20): Range, Max, GatherND, And, IsNaN",
-    "gpt2.dynamo --gpus 4": "unsupported ops (opset 20): Range, Max, GatherND, And, IsNaN",
-    "gpt2.ts --gpus 1": "unsupported ops (opset 17): Range, LessOrEqual, And, IsNaN",
-    "gpt2.ts --gpus 4": "unsupported ops (opset 17): Range, LessOrEqual, And, IsNaN",
-    "llama.dynamo --gpus 1": "unsupported ops (opset 20): Range, Max, GatherND, And, Reciprocal, Neg, IsNaN",
-    "llama.dynamo --gpus 4": "unsupported ops (opset 20): Range, Max, GatherND, And, Reciprocal, Neg, IsNaN",
-    "llama.ts --gpus 1": "unsupported ops (opset 17): Range, LessOrEqual, And, Cos, Sin, Neg, IsNaN",
-    "llama.ts --gpus 4": "unsupported ops (opset 17): Range, LessOrEqual, And, Cos, Sin, Neg, IsNaN",
-    "mobilenet_v2.dynamo --gpus 1": "unsupported ops (opset 20): Clip",
-    "mobilenet_v2.dynamo --gpus 4": "unsupported ops (opset 20): Clip",
-    "mobilenet_v2.ts --gpus 1": "unsupported ops (opset 17): Clip",
-    "mobilenet_v2.ts --gpus 4": "unsupported ops (opset 17): Clip",
-    "t5_encoder.dynamo --gpus 1": "unsupported ops (opset 20): Range, Max, GatherND, And, Reciprocal",
-    "t5_encoder.dynamo --gpus 4": "unsupported ops (opset 20): Range, Max, GatherND, And, Reciprocal",
-    "t5_encoder.ts --gpus 1": "unsupported ops (opset 17): Range, GreaterOrEqual, And, Greater, Abs, Less, Log, Min",
-    "t5_encoder.ts --gpus 4": "unsupported ops (opset 17): Range, GreaterOrEqual, And, Greater, Abs, Less, Log, Min",
-    "vit.dynamo --gpus 1": "unsupported ops (opset 20): IsNaN",
-    "vit.dynamo --gpus 4": "unsupported ops (opset 20): IsNaN",
-}
+EXPECTED_FAILURES = {}
 
 GPUS = [1, 4]
 RTOL, ATOL = 1e-3, 1e-4
