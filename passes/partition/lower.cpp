@@ -5,7 +5,8 @@
 //  2. Nodes are copied in order. Each input is first brought to the layout the
 //     node needs (Partition::inputSharding): constants are sliced offline;
 //     activations are converted by, in this order, an AllReduce (partial ->
-//     full), an AllGather per split dimension the node cannot take, and a
+//     full), an AllGather per split dimension the node cannot take (uneven
+//     pieces carry the whole extent as `gathered_size`), and a
 //     local Slice per dimension the node wants split but has whole.
 //     Conversions are cached per (value, layout), so a value read by several
 //     nodes is converted once.
@@ -97,11 +98,14 @@ class RankLowering {
     return lg_->addConstant(fresh(name), Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(vals.size())}, vals));
   }
 
-  StatusOr<Value*> addCollective(OpKind op, Value* in, MeshAxis axis, int dim, const std::string& base) {
+  /// `gathered` is the whole extent an AllGather of uneven pieces produces (-1: even).
+  StatusOr<Value*> addCollective(OpKind op, Value* in, MeshAxis axis, int dim, const std::string& base,
+                                 int64_t gathered = -1) {
     AttrMap a;
     a.set("axis", std::string(meshAxisName(axis)));
     a.set("dim", static_cast<int64_t>(dim));
     a.set("group_size", static_cast<int64_t>(p_.mesh.extent(axis)));
+    if (gathered >= 0) a.set("gathered_size", gathered);
     ASSIGN_OR_RETURN(auto types, inferOutputTypes(op, {in}, a, base));
     Node* n = lg_->addNode(op, {in}, types, a, fresh(base), {fresh(base)});
     return n->output();
@@ -129,10 +133,10 @@ class RankLowering {
     for (size_t d = 0; d < cur.dims.size(); ++d) {
       MeshAxis a = cur.dims[d];
       if (a == MeshAxis::kNone || a == req.dims[d]) continue;
-      if (v->type().shape[d] % p_.mesh.extent(a) != 0)
-        return unsupported("value '", name, "' ", v->type().str(), " is split unevenly over ", meshAxisName(a),
-                           " on dimension ", d, " and would need an all-gather; uneven all-gathers are not supported");
-      ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, a, static_cast<int>(d), name + ".allgather"));
+      int64_t whole = v->type().shape[d];
+      bool uneven = whole % p_.mesh.extent(a) != 0;
+      ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, a, static_cast<int>(d), name + ".allgather",
+                                         uneven ? whole : -1));
       cur.dims[d] = MeshAxis::kNone;
       lv->setSharding(cur);
       cache_[key(v, cur)] = lv;

@@ -22,7 +22,11 @@ StatusOr<std::vector<TensorType>> inferCollective(const InferArgs& args) {
   if (n <= 0) return invalidInput("group_size ", n, " must be positive");
   ASSIGN_OR_RETURN(int64_t dim, normalizeAxis(args.attrs->getInt("dim", 0), t.rank(), "dim"));
   if (kOp == Collective::kAllGather) {
-    t.shape[dim] *= n;
+    // Uneven pieces: `gathered_size` is the whole extent (the pieces' sum).
+    int64_t whole = args.attrs->getInt("gathered_size", -1);
+    if (whole >= 0 && (whole < t.shape[dim] || whole > t.shape[dim] * n + n))
+      return invalidInput("gathered_size ", whole, " cannot be ", n, " pieces of about ", t.shape[dim]);
+    t.shape[dim] = whole >= 0 ? whole : t.shape[dim] * n;
   } else {
     RETURN_IF_ERROR(checkDType(t, kNumericTypes, "input"));
     if (t.shape[dim] % n != 0)
