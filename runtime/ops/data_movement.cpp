@@ -9,11 +9,6 @@ namespace pcc {
 namespace {
 using namespace ops;
 
-const AttrMap& attrsOf(const InferArgs& args) {
-  static const AttrMap kNoAttrs;
-  return args.attrs ? *args.attrs : kNoAttrs;
-}
-
 /// Element counts before and after `axis` in `shape`.
 void outerInner(const Dims& shape, int64_t axis, int64_t& outer, int64_t& inner) {
   outer = inner = 1;

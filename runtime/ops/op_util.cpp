@@ -5,6 +5,11 @@
 
 namespace pcc::ops {
 
+const AttrMap& attrsOf(const InferArgs& args) {
+  static const AttrMap kNoAttrs;
+  return args.attrs ? *args.attrs : kNoAttrs;
+}
+
 Status checkArity(const InferArgs& args, size_t minIn, size_t maxIn) {
   size_t n = args.inputs.size();
   if (n < minIn || n > maxIn)

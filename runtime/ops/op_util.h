@@ -28,6 +28,9 @@ void registerVisionOps(OpRegistry& r);      // vision.cpp: sampling, detection, 
 
 namespace ops {
 
+/// \returns the node's attributes, or an empty map when it has none.
+const AttrMap& attrsOf(const InferArgs& args);
+
 /// \returns an error unless the op got between `minIn` and `maxIn` inputs and
 /// every required (first `minIn`) input is present.
 Status checkArity(const InferArgs& args, size_t minIn, size_t maxIn);

@@ -5,11 +5,6 @@
 namespace pcc {
 namespace ops {
 
-const AttrMap& attrsOf(const InferArgs& args) {
-  static const AttrMap kNoAttrs;
-  return args.attrs ? *args.attrs : kNoAttrs;
-}
-
 void splitAround(const Dims& shape, int64_t axis, int64_t& outer, int64_t& n, int64_t& inner) {
   outer = inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= shape[i];

@@ -18,9 +18,6 @@ void registerAttentionOps(OpRegistry& r);      // reduce_norm_attention.cpp: Att
 
 namespace ops {
 
-/// \returns the node's attributes, or an empty map when it has none.
-const AttrMap& attrsOf(const InferArgs& args);
-
 /// Splits `shape` around `axis` into outer * n * inner element counts.
 void splitAround(const Dims& shape, int64_t axis, int64_t& outer, int64_t& n, int64_t& inner);
 

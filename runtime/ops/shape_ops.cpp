@@ -10,11 +10,6 @@ namespace pcc {
 namespace {
 using namespace ops;
 
-const AttrMap& attrsOf(const InferArgs& args) {
-  static const AttrMap kNoAttrs;
-  return args.attrs ? *args.attrs : kNoAttrs;
-}
-
 /// Compute for ops whose output is the input's bytes under the inferred shape.
 template <InferFn kInfer>
 Status computeReshapeLike(const std::vector<const Tensor*>& in, const AttrMap& attrs,
