@@ -13,12 +13,7 @@ using namespace ops;
 // ---- Softmax ---------------------------------------------------------------
 
 StatusOr<std::vector<TensorType>> inferSoftmax(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input"));
-  if (x.rank() < 1) return invalidInput("input must have rank >= 1, got ", x.str());
-  RETURN_IF_ERROR(normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()).status());
-  return std::vector<TensorType>{x};
+  return inferFloatAlongAxis(args);
 }
 
 /// Softmax, or its logarithm (LogSoftmax) computed as x - max - log(sum) so

@@ -10,6 +10,15 @@ const AttrMap& attrsOf(const InferArgs& args) {
   return args.attrs ? *args.attrs : kNoAttrs;
 }
 
+StatusOr<std::vector<TensorType>> inferFloatAlongAxis(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 1));
+  const TensorType& x = args.inputs[0];
+  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input"));
+  if (x.rank() < 1) return invalidInput("input must have rank >= 1, got ", x.str());
+  RETURN_IF_ERROR(normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()).status());
+  return std::vector<TensorType>{x};
+}
+
 Status checkArity(const InferArgs& args, size_t minIn, size_t maxIn) {
   size_t n = args.inputs.size();
   if (n < minIn || n > maxIn)

@@ -31,6 +31,10 @@ namespace ops {
 /// \returns the node's attributes, or an empty map when it has none.
 const AttrMap& attrsOf(const InferArgs& args);
 
+/// Inference of an op on one float input of rank >= 1 along attribute `axis`
+/// (default -1) whose output has the input's type (Softmax, Hardmax, ...).
+StatusOr<std::vector<TensorType>> inferFloatAlongAxis(const InferArgs& args);
+
 /// \returns an error unless the op got between `minIn` and `maxIn` inputs and
 /// every required (first `minIn`) input is present.
 Status checkArity(const InferArgs& args, size_t minIn, size_t maxIn);

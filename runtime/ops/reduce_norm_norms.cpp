@@ -73,14 +73,10 @@ Status computeGroupNorm(const std::vector<const Tensor*>& in, const AttrMap& att
 // ---- LpNormalization ----------------------------------------------------------
 
 StatusOr<std::vector<TensorType>> inferLpNorm(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input"));
-  if (x.rank() < 1) return invalidInput("input must have rank >= 1, got ", x.str());
-  RETURN_IF_ERROR(normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()).status());
+  ASSIGN_OR_RETURN(auto types, inferFloatAlongAxis(args));
   int64_t p = attrsOf(args).getInt("p", 2);
   if (p != 1 && p != 2) return invalidInput("p must be 1 or 2, got ", p);
-  return std::vector<TensorType>{x};
+  return types;
 }
 
 Status computeLpNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {

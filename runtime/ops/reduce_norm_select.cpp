@@ -72,12 +72,7 @@ Status computeTopK(const std::vector<const Tensor*>& in, const AttrMap& attrs, s
 // ---- Hardmax ---------------------------------------------------------------------
 
 StatusOr<std::vector<TensorType>> inferHardmax(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input"));
-  if (x.rank() < 1) return invalidInput("input must have rank >= 1, got ", x.str());
-  RETURN_IF_ERROR(normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()).status());
-  return std::vector<TensorType>{x};
+  return inferFloatAlongAxis(args);
 }
 
 Status computeHardmax(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
