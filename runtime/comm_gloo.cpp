@@ -51,6 +51,10 @@ SumFn sumFor(DType t) {
     case DType::kI64: return &sumInto<int64_t>;
     case DType::kI8: return &sumInto<int8_t>;
     case DType::kU8: return &sumInto<uint8_t>;
+    case DType::kI16: return &sumInto<int16_t>;
+    case DType::kU16: return &sumInto<uint16_t>;
+    case DType::kU32: return &sumInto<uint32_t>;
+    case DType::kU64: return &sumInto<uint64_t>;
     case DType::kF16: return &sum16<&halfToFloat, &floatToHalf>;
     case DType::kBF16: return &sum16<&bf16ToFloat, &floatToBf16>;
     default: return nullptr;

@@ -255,18 +255,9 @@ std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed) {
     Tensor t = Tensor::zeros(type);
     int64_t n = t.numel();
     for (int64_t i = 0; i < n; ++i) {
-      switch (type.dtype) {
-        case DType::kF32: t.mutableData<float>()[i] = static_cast<float>(real(rng)); break;
-        case DType::kF64: t.mutableData<double>()[i] = real(rng); break;
-        case DType::kF16: t.mutableData<uint16_t>()[i] = floatToHalf(static_cast<float>(real(rng))); break;
-        case DType::kBF16: t.mutableData<uint16_t>()[i] = floatToBf16(static_cast<float>(real(rng))); break;
-        case DType::kI8: t.mutableData<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
-        case DType::kU8: t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
-        case DType::kI32: t.mutableData<int32_t>()[i] = small(rng); break;
-        case DType::kI64: t.mutableData<int64_t>()[i] = small(rng); break;
-        case DType::kBool: t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(bit(rng)); break;
-        case DType::kUndefined: break;
-      }
+      if (isFloat(type.dtype)) t.setDouble(i, real(rng));
+      else if (type.dtype == DType::kBool) t.setInt(i, bit(rng));
+      else t.setInt(i, small(rng));
     }
     out.push_back(std::move(t));
   }

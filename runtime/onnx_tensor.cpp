@@ -21,6 +21,24 @@ std::optional<uint64_t> parseUnsigned(const std::string& s) {
   return v;
 }
 
+/// \returns the bytes a tensor of `numel` elements of `dtype` takes in an ONNX
+/// file: the 4-bit types pack two elements a byte, low nibble first.
+uint64_t fileBytes(DType dtype, uint64_t numel) {
+  return isSubByte(dtype) ? (numel + 1) / 2 : numel * dtypeSize(dtype);
+}
+
+/// \returns a tensor holding the 4-bit elements of `packed` one per byte
+/// (int4 sign-extended).
+Tensor unpack4(DType dtype, Dims dims, const uint8_t* packed) {
+  Tensor t = Tensor::zeros(dtype, std::move(dims));
+  uint8_t* out = t.mutableData<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint8_t v = (packed[i / 2] >> (i % 2 ? 4 : 0)) & 0xf;
+    out[i] = dtype == DType::kI4 && v >= 8 ? static_cast<uint8_t>(v | 0xf0) : v;
+  }
+  return t;
+}
+
 StatusOr<Tensor> fromExternal(const onnx::TensorProto& p, DType dtype, Dims dims, size_t nbytes,
                               const std::string& baseDir, ExternalDataFiles* files) {
   std::string location;
@@ -58,6 +76,7 @@ StatusOr<Tensor> fromExternal(const onnx::TensorProto& p, DType dtype, Dims dims
     return invalidInput(tensorLabel(p), ": external data holds ", len, " bytes, ", dtypeName(dtype),
                         dimsToString(dims), " needs ", nbytes);
   const uint8_t* ptr = nbytes ? file->data() + offset : file->data();
+  if (isSubByte(dtype)) return unpack4(dtype, std::move(dims), ptr);  // unpacked copy
   // A misaligned element pointer is undefined behaviour for the kernels; such
   // (rare) files are copied, all others are used in place.
   if (nbytes && reinterpret_cast<uintptr_t>(ptr) % dtypeSize(dtype) != 0) {
@@ -104,7 +123,7 @@ StatusOr<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& 
   }
   size_t esize = dtypeSize(*dtype);
   if (numel > kMaxBytes / esize) return invalidInput(tensorLabel(p), ": dims ", dimsToString(dims), " are too large");
-  size_t nbytes = static_cast<size_t>(numel) * esize;
+  size_t nbytes = static_cast<size_t>(fileBytes(*dtype, numel));
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL)
     return fromExternal(p, *dtype, std::move(dims), nbytes, baseDir, files);
@@ -113,46 +132,73 @@ StatusOr<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& 
     if (p.raw_data().size() != nbytes)
       return invalidInput(tensorLabel(p), ": raw_data holds ", p.raw_data().size(), " bytes, ",
                           dtypeName(*dtype), dimsToString(dims), " needs ", nbytes);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(p.raw_data().data());
+    if (isSubByte(*dtype)) return unpack4(*dtype, std::move(dims), bytes);
     Tensor t = Tensor::zeros(*dtype, std::move(dims));
-    if (nbytes) std::memcpy(t.mutableData(), p.raw_data().data(), nbytes);
+    if (nbytes) std::memcpy(t.mutableData(), bytes, nbytes);
     return t;
   }
-  auto checkCount = [&](int have, const char* field) -> Status {
-    if (static_cast<uint64_t>(have) != numel)
+  auto checkCount = [&](int have, const char* field, uint64_t want) -> Status {
+    if (static_cast<uint64_t>(have) != want)
       return invalidInput(tensorLabel(p), ": ", field, " holds ", have, " values, ", dtypeName(*dtype),
-                          dimsToString(dims), " needs ", numel);
+                          dimsToString(dims), " needs ", want);
     return Status::OK();
   };
   switch (*dtype) {
     case DType::kF32:
-      RETURN_IF_ERROR(checkCount(p.float_data_size(), "float_data"));
+      RETURN_IF_ERROR(checkCount(p.float_data_size(), "float_data", numel));
       return fromTyped<float>(*dtype, std::move(dims), p.float_data(), [](float v) { return v; });
     case DType::kF64:
-      RETURN_IF_ERROR(checkCount(p.double_data_size(), "double_data"));
+      RETURN_IF_ERROR(checkCount(p.double_data_size(), "double_data", numel));
       return fromTyped<double>(*dtype, std::move(dims), p.double_data(), [](double v) { return v; });
     case DType::kI64:
-      RETURN_IF_ERROR(checkCount(p.int64_data_size(), "int64_data"));
+      RETURN_IF_ERROR(checkCount(p.int64_data_size(), "int64_data", numel));
       return fromTyped<int64_t>(*dtype, std::move(dims), p.int64_data(), [](int64_t v) { return v; });
     case DType::kI32:
-      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
       return fromTyped<int32_t>(*dtype, std::move(dims), p.int32_data(), [](int32_t v) { return v; });
     case DType::kI8:
-      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
       return fromTyped<int8_t>(*dtype, std::move(dims), p.int32_data(),
                                [](int32_t v) { return static_cast<int8_t>(v); });
     case DType::kU8:
-      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
       return fromTyped<uint8_t>(*dtype, std::move(dims), p.int32_data(),
                                 [](int32_t v) { return static_cast<uint8_t>(v); });
     case DType::kBool:
-      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
       return fromTyped<uint8_t>(*dtype, std::move(dims), p.int32_data(),
                                 [](int32_t v) { return static_cast<uint8_t>(v != 0); });
     case DType::kF16:
     case DType::kBF16:  // the 16 bits of each value are stored in int32_data
-      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data"));
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
       return fromTyped<uint16_t>(*dtype, std::move(dims), p.int32_data(),
                                  [](int32_t v) { return static_cast<uint16_t>(v); });
+    case DType::kI16:
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
+      return fromTyped<int16_t>(*dtype, std::move(dims), p.int32_data(),
+                                [](int32_t v) { return static_cast<int16_t>(v); });
+    case DType::kU16:
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
+      return fromTyped<uint16_t>(*dtype, std::move(dims), p.int32_data(),
+                                 [](int32_t v) { return static_cast<uint16_t>(v); });
+    case DType::kU32:
+      RETURN_IF_ERROR(checkCount(p.uint64_data_size(), "uint64_data", numel));
+      return fromTyped<uint32_t>(*dtype, std::move(dims), p.uint64_data(),
+                                 [](uint64_t v) { return static_cast<uint32_t>(v); });
+    case DType::kU64:
+      RETURN_IF_ERROR(checkCount(p.uint64_data_size(), "uint64_data", numel));
+      return fromTyped<uint64_t>(*dtype, std::move(dims), p.uint64_data(), [](uint64_t v) { return v; });
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0:  // one code per int32_data value
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", numel));
+      return fromTyped<uint8_t>(*dtype, std::move(dims), p.int32_data(),
+                                [](int32_t v) { return static_cast<uint8_t>(v); });
+    case DType::kI4: case DType::kU4: case DType::kF4E2M1: {  // one packed byte per int32_data value
+      RETURN_IF_ERROR(checkCount(p.int32_data_size(), "int32_data", nbytes));
+      std::vector<uint8_t> packed(p.int32_data().begin(), p.int32_data().end());
+      return unpack4(*dtype, std::move(dims), packed.data());
+    }
     case DType::kUndefined: break;
   }
   return invalidInput(tensorLabel(p), ": unsupported data type ", p.data_type());
@@ -163,7 +209,15 @@ void tensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
   p->set_name(name);
   p->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.shape()) p->add_dims(d);
-  p->set_raw_data(t.raw(), t.nbytes());
+  if (!isSubByte(t.dtype())) {
+    p->set_raw_data(t.raw(), t.nbytes());
+    return;
+  }
+  std::string packed(static_cast<size_t>(fileBytes(t.dtype(), t.numel())), '\0');
+  const uint8_t* v = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    packed[i / 2] = static_cast<char>(packed[i / 2] | (v[i] & 0xf) << (i % 2 ? 4 : 0));
+  p->set_raw_data(std::move(packed));
 }
 
 StatusOr<Tensor> readTensorFile(const std::string& path, std::string* name) {

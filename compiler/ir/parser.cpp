@@ -333,31 +333,27 @@ StatusOr<Tensor> Parser::parseDense() {
   int64_t n = 0;
   auto store = [&](const NumberToken& tok) -> Status {
     if (n >= t.numel()) return error(strCat("expected '>' after ", t.numel(), " elements of ", type.str()), numberStart_);
-    switch (type.dtype) {
-      case DType::kF32: t.mutableData<float>()[n] = static_cast<float>(toDouble(tok)); break;
-      case DType::kF64: t.mutableData<double>()[n] = toDouble(tok); break;
-      case DType::kF16: t.mutableData<uint16_t>()[n] = floatToHalf(static_cast<float>(toDouble(tok))); break;
-      case DType::kBF16: t.mutableData<uint16_t>()[n] = floatToBf16(static_cast<float>(toDouble(tok))); break;
-      default: {
-        ASSIGN_OR_RETURN(int64_t v, toInt(tok, "an integer element"));
-        int64_t lo = 0, hi = 0;
-        switch (type.dtype) {
-          case DType::kI8: lo = -128; hi = 127; break;
-          case DType::kU8: lo = 0; hi = 255; break;
-          case DType::kBool: lo = 0; hi = 1; break;
-          case DType::kI32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-          default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
-        }
-        if (v < lo || v > hi)
-          return error(strCat("expected an element in the range of ", dtypeName(type.dtype), ", found ", v), numberStart_);
-        switch (type.dtype) {
-          case DType::kI8: t.mutableData<int8_t>()[n] = static_cast<int8_t>(v); break;
-          case DType::kU8: case DType::kBool: t.mutableData<uint8_t>()[n] = static_cast<uint8_t>(v); break;
-          case DType::kI32: t.mutableData<int32_t>()[n] = static_cast<int32_t>(v); break;
-          case DType::kI64: t.mutableData<int64_t>()[n] = v; break;
-          default: return error(strCat("expected a supported dense element type, found ", dtypeName(type.dtype)), typeAt);
-        }
+    if (isFloat(type.dtype)) {
+      t.setDouble(n, toDouble(tok));
+    } else {
+      ASSIGN_OR_RETURN(int64_t v, toInt(tok, "an integer element"));
+      // A u64 is written as its int64 bit pattern, as the printer writes it.
+      int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      switch (type.dtype) {
+        case DType::kI4: lo = -8; hi = 7; break;
+        case DType::kU4: lo = 0; hi = 15; break;
+        case DType::kI8: lo = -128; hi = 127; break;
+        case DType::kU8: lo = 0; hi = 255; break;
+        case DType::kI16: lo = -32768; hi = 32767; break;
+        case DType::kU16: lo = 0; hi = 65535; break;
+        case DType::kBool: lo = 0; hi = 1; break;
+        case DType::kI32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
+        case DType::kU32: lo = 0; hi = std::numeric_limits<uint32_t>::max(); break;
+        default: break;
       }
+      if (v < lo || v > hi)
+        return error(strCat("expected an element in the range of ", dtypeName(type.dtype), ", found ", v), numberStart_);
+      t.setInt(n, v);
     }
     ++n;
     return Status::OK();
@@ -655,18 +651,10 @@ Tensor pseudoRandomTensor(const TensorType& type, uint64_t seed) {
     uint64_t r = splitmix64(state);
     // 53 random bits -> [0, 1) -> [-1, 1).
     float f = static_cast<float>(static_cast<double>(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-    switch (type.dtype) {
-      case DType::kF32: t.mutableData<float>()[i] = f; break;
-      case DType::kF64: t.mutableData<double>()[i] = static_cast<double>(r >> 11) * 0x1.0p-53 * 2.0 - 1.0; break;
-      case DType::kF16: t.mutableData<uint16_t>()[i] = floatToHalf(f); break;
-      case DType::kBF16: t.mutableData<uint16_t>()[i] = floatToBf16(f); break;
-      case DType::kI8: t.mutableData<int8_t>()[i] = static_cast<int8_t>(r % 4); break;
-      case DType::kU8: t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(r % 4); break;
-      case DType::kI32: t.mutableData<int32_t>()[i] = static_cast<int32_t>(r % 4); break;
-      case DType::kI64: t.mutableData<int64_t>()[i] = static_cast<int64_t>(r % 4); break;
-      case DType::kBool: t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(r & 1); break;
-      case DType::kUndefined: break;
-    }
+    if (type.dtype == DType::kF64) t.mutableData<double>()[i] = static_cast<double>(r >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+    else if (isFloat(type.dtype)) t.setDouble(i, f);
+    else if (type.dtype == DType::kBool) t.setInt(i, static_cast<int64_t>(r & 1));
+    else t.setInt(i, static_cast<int64_t>(r % 4));
   }
   return t;
 }

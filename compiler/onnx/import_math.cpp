@@ -2,8 +2,6 @@
 // reads; the differences resolved here:
 //   - Clip < 11 takes min/max as float attributes: they become scalar
 //     constant inputs of x's type;
-//   - attributes that only matter for float8 (QuantizeLinear/CastLike
-//     `saturate`) are dropped: pcc has no float8 type, so they cannot apply.
 #include "compiler/onnx/import_util.h"
 
 namespace pcc {
@@ -99,14 +97,14 @@ std::vector<ImporterEntry> mathImporters() {
       {"Sum", 7, PCC_DIRECT(Sum)},
       {"Mean", 7, PCC_DIRECT(Mean)},
       // Generators and axis ops.
-      {"CastLike", 15, PCC_DIRECT(CastLike)},
+      {"CastLike", 15, PCC_DIRECT(CastLike, "saturate", "round_mode")},
       {"Range", 11, PCC_DIRECT(Range)},
       {"CumSum", 11, PCC_DIRECT(CumSum, "exclusive", "reverse")},
       {"Trilu", 14, PCC_DIRECT(Trilu, "upper")},
       {"OneHot", 9, PCC_DIRECT(OneHot, "axis")},
       {"EyeLike", 9, PCC_DIRECT(EyeLike, "dtype", "k")},
       // Quantization.
-      {"QuantizeLinear", 10, PCC_DIRECT(QuantizeLinear, "axis", "block_size", "output_dtype")},
+      {"QuantizeLinear", 10, PCC_DIRECT(QuantizeLinear, "axis", "block_size", "output_dtype", "saturate")},
       {"DequantizeLinear", 10, PCC_DIRECT(DequantizeLinear, "axis", "block_size", "output_dtype")},
       {"DynamicQuantizeLinear", 11, PCC_DIRECT(DynamicQuantizeLinear)},
       {"MatMulInteger", 10, PCC_DIRECT(MatMulInteger)},

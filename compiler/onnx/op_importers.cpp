@@ -75,7 +75,7 @@ Status importCast(C& c) {
   int64_t to = c.attrs().getInt("to", 0);
   if (!dtypeFromOnnx(static_cast<int32_t>(to)))
     return c.unsupportedHere("cast to ONNX data type ", to, " (pcc has no such element type)");
-  return c.emitNode(OpKind::Cast, allInputs(c), c.keep({"to"}));
+  return c.emitNode(OpKind::Cast, allInputs(c), c.keep({"to", "saturate", "round_mode"}));
 }
 
 Status importSoftmax(C& c) { return importSoftmaxLike(c, OpKind::Softmax); }

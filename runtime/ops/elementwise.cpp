@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/support/float_formats.h"
 
 namespace pcc {
 namespace {
@@ -251,48 +252,37 @@ StatusOr<std::vector<TensorType>> inferCast(const InferArgs& args) {
   return std::vector<TensorType>{{to, args.inputs[0].shape}};
 }
 
-/// Stores `v` as element i of a `t` buffer: truncation toward zero for
-/// integers, v != 0 for bool.
-void storeDouble(void* base, DType t, int64_t i, double v) {
-  auto toInt = [](double d) -> int64_t { return std::isfinite(d) ? static_cast<int64_t>(d) : 0; };
-  switch (t) {
-    case DType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::kF64: static_cast<double*>(base)[i] = v; break;
-    case DType::kF16: static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v)); break;
-    case DType::kBF16: static_cast<uint16_t*>(base)[i] = floatToBf16(static_cast<float>(v)); break;
-    case DType::kI8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(toInt(v)); break;
-    case DType::kU8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(toInt(v)); break;
-    case DType::kI32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(toInt(v)); break;
-    case DType::kI64: static_cast<int64_t*>(base)[i] = toInt(v); break;
-    case DType::kBool: static_cast<uint8_t*>(base)[i] = v != 0.0; break;
-    case DType::kUndefined: break;
-  }
-}
-
-/// Integer sources go through int64 so large values survive exactly.
-void storeInt(void* base, DType t, int64_t i, int64_t v) {
-  switch (t) {
-    case DType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::kF64: static_cast<double*>(base)[i] = static_cast<double>(v); break;
-    case DType::kI8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case DType::kU8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
-    case DType::kI32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DType::kI64: static_cast<int64_t*>(base)[i] = v; break;
-    case DType::kBool: static_cast<uint8_t*>(base)[i] = v != 0; break;
-    default: storeDouble(base, t, i, static_cast<double>(v)); break;
-  }
+/// \returns Cast's round_mode attribute (float8 e8m0 targets only).
+StatusOr<E8M0Round> castRoundMode(const AttrMap& attrs) {
+  std::string mode = attrs.getString("round_mode", "up");
+  if (mode == "up") return E8M0Round::kUp;
+  if (mode == "down") return E8M0Round::kDown;
+  if (mode == "nearest") return E8M0Round::kNearest;
+  return invalidInput("round_mode must be up, down or nearest, got '", mode, "'");
 }
 
 Status computeCast(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                    std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(DType to, castTarget(&attrs));
+  ASSIGN_OR_RETURN(E8M0Round round, castRoundMode(attrs));
+  bool saturate = attrs.getInt("saturate", 1) != 0;
   const Tensor& x = *in[0];
   Tensor r = Tensor::zeros(to, x.shape());
-  void* o = r.mutableData();
-  if (isFloat(x.dtype())) {
-    for (int64_t i = 0; i < x.numel(); ++i) storeDouble(o, to, i, x.getDouble(i));
+  DType from = x.dtype();
+  int64_t n = x.numel();
+  if (isNarrowFloat(to) && (to == DType::kF8E8M0 || !saturate)) {
+    // The attributes only change conversions to float8.
+    uint8_t* o = r.mutableData<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      double v = x.getDouble(i);
+      o[i] = to == DType::kF8E8M0 ? floatToE8M0(static_cast<float>(v), saturate, round)
+                                  : floatToNarrow(to, v, saturate);
+    }
+  } else if (isFloat(from) || (from == DType::kU64 && isFloat(to))) {
+    for (int64_t i = 0; i < n; ++i) r.setDouble(i, x.getDouble(i));
   } else {
-    for (int64_t i = 0; i < x.numel(); ++i) storeInt(o, to, i, x.getInt(i));
+    // Integer sources go through int64 so that large values survive exactly.
+    for (int64_t i = 0; i < n; ++i) r.setInt(i, x.getInt(i));
   }
   out.push_back(std::move(r));
   return Status::OK();

@@ -116,11 +116,11 @@ enum class Bit { kAnd, kOr, kXor, kShift };
 template <Bit kOp>
 StatusOr<std::vector<TensorType>> inferBit(const InferArgs& args) {
   if constexpr (kOp == Bit::kShift) {
-    // ONNX BitShift is defined on unsigned types; pcc has uint8 of them.
+    // ONNX BitShift is defined on the unsigned types.
     std::string dir = args.attrs ? args.attrs->getString("direction", "") : "";
     if (dir != "LEFT" && dir != "RIGHT")
       return invalidInput("direction must be \"LEFT\" or \"RIGHT\", got \"", dir, "\"");
-    return inferBinary(args, {DType::kU8}, DType::kUndefined);
+    return inferBinary(args, {DType::kU8, DType::kU16, DType::kU32, DType::kU64}, DType::kUndefined);
   } else {
     return inferBinary(args, kIntTypes, DType::kUndefined);
   }

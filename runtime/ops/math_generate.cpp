@@ -19,12 +19,13 @@ StatusOr<std::vector<TensorType>> inferCastLike(const InferArgs& args) {
   return std::vector<TensorType>{{args.inputs[1].dtype, args.inputs[0].shape}};
 }
 
-Status computeCastLike(const std::vector<const Tensor*>& in, const AttrMap&,
+Status computeCastLike(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                        std::vector<Tensor>& out) {
-  // One conversion routine for both ops: Cast's kernel with `to` set.
+  // One conversion routine for both ops: Cast's kernel with `to` set, and
+  // CastLike's saturate and round_mode passed on.
   const OpSchema* cast = findOpSchema("Cast");
   if (!cast || !cast->compute) return internalError("CastLike needs the Cast kernel");
-  AttrMap a;
+  AttrMap a = attrs;
   a.set("to", static_cast<int64_t>(in[1]->dtype()));
   return cast->compute({in[0]}, a, out);
 }
@@ -240,16 +241,7 @@ StatusOr<std::vector<TensorType>> inferEyeLike(const InferArgs& args) {
 /// \returns the bytes of the value 1 in dtype `t` (at most 8).
 std::vector<char> oneOf(DType t) {
   Tensor one = Tensor::zeros(t, {});
-  switch (t) {
-    case DType::kF32: *one.mutableData<float>() = 1.f; break;
-    case DType::kF64: *one.mutableData<double>() = 1.0; break;
-    case DType::kF16: *one.mutableData<uint16_t>() = floatToHalf(1.f); break;
-    case DType::kBF16: *one.mutableData<uint16_t>() = floatToBf16(1.f); break;
-    case DType::kI32: *one.mutableData<int32_t>() = 1; break;
-    case DType::kI64: *one.mutableData<int64_t>() = 1; break;
-    case DType::kI8: case DType::kU8: case DType::kBool: *one.mutableData<uint8_t>() = 1; break;
-    case DType::kUndefined: break;
-  }
+  if (t != DType::kUndefined) one.setDouble(0, 1.0);
   const char* p = static_cast<const char*>(one.raw());
   return std::vector<char>(p, p + one.nbytes());
 }

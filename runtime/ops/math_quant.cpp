@@ -1,11 +1,12 @@
 // Linear quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis
-// and blocked), DynamicQuantizeLinear, MatMulInteger. pcc's quantized types
-// are int8 and uint8; the others ONNX allows (int16, int4, float8, ...) are
-// rejected by type inference.
+// and blocked), DynamicQuantizeLinear, MatMulInteger. Quantized types: int8,
+// uint8, int16, uint16, int4, uint4 (saturated to their range), the four
+// float8 formats (saturated unless saturate = 0) and float4 e2m1.
 #include <algorithm>
 #include <cmath>
 
 #include "runtime/ops/math.h"
+#include "runtime/support/float_formats.h"
 
 namespace pcc {
 namespace {
@@ -70,7 +71,11 @@ StatusOr<QuantLayout> quantLayout(const TensorType& x, const TensorType& scale, 
 /// Checks the optional zero point (input 2) against the scale.
 Status checkZeroPoint(const InferArgs& args) {
   if (!args.has(2)) return Status::OK();
-  if (args.inputs[2].shape != args.inputs[1].shape)
+  // A one-element zero point matches a one-element scale whatever their ranks
+  // (exporters write [] and [1] interchangeably).
+  const TensorType &zp = args.inputs[2], &scale = args.inputs[1];
+  bool bothScalar = zp.numel() == 1 && scale.numel() == 1 && zp.rank() <= 1 && scale.rank() <= 1;
+  if (zp.shape != scale.shape && !bothScalar)
     return invalidInput("zero point ", args.inputs[2].str(), " and scale ", args.inputs[1].str(),
                         " must have the same shape");
   return Status::OK();
@@ -87,6 +92,30 @@ StatusOr<DType> attrDType(const AttrMap* attrs, const char* name) {
 
 // ---- QuantizeLinear ------------------------------------------------------------
 
+constexpr std::initializer_list<DType> kQuantTypes = {
+    DType::kU8,      DType::kI8,        DType::kU16,    DType::kI16,        DType::kU4,
+    DType::kI4,      DType::kF8E4M3FN,  DType::kF8E4M3FNUZ, DType::kF8E5M2, DType::kF8E5M2FNUZ,
+    DType::kF4E2M1};
+
+bool isQuantType(DType t) {
+  for (DType q : kQuantTypes)
+    if (q == t) return true;
+  return false;
+}
+
+/// \returns the range of integer quantized type `t`.
+std::pair<int64_t, int64_t> quantRange(DType t) {
+  switch (t) {
+    case DType::kU8: return {0, 255};
+    case DType::kI8: return {-128, 127};
+    case DType::kU16: return {0, 65535};
+    case DType::kI16: return {-32768, 32767};
+    case DType::kU4: return {0, 15};
+    case DType::kI4: return {-8, 7};
+    default: return {0, 0};
+  }
+}
+
 /// \returns the output dtype: the zero point's, else output_dtype, else uint8.
 StatusOr<DType> quantizedType(const InferArgs& args) {
   ASSIGN_OR_RETURN(DType attr, attrDType(args.attrs, "output_dtype"));
@@ -94,8 +123,9 @@ StatusOr<DType> quantizedType(const InferArgs& args) {
   if (args.has(2) && attr != DType::kUndefined && attr != t)
     return invalidInput("output_dtype ", dtypeName(attr), " differs from the zero point type ",
                         dtypeName(t));
-  if (t != DType::kU8 && t != DType::kI8)
-    return unsupported("quantized type ", dtypeName(t), " (pcc supports int8 and uint8)");
+  if (!isQuantType(t))
+    return unsupported("quantized type ", dtypeName(t),
+                       " (pcc supports int8, uint8, int16, uint16, int4, uint4, float8 and float4)");
   return t;
 }
 
@@ -111,15 +141,6 @@ StatusOr<std::vector<TensorType>> inferQuantize(const InferArgs& args) {
   return std::vector<TensorType>{{t, args.inputs[0].shape}};
 }
 
-/// \returns q = round_half_even(x) + zp saturated to the range of T.
-template <typename T>
-T saturateQuant(double x, int64_t zp) {
-  double q = std::nearbyint(x) + static_cast<double>(zp);
-  q = std::clamp(q, static_cast<double>(std::numeric_limits<T>::min()),
-                 static_cast<double>(std::numeric_limits<T>::max()));
-  return static_cast<T>(q);
-}
-
 Status computeQuantize(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                        std::vector<Tensor>& out) {
   const Tensor &x = *in[0], &scale = *in[1];
@@ -128,6 +149,8 @@ Status computeQuantize(const std::vector<const Tensor*>& in, const AttrMap& attr
   ASSIGN_OR_RETURN(QuantLayout l, quantLayout(x.type(), scale.type(), &attrs));
   ASSIGN_OR_RETURN(DType t, quantizedType(args));
   Tensor r = Tensor::zeros(t, x.shape());
+  bool narrow = isNarrowFloat(t), saturate = attrs.getInt("saturate", 1) != 0;
+  std::pair<int64_t, int64_t> range = quantRange(t);
   // x / scale is rounded as the reference does it: in the wider of x's type
   // and f32, then (for half x) to x's own type, before round-half-even.
   bool f64 = x.dtype() == DType::kF64;
@@ -143,10 +166,15 @@ Status computeQuantize(const std::vector<const Tensor*>& in, const AttrMap& attr
     for (int64_t k = 0; k < l.extent; ++k)
       for (int64_t b = 0; b < l.inner; ++b) {
         int64_t i = (a * l.extent + k) * l.inner + b, si = l.scaleIndex(a, k, b);
-        int64_t z = zp ? zp->getInt(si) : 0;
         double q = quotient(i, si);
-        if (t == DType::kU8) r.mutableData<uint8_t>()[i] = saturateQuant<uint8_t>(q, z);
-        else r.mutableData<int8_t>()[i] = saturateQuant<int8_t>(q, z);
+        if (narrow) {  // a float zero point is added before rounding (it is 0 in practice)
+          double v = q + (zp ? zp->getDouble(si) : 0.0);
+          r.mutableData<uint8_t>()[i] = floatToNarrow(t, v, saturate);
+        } else {  // round half to even, add the zero point, saturate
+          double v = std::nearbyint(q) + static_cast<double>(zp ? zp->getInt(si) : 0);
+          r.setInt(i, static_cast<int64_t>(std::clamp(v, static_cast<double>(range.first),
+                                                      static_cast<double>(range.second))));
+        }
       }
   out.push_back(std::move(r));
   return Status::OK();
@@ -156,7 +184,11 @@ Status computeQuantize(const std::vector<const Tensor*>& in, const AttrMap& attr
 
 StatusOr<std::vector<TensorType>> inferDequantize(const InferArgs& args) {
   RETURN_IF_ERROR(checkArity(args, 2, 3));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], {DType::kI8, DType::kU8, DType::kI32}, "x"));
+  RETURN_IF_ERROR(checkDType(args.inputs[0],
+                             {DType::kI8, DType::kU8, DType::kI32, DType::kI16, DType::kU16,
+                              DType::kI4, DType::kU4, DType::kF8E4M3FN, DType::kF8E4M3FNUZ,
+                              DType::kF8E5M2, DType::kF8E5M2FNUZ, DType::kF4E2M1},
+                             "x"));
   RETURN_IF_ERROR(checkDType(args.inputs[1], kFloatTypes, "x_scale"));
   RETURN_IF_ERROR(checkZeroPoint(args));
   if (args.has(2) && args.inputs[2].dtype != args.inputs[0].dtype)
@@ -178,13 +210,16 @@ Status computeDequantize(const std::vector<const Tensor*>& in, const AttrMap& at
   DType t = attr == DType::kUndefined ? scale.dtype() : attr;
   // (x - zp) * scale in f32 (f64 for a f64 scale), as the reference computes it.
   bool f64 = scale.dtype() == DType::kF64;
+  bool narrow = isNarrowFloat(x.dtype());
   Tensor wide = Tensor::zeros(f64 ? DType::kF64 : DType::kF32, x.shape());
   for (int64_t a = 0; a < l.outer; ++a)
     for (int64_t k = 0; k < l.extent; ++k)
       for (int64_t b = 0; b < l.inner; ++b) {
         int64_t i = (a * l.extent + k) * l.inner + b, si = l.scaleIndex(a, k, b);
-        int64_t d = x.getInt(i) - (zp ? zp->getInt(si) : 0);
-        if (f64) wide.mutableData<double>()[i] = static_cast<double>(d) * scale.getDouble(si);
+        // Integers subtract exactly in int64; float8/float4 codes widen to float.
+        double d = narrow ? x.getDouble(i) - (zp ? zp->getDouble(si) : 0.0)
+                          : static_cast<double>(x.getInt(i) - (zp ? zp->getInt(si) : 0));
+        if (f64) wide.mutableData<double>()[i] = d * scale.getDouble(si);
         else wide.mutableData<float>()[i] = static_cast<float>(d) * static_cast<float>(scale.getDouble(si));
       }
   if (wide.dtype() == t) {

@@ -76,7 +76,7 @@ StatusOr<std::vector<TensorType>> inferSignFn(const InferArgs& args) {
   if constexpr (kFn == SignFn::kNeg) {  // ONNX Neg has no unsigned types
     RETURN_IF_ERROR(checkDType(args.inputs[0],
                                {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
-                                DType::kI32, DType::kI64},
+                                DType::kI16, DType::kI32, DType::kI64},
                                "input"));
   } else {
     RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input"));

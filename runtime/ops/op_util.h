@@ -103,7 +103,8 @@ std::string typesToString(const std::vector<TensorType>& ts);
 Status checkDType(const TensorType& t, std::initializer_list<DType> allowed, const char* what);
 
 /// Dtype dispatch: calls `f.template operator()<T>()` with the C++ type of `t`.
-/// Bool maps to uint8_t. f16/bf16 are not dispatched (see computeViaF32).
+/// Bool maps to uint8_t. f16/bf16 are not dispatched (see computeViaF32), nor
+/// are the narrow storage types (float8, float4, 4-bit integers).
 template <typename F>
 Status visitNumeric(DType t, F&& f) {
   switch (t) {
@@ -113,6 +114,10 @@ Status visitNumeric(DType t, F&& f) {
     case DType::kI64: return f.template operator()<int64_t>();
     case DType::kI8: return f.template operator()<int8_t>();
     case DType::kU8: return f.template operator()<uint8_t>();
+    case DType::kI16: return f.template operator()<int16_t>();
+    case DType::kU16: return f.template operator()<uint16_t>();
+    case DType::kU32: return f.template operator()<uint32_t>();
+    case DType::kU64: return f.template operator()<uint64_t>();
     case DType::kBool: return f.template operator()<uint8_t>();
     default: return unsupported("dtype ", dtypeName(t), " not supported by this kernel");
   }
@@ -134,7 +139,7 @@ inline constexpr std::initializer_list<DType> kFloatTypes = {DType::kF32, DType:
 /// Dtypes accepted by arithmetic ops.
 inline constexpr std::initializer_list<DType> kNumericTypes = {
     DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kI8,
-    DType::kU8};
+    DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64};
 
 /// One spatial geometry of a sliding-window op (Conv, pools), up to 3 dims.
 struct WindowGeometry {

@@ -1,5 +1,6 @@
 // Reference kernels of the tensor op family (indexing, padding, resizing): the
 // family's registration hook and the helpers its files share.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -56,8 +57,15 @@ void storeDouble(Tensor& t, int64_t i, double v) {
     case DType::kU8: t.mutableData<uint8_t>()[i] = saturate<uint8_t>(v); break;
     case DType::kI32: t.mutableData<int32_t>()[i] = saturate<int32_t>(v); break;
     case DType::kI64: t.mutableData<int64_t>()[i] = saturate<int64_t>(v); break;
+    case DType::kI16: t.mutableData<int16_t>()[i] = saturate<int16_t>(v); break;
+    case DType::kU16: t.mutableData<uint16_t>()[i] = saturate<uint16_t>(v); break;
+    case DType::kU32: t.mutableData<uint32_t>()[i] = saturate<uint32_t>(v); break;
+    case DType::kU64: t.mutableData<uint64_t>()[i] = saturate<uint64_t>(v); break;
+    case DType::kI4: t.mutableData<int8_t>()[i] = std::clamp<int8_t>(saturate<int8_t>(v), -8, 7); break;
+    case DType::kU4: t.mutableData<uint8_t>()[i] = std::min<uint8_t>(saturate<uint8_t>(v), 15); break;
     case DType::kBool: t.mutableData<uint8_t>()[i] = v != 0; break;
     case DType::kUndefined: break;
+    default: t.setDouble(i, v); break;  // narrow floats
   }
 }
 

@@ -4,14 +4,18 @@ namespace pcc {
 
 size_t dtypeSize(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kF16: case DType::kBF16: return 2;
+    case DType::kF32: case DType::kI32: case DType::kU32: return 4;
+    case DType::kF64: case DType::kI64: case DType::kU64: return 8;
+    case DType::kF16: case DType::kBF16: case DType::kI16: case DType::kU16: return 2;
     case DType::kI8: case DType::kU8: case DType::kBool: return 1;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: case DType::kF4E2M1: case DType::kI4: case DType::kU4: return 1;
     case DType::kUndefined: return 0;
   }
   return 0;
 }
+
+bool isSubByte(DType t) { return t == DType::kI4 || t == DType::kU4 || t == DType::kF4E2M1; }
 
 std::string_view dtypeName(DType t) {
   switch (t) {
@@ -21,31 +25,59 @@ std::string_view dtypeName(DType t) {
     case DType::kBF16: return "bf16";
     case DType::kI8: return "i8";
     case DType::kU8: return "u8";
+    case DType::kI16: return "i16";
+    case DType::kU16: return "u16";
     case DType::kI32: return "i32";
+    case DType::kU32: return "u32";
     case DType::kI64: return "i64";
+    case DType::kU64: return "u64";
     case DType::kBool: return "bool";
+    case DType::kF8E4M3FN: return "f8e4m3fn";
+    case DType::kF8E4M3FNUZ: return "f8e4m3fnuz";
+    case DType::kF8E5M2: return "f8e5m2";
+    case DType::kF8E5M2FNUZ: return "f8e5m2fnuz";
+    case DType::kF8E8M0: return "f8e8m0";
+    case DType::kF4E2M1: return "f4e2m1";
+    case DType::kI4: return "i4";
+    case DType::kU4: return "u4";
     case DType::kUndefined: return "undef";
   }
   return "undef";
 }
 
 std::optional<DType> dtypeFromName(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kU8,
-                  DType::kI32, DType::kI64, DType::kBool})
+  for (DType t : kAllDTypes)
     if (dtypeName(t) == name) return t;
   return std::nullopt;
 }
 
 std::optional<DType> dtypeFromOnnx(int32_t code) {
-  switch (code) {
-    case 1: case 2: case 3: case 6: case 7: case 9: case 10: case 11: case 16:
-      return static_cast<DType>(code);
-    default: return std::nullopt;
+  for (DType t : kAllDTypes)
+    if (static_cast<int32_t>(t) == code) return t;
+  return std::nullopt;
+}
+
+bool isNarrowFloat(DType t) {
+  switch (t) {
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: case DType::kF4E2M1: return true;
+    default: return false;
   }
 }
 
 bool isFloat(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16;
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16 ||
+         isNarrowFloat(t);
+}
+
+bool isUnsigned(DType t) {
+  return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64 ||
+         t == DType::kU4;
+}
+
+bool isInteger(DType t) {
+  return isUnsigned(t) || t == DType::kI8 || t == DType::kI16 || t == DType::kI32 ||
+         t == DType::kI64 || t == DType::kI4;
 }
 
 int64_t numElements(const Dims& d) {

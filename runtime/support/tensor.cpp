@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/support/float_formats.h"
+
 namespace pcc {
 
 namespace {
@@ -56,11 +58,17 @@ double Tensor::getDouble(int64_t i) const {
     case DType::kF64: return data<double>()[i];
     case DType::kF16: return halfToFloat(data<uint16_t>()[i]);
     case DType::kBF16: return bf16ToFloat(data<uint16_t>()[i]);
-    case DType::kI8: return data<int8_t>()[i];
-    case DType::kU8: return data<uint8_t>()[i];
+    case DType::kI8: case DType::kI4: return data<int8_t>()[i];
+    case DType::kU8: case DType::kU4: return data<uint8_t>()[i];
+    case DType::kI16: return data<int16_t>()[i];
+    case DType::kU16: return data<uint16_t>()[i];
     case DType::kI32: return data<int32_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
     case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
+    case DType::kU64: return static_cast<double>(data<uint64_t>()[i]);
     case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: case DType::kF4E2M1: return narrowToFloat(dtype_, data<uint8_t>()[i]);
     case DType::kUndefined: break;
   }
   return 0;
@@ -69,10 +77,67 @@ double Tensor::getDouble(int64_t i) const {
 int64_t Tensor::getInt(int64_t i) const {
   switch (dtype_) {
     case DType::kI64: return data<int64_t>()[i];
+    case DType::kU64: return static_cast<int64_t>(data<uint64_t>()[i]);
     case DType::kI32: return data<int32_t>()[i];
-    case DType::kI8: return data<int8_t>()[i];
-    case DType::kU8: case DType::kBool: return data<uint8_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kI16: return data<int16_t>()[i];
+    case DType::kU16: return data<uint16_t>()[i];
+    case DType::kI8: case DType::kI4: return data<int8_t>()[i];
+    case DType::kU8: case DType::kU4: case DType::kBool: return data<uint8_t>()[i];
     default: return static_cast<int64_t>(getDouble(i));
+  }
+}
+
+namespace {
+/// \returns `v` truncated toward zero as an int64 bit pattern: values beyond
+/// int64 wrap through uint64 (so 2^64-1 stays all ones), NaN and inf give 0.
+int64_t truncToInt(double v) {
+  if (!std::isfinite(v)) return 0;
+  v = std::trunc(v);
+  if (v >= 0x1p63 && v < 0x1p64) return static_cast<int64_t>(static_cast<uint64_t>(v));
+  if (v >= -0x1p63 && v < 0x1p63) return static_cast<int64_t>(v);
+  return static_cast<int64_t>(static_cast<uint64_t>(std::fmod(v, 0x1p64) + (v < 0 ? 0x1p64 : 0)));
+}
+/// \returns the low 4 bits of v, sign-extended when `isSigned`.
+int8_t wrap4(int64_t v, bool isSigned) {
+  int v4 = static_cast<int>(v & 0xf);
+  return static_cast<int8_t>(isSigned && v4 >= 8 ? v4 - 16 : v4);
+}
+}  // namespace
+
+void Tensor::setDouble(int64_t i, double v) {
+  void* p = mutableData();
+  switch (dtype_) {
+    case DType::kF32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
+    case DType::kF64: static_cast<double*>(p)[i] = v; return;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = floatToHalf(static_cast<float>(v)); return;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = floatToBf16(static_cast<float>(v)); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: case DType::kF4E2M1:
+      static_cast<uint8_t*>(p)[i] = floatToNarrow(dtype_, v);
+      return;
+    case DType::kBool: static_cast<uint8_t*>(p)[i] = v != 0.0; return;
+    case DType::kUndefined: return;
+    default: setInt(i, truncToInt(v)); return;
+  }
+}
+
+void Tensor::setInt(int64_t i, int64_t v) {
+  void* p = mutableData();
+  switch (dtype_) {
+    case DType::kI8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); return;
+    case DType::kU8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
+    case DType::kI16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); return;
+    case DType::kU16: static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); return;
+    case DType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
+    case DType::kU32: static_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); return;
+    case DType::kI64: static_cast<int64_t*>(p)[i] = v; return;
+    case DType::kU64: static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); return;
+    case DType::kI4: static_cast<int8_t*>(p)[i] = wrap4(v, true); return;
+    case DType::kU4: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(wrap4(v, false)); return;
+    case DType::kBool: static_cast<uint8_t*>(p)[i] = v != 0; return;
+    case DType::kUndefined: return;
+    default: setDouble(i, static_cast<double>(v)); return;
   }
 }
 

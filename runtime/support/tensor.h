@@ -48,9 +48,18 @@ class Tensor {
   Tensor clone() const;
   /// \returns a tensor with the same buffer and a new shape of equal element count.
   Tensor reshaped(Dims shape) const;
-  /// \returns element i converted to double / int64 (any dtype).
+  /// \returns element i converted to double / int64 (any dtype). A u64 above
+  /// INT64_MAX comes back from getInt with its bits unchanged (negative).
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
+  /// Stores `v` as element i, converting as ONNX Cast does: floats round to
+  /// nearest (narrow floats with Cast's saturation), integers take the value
+  /// truncated toward zero and wrapped to their width (NaN and infinity give
+  /// 0), bool is v != 0.
+  void setDouble(int64_t i, double v);
+  /// Stores integer `v` as element i: wrapped to an integer type's width, exact
+  /// where the target can hold it.
+  void setInt(int64_t i, int64_t v);
   /// \returns all elements as int64 (for shape-like tensors).
   std::vector<int64_t> toInts() const;
   /// \returns "f32[2,3] {1, 2, 3, ...}" with at most `maxElems` values.
