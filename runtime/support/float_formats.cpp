@@ -102,14 +102,21 @@ uint8_t floatToE8M0(float v, bool saturate, E8M0Round mode) {
   std::memcpy(&x, &v, 4);
   uint32_t exp = (x >> 23) & 0xff, frac = x & 0x7fffff;
   if (exp == 0xff) return 0xff;
+  if (exp == 0) {
+    // Zero and float32 subnormals: below 2^-126, whose fraction reads as a
+    // multiple of 2^-149. Code 0 is 2^-127 (fraction 0x400000) exactly.
+    switch (mode) {
+      case E8M0Round::kUp: return frac > 0x400000 ? 1 : 0;
+      case E8M0Round::kDown: return 0;
+      case E8M0Round::kNearest: return frac >= 0x600000 ? 1 : 0;
+    }
+  }
   bool up = false;
   if (mode == E8M0Round::kUp) {
     up = frac != 0;
   } else if (mode == E8M0Round::kNearest) {
-    // On the linear fraction: 1.5 * 2^e and above goes up to 2^(e+1). A
-    // subnormal input (exponent 0) at exactly the halfway point stays down.
-    bool guard = frac & 0x400000, rest = frac & 0x3fffff;
-    up = guard && (rest || exp > 0);
+    // On the linear fraction: 1.5 * 2^e and above goes up to 2^(e+1).
+    up = frac & 0x400000;
   }
   if (up && saturate && exp == 0xfe) up = false;
   return static_cast<uint8_t>(std::min<uint32_t>(exp + (up ? 1 : 0), 0xff));

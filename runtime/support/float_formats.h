@@ -25,9 +25,11 @@ enum class E8M0Round { kUp, kDown, kNearest };
 /// The fnuz formats have no negative zero: -0 becomes +0.
 uint8_t floatToNarrow(DType t, double v, bool saturate = true);
 
-/// \returns the float8 e8m0 code of |v| (e8m0 has no sign) under `mode`:
-/// zero and values below 2^-127 map to the smallest code, NaN and infinity to
-/// the NaN code; `saturate` keeps rounding from overflowing past 2^127.
+/// \returns the float8 e8m0 code of |v| (e8m0 has no sign) under `mode`; a
+/// power of two in range maps to its own code. Rounding looks at the linear
+/// fraction: up takes any fraction up, nearest from 1.5 * 2^e on. Zero maps to
+/// the smallest code (2^-127), NaN and infinity to the NaN code; `saturate`
+/// keeps rounding from overflowing past 2^127.
 uint8_t floatToE8M0(float v, bool saturate, E8M0Round mode);
 
 }  // namespace pcc

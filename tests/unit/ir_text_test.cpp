@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -84,6 +85,30 @@ TEST(IrText, EveryAttributeKindRoundTripsExactly) {
     EXPECT_EQ(attributeToString(got), attributeToString(a)) << name;
   }
   EXPECT_TRUE(back == attrs);
+}
+
+TEST(IrText, TensorsOfEveryDTypeRoundTrip) {
+  Graph g;
+  Value* x = g.addInput("x", {DType::kF32, {2}});
+  AttrMap attrs;
+  for (DType t : kAllDTypes) {
+    Tensor v = Tensor::zeros(t, {4});
+    for (int64_t i = 0; i < 4; ++i) v.setDouble(i, static_cast<double>(i) - 1.5);
+    attrs.set(std::string("t_") + std::string(dtypeName(t)), v);
+  }
+  Node* n = addInferred(g, OpKind::Identity, {x}, attrs);
+  g.addOutput(n->output());
+  auto parsed = roundTrip(g);
+  ASSERT_NE(parsed, nullptr);
+  const AttrMap& back = parsed->nodes()[0]->attrs();
+  for (const auto& [name, a] : attrs.all()) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(back.has(name));
+    const Tensor& want = std::get<Tensor>(a);
+    const Tensor& got = std::get<Tensor>(back.all().at(name));
+    ASSERT_EQ(got.type(), want.type());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << got.str() << " vs " << want.str();
+  }
 }
 
 TEST(IrText, NanAttributeReadsBackAsNan) {

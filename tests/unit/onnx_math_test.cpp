@@ -117,14 +117,20 @@ TEST(OnnxMathImport, QuantizeDequantizeOpsets) {
   EXPECT_EQ((*out)[0].toInts(), (std::vector<int64_t>{1, -2, 3, -5}));
 }
 
-TEST(OnnxMathImport, CastLikeDropsSaturate) {
+TEST(OnnxMathImport, CastLikeKeepsSaturate) {
   ModelBuilder b(19);
-  b.input("x", DType::kF32, {int64_t(2)}).input("t", DType::kF16, {int64_t(1)}).output("y");
-  setInt(b.node("CastLike", {"x", "t"}, {"y"}, "cl"), "saturate", 1);
+  b.input("x", DType::kF32, {int64_t(2)}).input("t", DType::kF8E4M3FN, {int64_t(1)}).output("y");
+  setInt(b.node("CastLike", {"x", "t"}, {"y"}, "cl"), "saturate", 0);
   PCC_IMPORT_OK(g, b);
   ASSERT_EQ(g->numNodes(), 1u);
-  EXPECT_FALSE(g->nodes()[0]->attrs().has("saturate"));
-  EXPECT_EQ(g->outputs()[0]->type().str(), "f16[2]");
+  EXPECT_EQ(g->nodes()[0]->attrs().getInt("saturate", 1), 0);
+  EXPECT_EQ(g->outputs()[0]->type().str(), "f8e4m3fn[2]");
+  // Without saturation, 1000 is beyond e4m3fn's largest value (448): NaN.
+  auto out = evaluate(*g, {Tensor::fromVector<float>(DType::kF32, {2}, {1000.f, 0.5f}),
+                           Tensor::zeros(DType::kF8E4M3FN, {1})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_TRUE(std::isnan((*out)[0].getDouble(0)));
+  EXPECT_EQ((*out)[0].getDouble(1), 0.5);
 }
 
 TEST(OnnxMathImport, OpsetGates) {

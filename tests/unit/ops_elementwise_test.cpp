@@ -123,6 +123,28 @@ TEST(OpsElementwise, CastAndIdentity) {
   EXPECT_FALSE(infer("Cast", {{DType::kF32, {2}}}, {}, attrs({{"to", I(8)}})).ok());  // string
   EXPECT_FALSE(infer("Cast", {{DType::kF32, {2}}}).ok());                              // no 'to'
 
+  // Narrow and wide integer targets.
+  Tensor y = f32({6}, {-9, 8, 0.3f, 470, INFINITY, NAN});
+  expectTensor(run1("Cast", {&y}, attrs({{"to", I(22)}})), DType::kI4, {6}, {7, -8, 0, 6, 0, 0});
+  Tensor e4 = run1("Cast", {&y}, attrs({{"to", I(17)}}));  // f8e4m3fn, saturating
+  EXPECT_EQ(values(e4)[2], 0.3125);
+  EXPECT_EQ(values(e4)[3], 448);
+  EXPECT_EQ(values(e4)[4], 448);
+  Tensor e4n = run1("Cast", {&y}, attrs({{"to", I(17)}, {"saturate", I(0)}}));
+  EXPECT_TRUE(std::isnan(values(e4n)[3]));
+  EXPECT_TRUE(std::isnan(values(e4n)[4]));
+  Tensor e5n = run1("Cast", {&y}, attrs({{"to", I(19)}, {"saturate", I(0)}}));
+  EXPECT_EQ(values(e5n)[4], INFINITY);
+  Tensor m = f32({2}, {1.1f, 3.f});
+  expectTensor(run1("Cast", {&m}, attrs({{"to", I(24)}})), DType::kF8E8M0, {2}, {2, 4});
+  expectTensor(run1("Cast", {&m}, attrs({{"to", I(24)}, {"round_mode", std::string("down")}})),
+               DType::kF8E8M0, {2}, {1, 2});
+  EXPECT_NE(runError("Cast", {&m}, attrs({{"to", I(24)}, {"round_mode", std::string("sideways")}})), "");
+  Tensor u64 = Tensor::zeros(DType::kU64, {1});
+  u64.setInt(0, -1);  // 2^64 - 1
+  expectTensor(run1("Cast", {&u64}, attrs({{"to", I(11)}})), DType::kF64, {1}, {18446744073709551615.0});
+  expectTensor(run1("Cast", {&u64}, attrs({{"to", I(5)}})), DType::kI16, {1}, {-1});
+
   Tensor id = run1("Identity", {&bl});
   expectTensor(id, DType::kBool, {2}, {1, 0});
   EXPECT_NE(id.raw(), bl.raw());

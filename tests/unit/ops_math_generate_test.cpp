@@ -71,8 +71,10 @@ TEST(OpsMathGenerate, EyeLikeDtypeAndK) {
   expectTensor(run1("EyeLike", {&x}, attrs({{"k", I(-1)}, {"dtype", I(10)}})), DType::kF16, {2, 3},
                {0, 0, 0, 1, 0, 0});
   EXPECT_FALSE(infer("EyeLike", {{DType::kF32, {2}}}).ok());
-  EXPECT_EQ(infer("EyeLike", {{DType::kF32, {2, 2}}}, {}, attrs({{"dtype", I(5)}})).status().code(),
-            StatusCode::kUnsupported);  // int16
+  expectTensor(run1("EyeLike", {&x}, attrs({{"dtype", I(5)}})), DType::kI16, {2, 3},
+               {1, 0, 0, 0, 1, 0});
+  EXPECT_EQ(infer("EyeLike", {{DType::kF32, {2, 2}}}, {}, attrs({{"dtype", I(8)}})).status().code(),
+            StatusCode::kUnsupported);  // string
 }
 
 TEST(OpsMathGenerate, CastLikeTakesTheTypeOfInput1) {

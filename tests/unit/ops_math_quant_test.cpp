@@ -1,4 +1,6 @@
 // Linear quantization ops; hand-computed.
+#include <cmath>
+
 #include "ops_test_util.h"
 
 namespace pcc::testing {
@@ -16,9 +18,32 @@ TEST(OpsMathQuant, QuantizePerTensorRoundsHalfToEvenAndSaturates) {
   expectTensor(run1("QuantizeLinear", {&x, &s, &zi}), DType::kI8, {6}, {-1, -1, 1, 1, 127, -6});
   expectTensor(run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(3)}})), DType::kI8, {6},
                {0, 0, 2, 2, 127, -5});
-  auto bad = infer("QuantizeLinear", {{DType::kF32, {2}}, {DType::kF32, {}}}, {}, attrs({{"output_dtype", I(5)}}));
+  auto bad = infer("QuantizeLinear", {{DType::kF32, {2}}, {DType::kF32, {}}}, {}, attrs({{"output_dtype", I(6)}}));
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);  // int16
+  EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);  // int32 is not a quantized type
+}
+
+TEST(OpsMathQuant, QuantizeWideNarrowAndFloatTypes) {
+  Tensor x = f32({5}, {0.f, 3.f, 5.f, 1e6f, -1e6f}), s = f32({}, {2.f});
+  // int16 / uint16 / int4 / uint4 saturate to their ranges; half to even as for int8.
+  expectTensor(run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(5)}})), DType::kI16, {5},
+               {0, 2, 2, 32767, -32768});
+  expectTensor(run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(4)}})), DType::kU16, {5},
+               {0, 2, 2, 65535, 0});
+  expectTensor(run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(22)}})), DType::kI4, {5},
+               {0, 2, 2, 7, -8});
+  expectTensor(run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(21)}})), DType::kU4, {5},
+               {0, 2, 2, 15, 0});
+  // float8: x / scale rounded to the format, saturating unless saturate = 0.
+  expectTensor(run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(17)}})), DType::kF8E4M3FN,
+               {5}, {0, 1.5, 2.5, 448, -448});
+  Tensor q = run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(17)}, {"saturate", I(0)}}));
+  EXPECT_TRUE(std::isnan(q.getDouble(3)));
+  // And back: codes widen to float, times the scale.
+  Tensor d = run1("DequantizeLinear", {&q, &s});
+  EXPECT_EQ(d.getDouble(2), 5.0);
+  Tensor i4 = run1("QuantizeLinear", {&x, &s}, attrs({{"output_dtype", I(22)}}));
+  expectTensor(run1("DequantizeLinear", {&i4, &s}), DType::kF32, {5}, {0, 4, 4, 14, -16});
 }
 
 TEST(OpsMathQuant, QuantizePerAxisAndBlocked) {
