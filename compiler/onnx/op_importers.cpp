@@ -227,6 +227,9 @@ const ImporterEntry kImporters[] = {
     {"Shape", 7, importShape},
     {"ConstantOfShape", 9, PCC_DIRECT(ConstantOfShape, "value")},
     {"Expand", 8, PCC_DIRECT(Expand)},
+    {"TfIdfVectorizer", 9,
+     PCC_DIRECT(TfIdfVectorizer, "max_gram_length", "min_gram_length", "max_skip_count", "mode", "ngram_counts",
+                "ngram_indexes", "pool_int64s", "pool_strings", "weights")},
 };
 
 }  // namespace

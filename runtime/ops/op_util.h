@@ -24,7 +24,8 @@ void registerReduceNormOps(OpRegistry& r);  // reduce_norm.cpp: reductions, norm
 void registerTensorOps(OpRegistry& r);
 void registerSignalOps(OpRegistry& r);      // signal.cpp: losses, windows, DFT/STFT
 void registerRnnOps(OpRegistry& r);         // rnn.cpp: RNN, GRU, LSTM
-void registerVisionOps(OpRegistry& r);      // vision.cpp: sampling, detection, quantized conv/matmul      // tensor.cpp: indexing, padding, resizing
+void registerVisionOps(OpRegistry& r);      // vision.cpp: sampling, detection, quantized conv/matmul
+void registerTextOps(OpRegistry& r);        // text.cpp: TfIdfVectorizer
 
 namespace ops {
 

@@ -35,6 +35,7 @@ const Table& table() {
     registerSignalOps(r);
     registerRnnOps(r);
     registerVisionOps(r);
+    registerTextOps(r);
     return true;
   }();
   (void)filled;
