@@ -127,9 +127,59 @@ Status importLayerNorm(C& c) {
   return Status::OK();
 }
 
+/// BatchNormalization with training_mode = 1 (opset 14+): Y is normalized by
+/// the batch's own statistics (mean and population variance over every axis
+/// but 1), and the running statistics are updated by `momentum`:
+///   running_mean = input_mean * momentum + batch_mean * (1 - momentum)
+/// (the same for the variance). Built from ReduceMean, Sub, Mul, Add and the
+/// inference-form BatchNormalization fed with the batch statistics.
+Status importBatchNormTraining(C& c) {
+  ASSIGN_OR_RETURN(Value* x, c.requiredInput(0));
+  ASSIGN_OR_RETURN(Value* scale, c.requiredInput(1));
+  ASSIGN_OR_RETURN(Value* bias, c.requiredInput(2));
+  ASSIGN_OR_RETURN(Value* inMean, c.requiredInput(3));
+  ASSIGN_OR_RETURN(Value* inVar, c.requiredInput(4));
+  int64_t r = x->type().rank();
+  if (r < 2) return c.invalid("input X must be [N,C,...], got ", x->type().str());
+  DType dt = x->type().dtype;
+  std::vector<int64_t> axes = {0};
+  for (int64_t i = 2; i < r; ++i) axes.push_back(i);
+  auto out = [&](size_t i) { return i < c.numOutputs() ? c.node().output(static_cast<int>(i)) : std::string(); };
+  Value* axesV = c.constI64(axes, "axes");
+  AttrMap keep, drop;
+  keep.set("keepdims", int64_t{1});
+  drop.set("keepdims", int64_t{0});
+  ASSIGN_OR_RETURN(std::vector<Value*> meanK, c.emit(OpKind::ReduceMean, {x, axesV}, keep, {}, "batch_mean_b"));
+  ASSIGN_OR_RETURN(std::vector<Value*> mean, c.emit(OpKind::ReduceMean, {x, axesV}, drop, {}, "batch_mean"));
+  ASSIGN_OR_RETURN(std::vector<Value*> d, c.emit(OpKind::Sub, {x, meanK[0]}, {}, {}, "centered"));
+  ASSIGN_OR_RETURN(std::vector<Value*> sq, c.emit(OpKind::Mul, {d[0], d[0]}, {}, {}, "squared"));
+  ASSIGN_OR_RETURN(std::vector<Value*> var, c.emit(OpKind::ReduceMean, {sq[0], axesV}, drop, {}, "batch_var"));
+  ASSIGN_OR_RETURN(std::vector<Value*> y, c.emit(OpKind::BatchNormalization, {x, scale, bias, mean[0], var[0]},
+                                                  c.keep({"epsilon"}), {out(0)}, "y"));
+  c.setOutput(0, y[0]);
+  float momentum = c.attrs().getFloat("momentum", 0.9f);
+  ASSIGN_OR_RETURN(Value* m, castTo(c, c.constant(Tensor::scalarF32(momentum), "momentum"), dt, "momentum"));
+  ASSIGN_OR_RETURN(Value* m1, castTo(c, c.constant(Tensor::scalarF32(1.0f - momentum), "one_minus_momentum"), dt,
+                                     "one_minus_momentum"));
+  const char* tags[] = {"running_mean", "running_var"};
+  Value* given[] = {inMean, inVar};
+  Value* batch[] = {mean[0], var[0]};
+  for (size_t k = 0; k < 2; ++k) {
+    if (!c.outputUsed(k + 1)) continue;
+    ASSIGN_OR_RETURN(std::vector<Value*> a, c.emit(OpKind::Mul, {given[k], m}, {}, {}, tags[k]));
+    ASSIGN_OR_RETURN(std::vector<Value*> b, c.emit(OpKind::Mul, {batch[k], m1}, {}, {}, tags[k]));
+    ASSIGN_OR_RETURN(std::vector<Value*> sum, c.emit(OpKind::Add, {a[0], b[0]}, {}, {out(k + 1)}, tags[k]));
+    c.setOutput(k + 1, sum[0]);
+  }
+  return Status::OK();
+}
+
 Status importBatchNorm(C& c) {
-  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "running statistics are training outputs pcc does not compute"));
-  if (c.attrs().getInt("training_mode", 0) != 0) return c.unsupportedHere("training_mode = 1 (pcc compiles inference)");
+  if (c.attrs().getInt("training_mode", 0) != 0) {
+    if (c.opset() < 14) return c.invalid("training_mode is an attribute of opset 14 and later");
+    return importBatchNormTraining(c);
+  }
+  RETURN_IF_ERROR(c.onlyFirstOutputsUsed(1, "running statistics are outputs of training_mode = 1 only"));
   if (c.opset() < 9 && c.attrs().getInt("spatial", 1) == 0)
     return c.unsupportedHere("spatial = 0 (per-activation statistics)");
   return c.emitNode(OpKind::BatchNormalization, allInputs(c), c.keep({"epsilon"}));

@@ -277,6 +277,34 @@ TEST(OnnxImport, BatchNormalizationOldAttributesDropped) {
   EXPECT_TRUE(importModel(t).ok());
 }
 
+TEST(OnnxImport, BatchNormalizationTrainingMode) {
+  // N = 2, C = 2, 1 element each: channel 0 holds {1, 3} (mean 2, variance 1),
+  // channel 1 holds {4, 4} (mean 4, variance 0).
+  ModelBuilder b(15);
+  b.input("x", DType::kF32, {int64_t(2), int64_t(2), int64_t(1)}).output("y").output("rm").output("rv");
+  b.init("scale", Tensor::fromVector<float>(DType::kF32, {2}, {2.f, 1.f}));
+  b.init("bias", Tensor::fromVector<float>(DType::kF32, {2}, {0.5f, 0.f}));
+  b.init("mean", Tensor::fromVector<float>(DType::kF32, {2}, {0.f, 10.f}));
+  b.init("var", Tensor::fromVector<float>(DType::kF32, {2}, {1.f, 3.f}));
+  auto& n = b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"}, "bn");
+  setInt(n, "training_mode", 1);
+  setFloat(n, "momentum", 0.75f);
+  setFloat(n, "epsilon", 0.f);
+  PCC_IMPORT_OK(g, b);
+  auto out = evaluate(*g, {Tensor::fromVector<float>(DType::kF32, {2, 2, 1}, {1.f, 4.f, 3.f, 4.f})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  // y = (x - mean) / sqrt(var) * scale + bias; channel 1 divides 0 by 0 -> NaN.
+  EXPECT_EQ((*out)[0].getDouble(0), -1.5);
+  EXPECT_EQ((*out)[0].getDouble(2), 2.5);
+  EXPECT_TRUE(std::isnan((*out)[0].getDouble(1)));
+  // running = given * 0.75 + batch * 0.25.
+  EXPECT_EQ((*out)[1].toInts().size(), 2u);
+  EXPECT_DOUBLE_EQ((*out)[1].getDouble(0), 0.5);
+  EXPECT_DOUBLE_EQ((*out)[1].getDouble(1), 8.5);
+  EXPECT_DOUBLE_EQ((*out)[2].getDouble(0), 1.0);
+  EXPECT_DOUBLE_EQ((*out)[2].getDouble(1), 2.25);
+}
+
 TEST(OnnxImport, LayerNormalizationMeanAndInvStdDev) {
   ModelBuilder b(17);
   b.input("x", DType::kF32, {int64_t(2), int64_t(4)}).output("y");
