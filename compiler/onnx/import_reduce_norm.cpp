@@ -65,9 +65,8 @@ Status importGroupNorm(C& c) {
 /// Attention's outputs beyond Y are optional; the canonical node carries their
 /// count in `num_outputs` so that it computes only what the ONNX node names.
 Status importAttention(C& c) {
-  if (c.input(6)) return c.unsupportedHere("nonpad_kv_seqlen (input 6) is not supported");
   std::vector<Value*> ins = allInputs(c);
-  ins.resize(std::min<size_t>(ins.size(), 6));
+  ins.resize(std::min<size_t>(ins.size(), 7));
   AttrMap a = c.keep({"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap"});
   a.set("num_outputs", static_cast<int64_t>(std::max<size_t>(c.numOutputs(), 1)));
   return c.emitNode(OpKind::Attention, ins, a);

@@ -5,8 +5,9 @@
 // are viewed as 4-D by index arithmetic, never copied. For each query row:
 //   1. scores over the key sequence, past keys first: (q . k) * scale;
 //   2. bias: the float mask (or -inf where a bool mask is false; a mask shorter
-//      than the key sequence is padded with -inf), and the causal -inf above the
-//      diagonal shifted by the past length;
+//      than the key sequence is padded with -inf), -inf for the keys at and
+//      after nonpad_kv_seqlen[b] (opset 24, padded batches), and the causal
+//      -inf above the diagonal shifted by the past length;
 //   3. softcap: cap * tanh(score / cap) when cap > 0;
 //   4. softmax, then the weighted sum of the values.
 // Grouped-query attention: query head h reads key/value head h / (Hq / Hkv).
@@ -55,7 +56,7 @@ struct AttentionShapes {
 };
 
 StatusOr<AttentionShapes> attentionShapes(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 6));
+  RETURN_IF_ERROR(checkArity(args, 3, 7));
   const AttrMap& attrs = attrsOf(args);
   const TensorType &q = args.inputs[0], &k = args.inputs[1], &v = args.inputs[2];
   RETURN_IF_ERROR(checkDType(q, kFloatTypes, "Q"));
@@ -92,6 +93,11 @@ StatusOr<AttentionShapes> attentionShapes(const InferArgs& args) {
     auto bc = broadcastShapes(m.shape, target);
     if (!bc.ok() || *bc != target)
       return invalidInput("attn_mask ", m.str(), " does not broadcast to ", dimsToString(target));
+  }
+  if (args.has(6)) {
+    const TensorType& n = args.inputs[6];
+    if (n.dtype != DType::kI64 || n.shape != Dims{a.q.b})
+      return invalidInput("nonpad_kv_seqlen ", n.str(), " must be i64[", a.q.b, "]");
   }
   int64_t mode = attrs.getInt("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3) return invalidInput("qk_matmul_output_mode must be 0 to 3, got ", mode);
@@ -133,6 +139,7 @@ Status computeAttention(const std::vector<const Tensor*>& in, const AttrMap& att
   ASSIGN_OR_RETURN(AttentionShapes a, attentionShapes(args));
   auto opt = [&](size_t i) { return i < in.size() && in[i] && in[i]->defined() ? in[i] : nullptr; };
   const Tensor* mask = opt(3);
+  const Tensor* nonpad = opt(6);
   double scale = attrs.has("scale") ? attrs.getFloat("scale", 1.0f) : 1.0 / std::sqrt(static_cast<double>(a.q.d));
   double softcap = attrs.getFloat("softcap", 0.0f);
   bool causal = attrs.getInt("is_causal", 0) != 0;
@@ -170,6 +177,7 @@ Status computeAttention(const std::vector<const Tensor*>& in, const AttrMap& att
                 else s += mask->data<T>()[off];
               }
             }
+            if (nonpad && j >= nonpad->data<int64_t>()[b]) s = -INFINITY;
             if (causal && j > i + a.past) s = -INFINITY;
             if (mode == 1) qkRow[j] = static_cast<T>(s);
             if (softcap > 0) s = softcap * std::tanh(s / softcap);

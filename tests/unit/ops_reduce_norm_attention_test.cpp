@@ -37,6 +37,13 @@ TEST(OpsAttention, MasksCausalAndPadding) {
   expectTensor(run1("Attention", {&q, &k, &v, &shortMask}, unit), DType::kF32, {1, 1, 2, 1}, {10, 10});
   expectTensor(run1("Attention", {&q, &k, &v}, attrs({{"scale", F(1)}, {"is_causal", I(1)}})), DType::kF32,
                {1, 1, 2, 1}, {10, mixed});
+  // nonpad_kv_seqlen: batch 0 keeps 1 key, batch 1 both.
+  Tensor q2 = f32({2, 1, 1, 2}, {1, 0, 1, 0}), k2 = f32({2, 1, 2, 2}, {1, 0, 0, 0, 1, 0, 0, 0});
+  Tensor v2 = f32({2, 1, 2, 1}, {10, 20, 10, 20}), lens = ints({1, 2});
+  expectTensor(run1("Attention", {&q2, &k2, &v2, nullptr, nullptr, nullptr, &lens}, unit), DType::kF32,
+               {2, 1, 1, 1}, {10, mixed});
+  Tensor badLens = ints({1});
+  EXPECT_NE(runError("Attention", {&q2, &k2, &v2, nullptr, nullptr, nullptr, &badLens}, unit), "");
 }
 
 TEST(OpsAttention, PastKeysPresentOutputsAndScores) {
