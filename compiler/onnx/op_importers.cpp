@@ -185,6 +185,16 @@ Status importBatchNorm(C& c) {
   return c.emitNode(OpKind::BatchNormalization, allInputs(c), c.keep({"epsilon"}));
 }
 
+/// MaxPool computes its Indices output (num_outputs = 2, with storage_order)
+/// only when something reads it.
+Status importMaxPool(C& c) {
+  AttrMap a = c.keep({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"});
+  if (!c.outputUsed(1)) return c.emitNode(OpKind::MaxPool, allInputs(c), a);
+  a.set("num_outputs", int64_t{2});
+  a.set("storage_order", c.attrs().getInt("storage_order", 0));
+  return c.emitNode(OpKind::MaxPool, allInputs(c), a);
+}
+
 Status importReduceMean(C& c) { return importReduce(c, OpKind::ReduceMean, 18); }
 
 Status importReshape(C& c) {
@@ -260,7 +270,7 @@ const ImporterEntry kImporters[] = {
     {"LayerNormalization", 17, importLayerNorm},
     {"BatchNormalization", 7, importBatchNorm},
     {"ReduceMean", 7, importReduceMean},
-    {"MaxPool", 7, PCC_DIRECT(MaxPool, "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")},
+    {"MaxPool", 7, importMaxPool},
     {"AveragePool", 7,
      PCC_DIRECT(AveragePool, "auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
                 "strides")},

@@ -150,6 +150,8 @@ OpDimMap dimMapFor(const Node& n) {
       m.links[0][0].outDim = 0;
       break;
     case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool:
+      // MaxPool's Indices are positions in the whole input: no split through it.
+      if (n.op() == OpKind::MaxPool && n.attrs().getInt("num_outputs", 1) == 2) break;
       m.links[0][0].outDim = 0;
       m.links[0][1].outDim = 1;
       break;

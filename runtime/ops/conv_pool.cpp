@@ -294,13 +294,21 @@ StatusOr<std::vector<TensorType>> inferPool(const InferArgs& args) {
   return std::vector<TensorType>{{x.dtype, out}};
 }
 
+/// MaxPool's node carries num_outputs (1, or 2 when the importer saw Indices
+/// used): Indices are int64 flat positions in X, over the whole tensor.
 StatusOr<std::vector<TensorType>> inferMaxPool(const InferArgs& args) {
   RETURN_IF_ERROR(checkArity(args, 1, 1));
   RETURN_IF_ERROR(checkDType(args.inputs[0],
                              {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
                               DType::kU8, DType::kI32, DType::kI64},
                              "input X"));
-  return inferPool(args);
+  const AttrMap& a = attrsOf(args);
+  int64_t outputs = a.getInt("num_outputs", 1), order = a.getInt("storage_order", 0);
+  if (outputs != 1 && outputs != 2) return invalidInput("num_outputs must be 1 or 2, got ", outputs);
+  if (order != 0 && order != 1) return invalidInput("storage_order must be 0 or 1, got ", order);
+  ASSIGN_OR_RETURN(std::vector<TensorType> t, inferPool(args));
+  if (outputs == 2) t.push_back({DType::kI64, t[0].shape});
+  return t;
 }
 
 StatusOr<std::vector<TensorType>> inferAveragePool(const InferArgs& args) {
@@ -332,6 +340,11 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   Dims outShape = {x.shape()[0], x.shape()[1]};
   outShape.insert(outShape.end(), wg.out.begin(), wg.out.end());
   Tensor r = Tensor::zeros(x.dtype(), outShape);
+  // MaxPool's Indices: the first maximum of each window, as a flat position in
+  // X, row-major (storage_order 0) or with the spatial dims column-major (1).
+  bool withIndices = kPool == Pool::kMax && attrs.getInt("num_outputs", 1) == 2;
+  bool columnMajor = attrs.getInt("storage_order", 0) == 1;
+  Tensor indices = withIndices ? Tensor::zeros(DType::kI64, outShape) : Tensor();
   RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
     int64_t inSize = g.inSize(), outSize = g.outSize();
     for (int64_t p = 0; p < planes; ++p) {
@@ -343,10 +356,22 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
             int64_t inPadded = 0, taps = 0;
             if constexpr (kPool == Pool::kMax) {
               T best = std::numeric_limits<T>::lowest();
+              int64_t at = -1;
               forEachTap(g, od, oh, ow, inPadded, [&](int64_t xi, int64_t) {
-                best = std::max(best, xp[xi]);
+                if (at < 0 || xp[xi] > best) {
+                  best = xp[xi];
+                  at = xi;
+                }
               });
               y[o] = best;
+              if (withIndices) {
+                int64_t pos = at;
+                if (columnMajor && at >= 0) {  // (d, h, w) -> d + h * D + w * D * H
+                  int64_t d = at / (g.in[1] * g.in[2]), h = at / g.in[2] % g.in[1], w = at % g.in[2];
+                  pos = d + h * g.in[0] + w * g.in[0] * g.in[1];
+                }
+                indices.mutableData<int64_t>()[p * outSize + o] = at < 0 ? -1 : p * inSize + pos;
+              }
             } else if constexpr (kPool == Pool::kLp) {
               // Padding contributes zeros, which add nothing to the p-norm.
               double sum = 0;
@@ -368,6 +393,7 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     return Status::OK();
   }));
   out.push_back(std::move(r));
+  if (withIndices) out.push_back(std::move(indices));
   return Status::OK();
 }
 

@@ -128,6 +128,26 @@ TEST(OpsPool, MaxPoolCeilMode) {
   expectTensor(run1("AveragePool", {&x5}, a), DType::kF32, {1, 1, 3}, {1, 2.5, 4.5});
 }
 
+TEST(OpsPool, MaxPoolIndices) {
+  // Two planes of 2x3; windows 2x2 at stride 1 -> 1x2 per plane. The first
+  // maximum wins a tie (plane 1 holds only 7s).
+  Tensor x = f32({2, 1, 2, 3}, {1, 9, 2, 3, 4, 8, 7, 7, 7, 7, 7, 7});
+  AttrMap a = attrs({{"kernel_shape", Is({2, 2})}, {"num_outputs", I(2)}});
+  auto r = run("MaxPool", {&x}, a);
+  ASSERT_EQ(r.size(), 2u);
+  expectTensor(r[0], DType::kF32, {2, 1, 1, 2}, {9, 9, 7, 7});
+  expectTensor(r[1], DType::kI64, {2, 1, 1, 2}, {1, 1, 6, 7});
+  // Column-major: (h, w) -> h + w * H within the plane.
+  a.set("storage_order", I(1));
+  r = run("MaxPool", {&x}, a);
+  ASSERT_EQ(r.size(), 2u);
+  expectTensor(r[1], DType::kI64, {2, 1, 1, 2}, {2, 2, 6, 8});
+  // Without num_outputs only Y comes out.
+  EXPECT_EQ(run("MaxPool", {&x}, attrs({{"kernel_shape", Is({2, 2})}})).size(), 1u);
+  EXPECT_FALSE(infer("MaxPool", {{DType::kF32, {2, 1, 2, 3}}}, {},
+                     attrs({{"kernel_shape", Is({2, 2})}, {"num_outputs", I(3)}})).ok());
+}
+
 TEST(OpsPool, MaxPoolPadsDilations) {
   Tensor x = poolX();
   Tensor y = run1("MaxPool", {&x},
