@@ -27,11 +27,14 @@ class Executor {
   /// that every buffer id an instruction or binding names exists, that every
   /// op has a kernel, and maps the weights as views (checking their crc32 when
   /// `verifyChecksums`).
+  /// With `fastKernels`, ops that have one run on the oneDNN kernels of
+  /// runtime/cpu (falling back to the reference kernel for what those do not
+  /// take); without, every op runs its reference kernel.
   /// \returns the executor, or an invalid-input error naming the rank and the
   /// instruction's node, buffer or weight at fault.
   static StatusOr<std::unique_ptr<Executor>> create(const LoadedPlan& p,
                                                     const plan::RankProgram& prog,
-                                                    bool verifyChecksums);
+                                                    bool verifyChecksums, bool fastKernels = true);
 
   /// Runs the program once on the model inputs `inputs` (every one, in
   /// Plan.inputs order; the rank binds the slices it needs). `comms` may be
@@ -49,11 +52,12 @@ class Executor {
     int index;  // position in the program
     AttrMap attrs;
     std::vector<int> in, out;  // slots; -1 for an absent optional input
+    std::unique_ptr<KernelOverride> fast;  // the op's fast kernel, or null
   };
 
   Executor(const LoadedPlan& p, const plan::RankProgram& prog) : plan_(p), prog_(prog) {}
 
-  Status prepare(bool verifyChecksums);
+  Status prepare(bool verifyChecksums, bool fastKernels);
   Status execute(const Step& s, std::vector<Tensor>& bufs, RankComms* comms);
   /// \returns "rank R: node 'N' (OP)" or the instruction's index and kind.
   std::string where(const Step& s) const;

@@ -24,6 +24,11 @@ struct RunOptions {
   int iters = 1;
   /// Untimed runs before the timed ones.
   int warmup = 0;
+  /// OpenMP threads of each rank's oneDNN kernels; 0: the processors this
+  /// process may use divided by the ranks sharing the machine (at least 1).
+  int threadsPerRank = 0;
+  /// Run the rank programs on the reference kernels instead of the oneDNN ones.
+  bool referenceKernels = false;
 };
 
 struct RunResult {
@@ -53,7 +58,9 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
 StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
                                 int rank, const std::string& rendezvousDir);
 
-/// Runs Plan.reference, the unpartitioned one-rank program.
+/// Runs Plan.reference, the unpartitioned one-rank program, on the reference
+/// kernels (never the oneDNN ones), so that --check compares the fast kernels
+/// with the simple ones.
 /// \returns its outputs, or an error (invalid-input when the plan has none).
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs);
 

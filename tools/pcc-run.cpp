@@ -33,6 +33,9 @@ constexpr const char* kUsage =
     "  --iters N             timed runs (default 1)\n"
     "  --warmup N            untimed runs first (default 0)\n"
     "  --seed S              seed of the random inputs (default 0)\n"
+    "  --threads N           OpenMP threads of each rank's oneDNN kernels (default: the\n"
+    "                        processors this process may use / the ranks on this machine)\n"
+    "  --reference-kernels   run the ranks on the reference kernels, not oneDNN's\n"
     "  --no-verify-weights   skip the weight checksums\n"
     "  --timeout S           seconds a collective may take before it is an error (default 300)\n"
     "  --rendezvous DIR      run as one process per rank: this process is the rank given by\n"
@@ -91,6 +94,8 @@ StatusOr<Args> parse(int argc, char** argv, bool* help) {
       return a;
     } else if (f == "--check") {
       a.check = true;
+    } else if (f == "--reference-kernels") {
+      a.run.referenceKernels = true;
     } else if (f == "--no-verify-weights") {
       a.run.verifyChecksums = false;
     } else if (f == "--rendezvous") {
@@ -104,9 +109,13 @@ StatusOr<Args> parse(int argc, char** argv, bool* help) {
       ASSIGN_OR_RETURN(double d, number(f, v));
       if (d < 0) return invalidInput(f, " must not be negative");
       (f == "--rtol" ? a.rtol : a.atol) = d;
-    } else if (f == "--iters" || f == "--warmup" || f == "--timeout" || f == "--seed") {
+    } else if (f == "--iters" || f == "--warmup" || f == "--timeout" || f == "--seed" || f == "--threads") {
       ASSIGN_OR_RETURN(const char* v, value());
-      ASSIGN_OR_RETURN(int64_t n, integer(f, v, f == "--iters" || f == "--timeout" ? 1 : 0));
+      ASSIGN_OR_RETURN(int64_t n, integer(f, v, f == "--iters" || f == "--timeout" || f == "--threads" ? 1 : 0));
+      if (f == "--threads") {
+        if (n > 4096) return invalidInput("--threads expects at most 4096, got ", n);
+        a.run.threadsPerRank = static_cast<int>(n);
+      }
       if (f == "--iters") a.run.iters = static_cast<int>(n);
       if (f == "--warmup") a.run.warmup = static_cast<int>(n);
       if (f == "--timeout") a.run.timeoutSeconds = static_cast<int>(n);
