@@ -10,6 +10,11 @@
 //      NCDHW input is reordered in, the output reordered back.
 //   3. A constant weight (a plan weight, same buffer every call) is reordered
 //      once and kept; any other weight is reordered on every call.
+//   4. A pointwise convolution (1x1 kernel, stride 1, no pads, one group) is a
+//      batched matmul in the plain layout, W[M,C] x X[n][C, spatial], which
+//      needs no reorder at all; the bias, when there is one, prefills the output
+//      and is added by a sum post-op.
+#include <algorithm>
 #include <unordered_map>
 
 #include "runtime/cpu/dnnl_kernels.h"
@@ -34,6 +39,23 @@ class ConvKernel : public KernelOverride {
     if (key != key_) prepare(x.shape(), w.shape(), bias != nullptr, key);
     if (!supported_) return false;
     Tensor y = Tensor::zeros(DType::kF32, outShape_);
+    if (pointwise_) {
+      if (bias) {
+        float* py = y.mutableData<float>();
+        const float* pb = bias->data<float>();
+        int64_t n = outShape_[0], m = outShape_[1], spatial = y.numel() / (n * m);
+        for (int64_t i = 0; i < n * m; ++i) std::fill(py + i * spatial, py + (i + 1) * spatial, pb[i % m]);
+      }
+      try {
+        mm_.execute(threadStream(), {{DNNL_ARG_SRC, wrap(mmW_, w)}, {DNNL_ARG_WEIGHTS, wrap(mmX_, x)},
+                                     {DNNL_ARG_DST, wrap(mmY_, y)}});
+        threadStream().wait();
+      } catch (const dnnl::error& e) {
+        return dnnlError("matmul (pointwise convolution)", e);
+      }
+      out.push_back(std::move(y));
+      return true;
+    }
     try {
       dnnl::stream& s = threadStream();
       memory src = wrap(userSrc_, x);
@@ -109,6 +131,31 @@ class ConvKernel : public KernelOverride {
       padL.push_back(g.padBegin[i]);
       padR.push_back((g.out[i] - 1) * g.strides[i] + ext - g.in[i] - g.padBegin[i]);
     }
+    pointwise_ = false;
+    bool unit = group == 1;
+    for (int64_t i = 0; i < g.spatial; ++i)
+      unit = unit && g.kernel[i] == 1 && g.strides[i] == 1 && g.padBegin[i] == 0 && g.padEnd[i] == 0;
+    if (unit) {
+      int64_t spatialSize = 1;
+      for (int64_t d : spatial) spatialSize *= d;
+      mmW_ = plainDesc({1, m, c});
+      mmX_ = plainDesc({n, c, spatialSize});
+      mmY_ = plainDesc({n, m, spatialSize});
+      try {
+        dnnl::primitive_attr attr;
+        if (withBias) {
+          dnnl::post_ops po;
+          po.append_sum(1.0f);
+          attr.set_post_ops(po);
+        }
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mmW_, mmX_, mmY_), attr, cpuEngine());
+        mm_ = dnnl::matmul(pd);
+        pointwise_ = supported_ = true;
+        return;
+      } catch (const dnnl::error&) {
+        // fall through to the convolution primitive
+      }
+    }
     userSrc_ = plainDesc(xs);
     userWei_ = plainDesc(wdims);
     userDst_ = plainDesc(outShape_);
@@ -140,6 +187,9 @@ class ConvKernel : public KernelOverride {
   memory::desc userSrc_, userWei_, userDst_, biasDesc_;
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward prim_;
+  bool pointwise_ = false;
+  memory::desc mmW_, mmX_, mmY_;
+  dnnl::matmul mm_;
   memory cachedWeight_;
   const void* cachedWeightData_ = nullptr;
 };
