@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <unordered_map>
 
 #include "runtime/cpu/fast_kernels.h"
@@ -229,7 +230,13 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
         ASSIGN_OR_RETURN(const Tensor* t, input(k));
         args.push_back(t);
       }
+      auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       auto res = runOp(ins.op(), args, s.attrs, s.fast.get());
+      if (profiling_) {
+        OpTime& t = profile_[ins.op()];
+        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++t.calls;
+      }
       if (!res.ok()) return res.status().withContext(where(s));
       std::vector<Tensor>& outs = *res;
       if (outs.size() < s.out.size())

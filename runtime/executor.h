@@ -2,7 +2,9 @@
 // its collectives and transfers going through the rank's communicators.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/communicator.h"
@@ -45,6 +47,15 @@ class Executor {
 
   int rank() const { return prog_.rank(); }
 
+  /// Per-op time accounting: when on, run() adds each kernel's seconds and
+  /// calls to opProfile() under its op name.
+  void setProfiling(bool on) { profiling_ = on; }
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  const std::map<std::string, OpTime>& opProfile() const { return profile_; }
+
  private:
   /// An instruction with its buffer ids resolved to slots and attributes parsed.
   struct Step {
@@ -71,6 +82,8 @@ class Executor {
   std::vector<Tensor> weights_;       // per slot: the mapped weight, or undefined
   std::vector<Step> steps_;
   std::vector<int> inputSlots_, outputSlots_;  // per binding
+  bool profiling_ = false;
+  std::map<std::string, OpTime> profile_;
 };
 
 }  // namespace pcc

@@ -159,6 +159,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   std::vector<std::unique_ptr<Executor>> execs(n);
   for (int r = 0; r < n; ++r) {
     ASSIGN_OR_RETURN(execs[r], Executor::create(p, *pr.progs[r], o.verifyChecksums, !o.referenceKernels));
+    execs[r]->setProfiling(o.profile && r == 0);
   }
 
   const bool withWorld = hasTransfers(p.plan);
@@ -203,6 +204,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
     for (auto& t : threads) t.join();
   }
   if (!firstError.ok()) return firstError;
+  for (const auto& [op, t] : execs[0]->opProfile()) result.profile[op] = {t.seconds, t.calls};
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
@@ -214,6 +216,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec,
                    Executor::create(p, *pr.progs[rank], o.verifyChecksums, !o.referenceKernels));
+  exec->setProfiling(o.profile && rank == 0);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
   ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
   GlooOptions gopts;
@@ -236,6 +239,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   }
   std::vector<std::vector<OutputPiece>> pieces(n);
   pieces[0] = std::move(mine);
+  for (const auto& [op, t] : exec->opProfile()) result.profile[op] = {t.seconds, t.calls};
   result.rankSeconds.push_back(*secs);
   for (int r = 1; r < n; ++r) {
     Tensor s = Tensor::zeros(DType::kF64, {1});

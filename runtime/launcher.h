@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct RunOptions {
   int threadsPerRank = 0;
   /// Run the rank programs on the reference kernels instead of the oneDNN ones.
   bool referenceKernels = false;
+  /// Time every kernel by op (RunResult.profile).
+  bool profile = false;
 };
 
 struct RunResult {
@@ -36,6 +39,13 @@ struct RunResult {
   std::vector<Tensor> outputs;
   /// Per rank: mean wall time of one timed run, in seconds.
   std::vector<double> rankSeconds;
+  /// With RunOptions.profile: rank 0's seconds and calls per op, over all its
+  /// runs (warmup included).
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, OpTime> profile;
 };
 
 /// \returns an invalid-input error naming the input and both types when

@@ -3,6 +3,7 @@
 // reference program (--check) and/or expected tensor files (--expect).
 //
 // Exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +37,7 @@ constexpr const char* kUsage =
     "  --threads N           OpenMP threads of each rank's oneDNN kernels (default: the\n"
     "                        processors this process may use / the ranks on this machine)\n"
     "  --reference-kernels   run the ranks on the reference kernels, not oneDNN's\n"
+    "  --profile             print rank 0's time per op (all runs, warmup included)\n"
     "  --no-verify-weights   skip the weight checksums\n"
     "  --timeout S           seconds a collective may take before it is an error (default 300)\n"
     "  --rendezvous DIR      run as one process per rank: this process is the rank given by\n"
@@ -94,6 +96,8 @@ StatusOr<Args> parse(int argc, char** argv, bool* help) {
       return a;
     } else if (f == "--check") {
       a.check = true;
+    } else if (f == "--profile") {
+      a.run.profile = true;
     } else if (f == "--reference-kernels") {
       a.run.referenceKernels = true;
     } else if (f == "--no-verify-weights") {
@@ -233,6 +237,15 @@ int run(const Args& a) {
   if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t r = 0; r < res->rankSeconds.size(); ++r)
     std::printf("rank %zu: %.3f ms\n", r, res->rankSeconds[r] * 1e3);
+  if (a.run.profile) {
+    std::vector<std::pair<std::string, RunResult::OpTime>> ops(res->profile.begin(), res->profile.end());
+    std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
+    double total = 0;
+    for (const auto& [op, t] : ops) total += t.seconds;
+    for (const auto& [op, t] : ops)
+      std::printf("profile rank 0: %-22s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
+                  total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+  }
 
   bool ok = true;
   if (a.check) {

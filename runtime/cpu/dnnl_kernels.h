@@ -13,5 +13,12 @@ namespace pcc::cpu {
 std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeConvKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeMaxPoolKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeAveragePoolKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeAddKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeSubKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeDivKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeReluKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 
 }  // namespace pcc::cpu

@@ -17,9 +17,16 @@ using Factory = std::unique_ptr<KernelOverride> (*)(const AttrMap&, const std::v
 
 const std::map<std::string_view, Factory>& factories() {
   static const std::map<std::string_view, Factory> t = {
+      {"Add", &makeAddKernel},
+      {"AveragePool", &makeAveragePoolKernel},
       {"Conv", &makeConvKernel},
+      {"Div", &makeDivKernel},
       {"Gemm", &makeGemmKernel},
       {"MatMul", &makeMatMulKernel},
+      {"MaxPool", &makeMaxPoolKernel},
+      {"Mul", &makeMulKernel},
+      {"Relu", &makeReluKernel},
+      {"Sub", &makeSubKernel},
   };
   return t;
 }
