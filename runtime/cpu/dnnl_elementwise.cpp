@@ -1,13 +1,16 @@
-// Add, Sub, Mul, Div on dnnl::binary; Relu on dnnl::eltwise. (Clip is not
-// here: oneDNN's clip maps NaN to a bound where ONNX and the reference keep it.)
-// These results are exact in float32 (one rounding per element, as in the
-// reference kernels), so the unit tests expect equality up to one ulp.
+// Add, Sub, Mul, Div on dnnl::binary; Relu, Tanh and Pow (scalar exponent) on
+// dnnl::eltwise. (Clip is not here: oneDNN's clip maps NaN to a bound where
+// ONNX and the reference keep it.) The arithmetic is exact in float32 (one
+// rounding per element, as in the reference kernels), so the unit tests expect
+// equality up to one ulp; Tanh and Pow to two.
 //
 // Broadcasting: dnnl::binary broadcasts its second source only, so the first
 // must already have the output's shape. When it does not and the op commutes
 // (Add, Mul), the operands are swapped; otherwise (a Sub or Div whose first
 // operand is the broadcast one, or both operands broadcast) the call is
 // declined and the reference kernel does it.
+#include <cmath>
+
 #include "runtime/cpu/dnnl_kernels.h"
 #include "runtime/cpu/dnnl_util.h"
 
@@ -76,21 +79,32 @@ class BinaryKernel : public KernelOverride {
   dnnl::binary prim_;
 };
 
-/// Relu, NaN-compatible with the reference (tested).
-class ReluKernel : public KernelOverride {
+/// A unary dnnl::eltwise op: Relu (NaN-compatible with the reference, tested),
+/// Tanh, and Pow with a scalar f32 exponent (within a few ulp of the reference,
+/// see the tests).
+class EltwiseKernel : public KernelOverride {
  public:
+  EltwiseKernel(dnnl::algorithm alg, bool pow) : alg_(alg), pow_(pow) {}
+
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
-    if (in.size() != 1 || !in[0] || !allF32(in)) return false;
+    if (in.size() != (pow_ ? 2u : 1u) || !in[0] || !allF32(in)) return false;
     const Tensor& x = *in[0];
     if (x.numel() == 0) return false;
-    std::string key = dimsKey(x.shape());
+    float beta = 0.0f;
+    if (pow_) {
+      // A scalar exponent that leaves the shape alone.
+      if (!in[1] || in[1]->numel() != 1 || in[1]->rank() > x.rank()) return false;
+      beta = in[1]->data<float>()[0];
+      if (!std::isfinite(beta)) return false;
+    }
+    std::string key = dimsKey(x.shape()) + "^" + std::to_string(beta);
     if (key != key_) {
       key_ = key;
       supported_ = false;
       desc_ = plainDesc(x.rank() ? x.shape() : Dims{1});
       try {
-        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_relu,
-                                      desc_, 0.0f, 0.0f);
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, desc_, pow_ ? 1.0f : 0.0f,
+                                      beta);
         prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, cpuEngine()));
         supported_ = true;
       } catch (const dnnl::error&) {
@@ -109,6 +123,8 @@ class ReluKernel : public KernelOverride {
   }
 
  private:
+  dnnl::algorithm alg_;
+  bool pow_;
   std::string key_;
   bool supported_ = false;
   memory::desc desc_;
@@ -130,7 +146,13 @@ std::unique_ptr<KernelOverride> makeDivKernel(const AttrMap&, const std::vector<
   return std::make_unique<BinaryKernel>(dnnl::algorithm::binary_div, false);
 }
 std::unique_ptr<KernelOverride> makeReluKernel(const AttrMap&, const std::vector<bool>&) {
-  return std::make_unique<ReluKernel>();
+  return std::make_unique<EltwiseKernel>(dnnl::algorithm::eltwise_relu, false);
+}
+std::unique_ptr<KernelOverride> makeTanhKernel(const AttrMap&, const std::vector<bool>&) {
+  return std::make_unique<EltwiseKernel>(dnnl::algorithm::eltwise_tanh, false);
+}
+std::unique_ptr<KernelOverride> makePowKernel(const AttrMap&, const std::vector<bool>&) {
+  return std::make_unique<EltwiseKernel>(dnnl::algorithm::eltwise_pow, true);
 }
 
 }  // namespace pcc::cpu

@@ -25,8 +25,10 @@ const std::map<std::string_view, Factory>& factories() {
       {"MatMul", &makeMatMulKernel},
       {"MaxPool", &makeMaxPoolKernel},
       {"Mul", &makeMulKernel},
+      {"Pow", &makePowKernel},
       {"Relu", &makeReluKernel},
       {"Sub", &makeSubKernel},
+      {"Tanh", &makeTanhKernel},
   };
   return t;
 }

@@ -1,6 +1,6 @@
 // The CPU runtime's fast kernels on oneDNN primitives, f32 only: MatMul, Gemm
-// and Conv (the heavy ops), and MaxPool, AveragePool, Add, Sub, Mul, Div and
-// Relu (memory-bound ops whose reference loops were a large share of CNN
+// and Conv (the heavy ops), and MaxPool, AveragePool, Add, Sub, Mul, Div, Relu,
+// Tanh and Pow with a scalar exponent (memory-bound ops whose reference loops were a large share of CNN
 // and transformer run times). The executor prefers them over the reference kernels of
 // runtime/ops; a call they cannot express (another dtype, a shape or
 // attribute oneDNN does not take) falls back to the reference kernel. The

@@ -1,8 +1,10 @@
 // The memory-bound oneDNN kernels of runtime/cpu (Add, Sub, Mul, Div, Relu,
-// MaxPool, AveragePool) against the reference kernels. Elementwise ops
+// Tanh, Pow, MaxPool, AveragePool) against the reference kernels. Arithmetic
 // and MaxPool round once per element (or not at all), so they must agree to
-// one ulp; AveragePool sums a window, and is held to the summation-order bound
-// of cpu_test_util.h with K the window size.
+// one ulp. Tanh and Pow are approximations in oneDNN and correctly rounded (or
+// nearly) in the reference, computed in double: each is within about one ulp
+// of the exact value, so they are held to two. AveragePool sums a window, and
+// is held to the summation-order bound of cpu_test_util.h with K the window size.
 #include "cpu_test_util.h"
 
 namespace pcc {
@@ -70,6 +72,38 @@ TEST(CpuDnnlEltwise, ReluMatchesReference) {
   EXPECT_EQ(o.worst, 0.0);
   // Clip has no fast kernel: oneDNN's clip would turn NaN into a bound.
   EXPECT_EQ(cpu::makeFastKernel("Clip", {}, {}), nullptr);
+}
+
+/// \returns n values spread over [-r, r], with a few special ones.
+Tensor spread(int64_t n, float r) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(-r + 2 * r * static_cast<float>(i) / static_cast<float>(n - 1));
+  v.insert(v.end(), {0.0f, -0.0f, 1e-30f, -1e-30f, 1.0f, -1.0f});
+  return Tensor::fromVector<float>(DType::kF32, {static_cast<int64_t>(v.size())}, v);
+}
+
+TEST(CpuDnnlEltwise, TanhWithinFewUlps) {
+  for (float r : {0.01f, 1.0f, 10.0f, 100.0f}) {
+    Tensor x = spread(20001, r);
+    Outcome o = compareExact("Tanh", {&x}, {}, 1);
+    EXPECT_EQ(o.error, "");
+    EXPECT_TRUE(o.ran);
+    EXPECT_LE(o.worst, 2.0) << r;  // measured: at most 1.0
+  }
+}
+
+TEST(CpuDnnlEltwise, PowWithScalarExponentWithinFewUlps) {
+  for (float e : {2.0f, 3.0f, 0.5f, -1.0f, 1.5f}) {
+    Tensor x = spread(20001, 8.0f);
+    Tensor ex = Tensor::scalarF32(e);
+    Outcome o = compareExact("Pow", {&x, &ex}, {}, 1);
+    EXPECT_EQ(o.error, "");
+    EXPECT_TRUE(o.ran);
+    EXPECT_LE(o.worst, 2.0) << e;  // measured: at most 0.97
+  }
+  // A tensor exponent, or one that changes the shape, stays on the reference.
+  Tensor x = randomF32({3, 4}, 1), ex = randomF32({4}, 2);
+  EXPECT_FALSE(compareExact("Pow", {&x, &ex}, {}).ran);
 }
 
 TEST(CpuDnnlPool, MaxPoolNaNAsTheReference) {
