@@ -1,7 +1,9 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <unordered_map>
 
+#include "runtime/cpu/fast_kernels.h"
 #include "runtime/plan_convert.h"
 #include "runtime/tensor_slice.h"
 
@@ -39,13 +41,13 @@ StatusOr<TensorType> boundType(const plan::IoBinding& b, const TensorType& full)
 
 StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p,
                                                      const plan::RankProgram& prog,
-                                                     bool verifyChecksums) {
+                                                     bool verifyChecksums, bool fastKernels) {
   std::unique_ptr<Executor> e(new Executor(p, prog));
-  RETURN_IF_ERROR(e->prepare(verifyChecksums));
+  RETURN_IF_ERROR(e->prepare(verifyChecksums, fastKernels));
   return e;
 }
 
-Status Executor::prepare(bool verifyChecksums) {
+Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
   const std::string rankName = strCat("rank ", prog_.rank());
   std::unordered_map<int, int> slotOf;
   for (const plan::Buffer& b : prog_.buffers()) {
@@ -76,7 +78,7 @@ Status Executor::prepare(bool verifyChecksums) {
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
     const plan::Instruction& ins = prog_.instructions(i);
-    Step s{&ins, i, {}, {}, {}};
+    Step s{&ins, i, {}, {}, {}, nullptr};
     std::string ctx = where(s);
     bool kernel = ins.kind() == plan::Instruction::KERNEL;
     for (int id : ins.inputs()) {
@@ -108,6 +110,13 @@ Status Executor::prepare(bool verifyChecksums) {
     auto parsed = fromAttrProtos(ins.attrs());
     if (!parsed.ok()) return parsed.status().withContext(ctx);
     s.attrs = std::move(parsed).value();
+    if (kernel && fastKernels) {
+      // Plan weights hold the same data on every run: a kernel may keep a
+      // reordered copy of them.
+      std::vector<bool> constant;
+      for (int slot : s.in) constant.push_back(slot >= 0 && weights_[slot].defined());
+      s.fast = cpu::makeFastKernel(ins.op(), s.attrs, constant);
+    }
     steps_.push_back(std::move(s));
   }
 
@@ -221,7 +230,13 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
         ASSIGN_OR_RETURN(const Tensor* t, input(k));
         args.push_back(t);
       }
-      auto res = runOp(ins.op(), args, s.attrs);
+      auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      auto res = runOp(ins.op(), args, s.attrs, s.fast.get());
+      if (profiling_) {
+        OpTime& t = profile_[ins.op()];
+        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++t.calls;
+      }
       if (!res.ok()) return res.status().withContext(where(s));
       std::vector<Tensor>& outs = *res;
       if (outs.size() < s.out.size())

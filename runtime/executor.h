@@ -2,7 +2,9 @@
 // its collectives and transfers going through the rank's communicators.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/communicator.h"
@@ -27,11 +29,14 @@ class Executor {
   /// that every buffer id an instruction or binding names exists, that every
   /// op has a kernel, and maps the weights as views (checking their crc32 when
   /// `verifyChecksums`).
+  /// With `fastKernels`, ops that have one run on the oneDNN kernels of
+  /// runtime/cpu (falling back to the reference kernel for what those do not
+  /// take); without, every op runs its reference kernel.
   /// \returns the executor, or an invalid-input error naming the rank and the
   /// instruction's node, buffer or weight at fault.
   static StatusOr<std::unique_ptr<Executor>> create(const LoadedPlan& p,
                                                     const plan::RankProgram& prog,
-                                                    bool verifyChecksums);
+                                                    bool verifyChecksums, bool fastKernels = true);
 
   /// Runs the program once on the model inputs `inputs` (every one, in
   /// Plan.inputs order; the rank binds the slices it needs). `comms` may be
@@ -42,6 +47,15 @@ class Executor {
 
   int rank() const { return prog_.rank(); }
 
+  /// Per-op time accounting: when on, run() adds each kernel's seconds and
+  /// calls to opProfile() under its op name.
+  void setProfiling(bool on) { profiling_ = on; }
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  const std::map<std::string, OpTime>& opProfile() const { return profile_; }
+
  private:
   /// An instruction with its buffer ids resolved to slots and attributes parsed.
   struct Step {
@@ -49,11 +63,12 @@ class Executor {
     int index;  // position in the program
     AttrMap attrs;
     std::vector<int> in, out;  // slots; -1 for an absent optional input
+    std::unique_ptr<KernelOverride> fast;  // the op's fast kernel, or null
   };
 
   Executor(const LoadedPlan& p, const plan::RankProgram& prog) : plan_(p), prog_(prog) {}
 
-  Status prepare(bool verifyChecksums);
+  Status prepare(bool verifyChecksums, bool fastKernels);
   Status execute(const Step& s, std::vector<Tensor>& bufs, RankComms* comms);
   /// \returns "rank R: node 'N' (OP)" or the instruction's index and kind.
   std::string where(const Step& s) const;
@@ -67,6 +82,8 @@ class Executor {
   std::vector<Tensor> weights_;       // per slot: the mapped weight, or undefined
   std::vector<Step> steps_;
   std::vector<int> inputSlots_, outputSlots_;  // per binding
+  bool profiling_ = false;
+  std::map<std::string, OpTime> profile_;
 };
 
 }  // namespace pcc

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "runtime/comm_gloo.h"
+#include "runtime/cpu/fast_kernels.h"
 #include "runtime/executor.h"
 #include "runtime/plan_convert.h"
 #include "runtime/tensor_slice.h"
@@ -121,6 +123,20 @@ StatusOr<Prepared> prepare(const LoadedPlan& p, const std::vector<Tensor>& input
   return pr;
 }
 
+/// \returns how many ranks of a `worldSize`-rank multi-process run share this
+/// machine: LOCAL_WORLD_SIZE (torchrun) or OMPI_COMM_WORLD_LOCAL_SIZE
+/// (mpirun) when set, else all of them (the safe guess against oversubscription).
+int localRanks(int worldSize) {
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end == 0 && n >= 1) return static_cast<int>(std::min<long>(n, worldSize));
+  }
+  return worldSize;
+}
+
 /// Runs warmup + iters passes of one rank. \returns the mean seconds of the timed ones.
 StatusOr<double> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
                            std::vector<OutputPiece>* pieces, const RunOptions& o) {
@@ -142,7 +158,8 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   const std::vector<GlooGroup>& groups = pr.groups;
   std::vector<std::unique_ptr<Executor>> execs(n);
   for (int r = 0; r < n; ++r) {
-    ASSIGN_OR_RETURN(execs[r], Executor::create(p, *pr.progs[r], o.verifyChecksums));
+    ASSIGN_OR_RETURN(execs[r], Executor::create(p, *pr.progs[r], o.verifyChecksums, !o.referenceKernels));
+    execs[r]->setProfiling(o.profile && r == 0);
   }
 
   const bool withWorld = hasTransfers(p.plan);
@@ -163,10 +180,13 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   std::vector<std::vector<OutputPiece>> pieces(n);
   RunResult result;
   result.rankSeconds.assign(n, 0.0);
+  // Every rank is a thread of this process: they share its processors.
+  const int kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(n);
   {
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
+        cpu::setKernelThreads(kernelThreads);
         if (needComms) {
           auto c = connectGloo(*store, r, n, groups, withWorld, gopts);
           if (!c.ok()) return fail(c.status());
@@ -184,6 +204,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
     for (auto& t : threads) t.join();
   }
   if (!firstError.ok()) return firstError;
+  for (const auto& [op, t] : execs[0]->opProfile()) result.profile[op] = {t.seconds, t.calls};
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
@@ -193,7 +214,10 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
   const int n = static_cast<int>(pr.progs.size());
   if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::create(p, *pr.progs[rank], o.verifyChecksums));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec,
+                   Executor::create(p, *pr.progs[rank], o.verifyChecksums, !o.referenceKernels));
+  exec->setProfiling(o.profile && rank == 0);
+  cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
   ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
   GlooOptions gopts;
   gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
@@ -215,6 +239,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   }
   std::vector<std::vector<OutputPiece>> pieces(n);
   pieces[0] = std::move(mine);
+  for (const auto& [op, t] : exec->opProfile()) result.profile[op] = {t.seconds, t.calls};
   result.rankSeconds.push_back(*secs);
   for (int r = 1; r < n; ++r) {
     Tensor s = Tensor::zeros(DType::kF64, {1});
@@ -239,7 +264,8 @@ StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vecto
   RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   if (!p.plan.has_reference() || p.plan.reference().instructions_size() == 0)
     return invalidInput(p.dir, ": the plan has no reference program");
-  ASSIGN_OR_RETURN(auto exec, Executor::create(p, p.plan.reference(), /*verifyChecksums=*/true));
+  ASSIGN_OR_RETURN(auto exec, Executor::create(p, p.plan.reference(), /*verifyChecksums=*/true,
+                                               /*fastKernels=*/false));
   std::vector<std::vector<OutputPiece>> pieces(1);
   RETURN_IF_ERROR(exec->run(inputs, nullptr, &pieces[0]).withContext("reference program"));
   return assemble(p.plan, pieces);

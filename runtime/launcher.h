@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,13 @@ struct RunOptions {
   int iters = 1;
   /// Untimed runs before the timed ones.
   int warmup = 0;
+  /// OpenMP threads of each rank's oneDNN kernels; 0: the processors this
+  /// process may use divided by the ranks sharing the machine (at least 1).
+  int threadsPerRank = 0;
+  /// Run the rank programs on the reference kernels instead of the oneDNN ones.
+  bool referenceKernels = false;
+  /// Time every kernel by op (RunResult.profile).
+  bool profile = false;
 };
 
 struct RunResult {
@@ -31,6 +39,13 @@ struct RunResult {
   std::vector<Tensor> outputs;
   /// Per rank: mean wall time of one timed run, in seconds.
   std::vector<double> rankSeconds;
+  /// With RunOptions.profile: rank 0's seconds and calls per op, over all its
+  /// runs (warmup included).
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, OpTime> profile;
 };
 
 /// \returns an invalid-input error naming the input and both types when
@@ -53,7 +68,9 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
 StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
                                 int rank, const std::string& rendezvousDir);
 
-/// Runs Plan.reference, the unpartitioned one-rank program.
+/// Runs Plan.reference, the unpartitioned one-rank program, on the reference
+/// kernels (never the oneDNN ones), so that --check compares the fast kernels
+/// with the simple ones.
 /// \returns its outputs, or an error (invalid-input when the plan has none).
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs);
 

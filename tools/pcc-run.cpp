@@ -3,6 +3,7 @@
 // reference program (--check) and/or expected tensor files (--expect).
 //
 // Exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -33,6 +34,10 @@ constexpr const char* kUsage =
     "  --iters N             timed runs (default 1)\n"
     "  --warmup N            untimed runs first (default 0)\n"
     "  --seed S              seed of the random inputs (default 0)\n"
+    "  --threads N           OpenMP threads of each rank's oneDNN kernels (default: the\n"
+    "                        processors this process may use / the ranks on this machine)\n"
+    "  --reference-kernels   run the ranks on the reference kernels, not oneDNN's\n"
+    "  --profile             print rank 0's time per op (all runs, warmup included)\n"
     "  --no-verify-weights   skip the weight checksums\n"
     "  --timeout S           seconds a collective may take before it is an error (default 300)\n"
     "  --rendezvous DIR      run as one process per rank: this process is the rank given by\n"
@@ -91,6 +96,10 @@ StatusOr<Args> parse(int argc, char** argv, bool* help) {
       return a;
     } else if (f == "--check") {
       a.check = true;
+    } else if (f == "--profile") {
+      a.run.profile = true;
+    } else if (f == "--reference-kernels") {
+      a.run.referenceKernels = true;
     } else if (f == "--no-verify-weights") {
       a.run.verifyChecksums = false;
     } else if (f == "--rendezvous") {
@@ -104,9 +113,13 @@ StatusOr<Args> parse(int argc, char** argv, bool* help) {
       ASSIGN_OR_RETURN(double d, number(f, v));
       if (d < 0) return invalidInput(f, " must not be negative");
       (f == "--rtol" ? a.rtol : a.atol) = d;
-    } else if (f == "--iters" || f == "--warmup" || f == "--timeout" || f == "--seed") {
+    } else if (f == "--iters" || f == "--warmup" || f == "--timeout" || f == "--seed" || f == "--threads") {
       ASSIGN_OR_RETURN(const char* v, value());
-      ASSIGN_OR_RETURN(int64_t n, integer(f, v, f == "--iters" || f == "--timeout" ? 1 : 0));
+      ASSIGN_OR_RETURN(int64_t n, integer(f, v, f == "--iters" || f == "--timeout" || f == "--threads" ? 1 : 0));
+      if (f == "--threads") {
+        if (n > 4096) return invalidInput("--threads expects at most 4096, got ", n);
+        a.run.threadsPerRank = static_cast<int>(n);
+      }
       if (f == "--iters") a.run.iters = static_cast<int>(n);
       if (f == "--warmup") a.run.warmup = static_cast<int>(n);
       if (f == "--timeout") a.run.timeoutSeconds = static_cast<int>(n);
@@ -224,6 +237,15 @@ int run(const Args& a) {
   if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t r = 0; r < res->rankSeconds.size(); ++r)
     std::printf("rank %zu: %.3f ms\n", r, res->rankSeconds[r] * 1e3);
+  if (a.run.profile) {
+    std::vector<std::pair<std::string, RunResult::OpTime>> ops(res->profile.begin(), res->profile.end());
+    std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
+    double total = 0;
+    for (const auto& [op, t] : ops) total += t.seconds;
+    for (const auto& [op, t] : ops)
+      std::printf("profile rank 0: %-22s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
+                  total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+  }
 
   bool ok = true;
   if (a.check) {

@@ -5,10 +5,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 
+# ocl-icd-opencl-dev and opencl-c-headers: Debian builds oneDNN with its OpenCL GPU
+# runtime, so its CMake package (find_package(dnnl CONFIG)) requires OpenCL.
 debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev libbenchmark-dev
-      libgloo-dev libdnnl-dev llvm-14-tools libonnx-testdata libssl-dev
+      libgloo-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers llvm-14-tools libonnx-testdata libssl-dev
       python3 python3-venv)
 missing=()
 for p in "${debs[@]}"; do

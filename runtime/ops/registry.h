@@ -5,6 +5,7 @@
 // opset difference is removed by the importer before an op reaches here.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,27 @@ std::vector<std::string> registeredOps();
 /// \returns the outputs, or an error naming op and input shapes.
 StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,
                                     const AttrMap& attrs);
+
+/// A faster kernel for one instruction, tried before the reference kernel (the
+/// CPU runtime's oneDNN kernels in runtime/cpu are the implementations). It
+/// sees only inputs that type inference has accepted, so it may assume valid
+/// shapes; it may keep state between calls (primitives, reordered weights) and
+/// is used by one thread at a time.
+class KernelOverride {
+ public:
+  virtual ~KernelOverride() = default;
+  /// Runs the op on `inputs` (validated by the op's inference). `outputs`
+  /// arrives empty.
+  /// \returns true with the outputs appended; false, with `outputs` left
+  /// empty, to leave this call to the reference kernel (a dtype, shape or
+  /// attribute the fast path does not handle); or an error.
+  virtual StatusOr<bool> run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs) = 0;
+};
+
+/// runOp with `fast` tried first; nullptr `fast` is runOp. The outputs are
+/// checked against the inferred types whichever kernel made them.
+StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,
+                                    const AttrMap& attrs, KernelOverride* fast);
 
 /// Registration hooks, one per kernel file (called once by the registry).
 class OpRegistry {

@@ -179,6 +179,9 @@ class BadInputTests:
         self.expect_error("pcc bad --strategy", "pcc",
                           [MLP, "--batch", 4, "--gpus", 2, "--strategy", "tp=3"],
                           [r"strategy|tp=3"])
+        for bad in ("0", "two", "100000"):
+            self.expect_error(f"pcc-run bad --threads {bad}", "pcc-run", [plan, "--threads", bad],
+                              [r"--threads"])
 
 
 def main():

@@ -8,7 +8,10 @@ For every export the manifest lists, and every device count: compiles the model
 with pcc (--batch as its test data has), runs the plan with pcc-run on CPU
 ranks, and compares the outputs with onnxruntime's on the same inputs (rtol
 1e-3, atol 1e-4). Prints one table row per case: model, exporter, gpus, the
-largest absolute and relative error, and whether it is within tolerance; a case
+largest absolute and relative error, whether it is within tolerance, the
+seconds of one pcc-run pass (the slowest rank's time as pcc-run prints it:
+execution only, not loading the plan), the seconds of one onnxruntime run on
+the same inputs (session creation not counted) and the compile time; a case
 that does not compile or run says where it stopped. Exit 1 if any case fails.
 
 Runs with the test venv (onnx, onnxruntime, numpy); torch is only needed to
@@ -19,6 +22,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -54,8 +58,20 @@ def first_line(result):
     return (text[-1] if text else f"exit {result.returncode}")[:160]
 
 
+def onnxruntime_timed(path, arrays):
+    """\returns (onnxruntime's outputs, seconds of the run without session creation)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feed = dict(zip([i.name for i in session.get_inputs()], arrays))
+    start = time.time()
+    outs = session.run(None, feed)
+    return outs, time.time() - start
+
+
 def run_case(tools, entry, cache, gpus, ort_outs, work):
-    """\returns (max abs, max rel, ok, note, seconds) for one export at `gpus` devices."""
+    """\returns (max abs, max rel, ok, note, compile seconds, run seconds) for one
+    export at `gpus` devices; run seconds is None where it did not run."""
     model = os.path.join(cache, entry["file"])
     data = os.path.join(cache, entry["data"])
     plan = os.path.join(work, "plan.pcc")
@@ -67,20 +83,23 @@ def run_case(tools, entry, cache, gpus, ort_outs, work):
         args[1:1] = ["--batch", entry["batch"]]
     start = time.time()
     r = tools.run("pcc", args, timeout=3600)
+    compile_s = time.time() - start
     if r.returncode != 0:
-        return None, None, False, "compile: " + first_line(r), time.time() - start
+        return None, None, False, "compile: " + first_line(r), compile_s, None
     r = tools.run("pcc-run", [plan, "--inputs", data, "--outputs", outs], timeout=3600)
     if r.returncode != 0:
-        return None, None, False, "run: " + first_line(r), time.time() - start
+        return None, None, False, "run: " + first_line(r), compile_s, None
+    rank_ms = [float(m) for m in re.findall(r"^rank \d+: ([0-9.]+) ms$", r.stdout, re.M)]
+    run_s = max(rank_ms) / 1e3 if rank_ms else None
     worst_abs = worst_rel = 0.0
     ok = True
     for k, want in enumerate(ort_outs):
         path = os.path.join(outs, f"output_{k}.pb")
         if not os.path.exists(path):
-            return None, None, False, f"output_{k}.pb not written", time.time() - start
+            return None, None, False, f"output_{k}.pb not written", compile_s, run_s
         a, rel, good = errors(e2e.read_tensor(path), want)
         worst_abs, worst_rel, ok = max(worst_abs, a), max(worst_rel, rel), ok and good
-    return worst_abs, worst_rel, ok, "", time.time() - start
+    return worst_abs, worst_rel, ok, "", compile_s, run_s
 
 
 def main():
@@ -98,8 +117,9 @@ def main():
         manifest = json.load(f)
     only = [n for n in args.only.split(",") if n]
     tools = e2e.Tools(args.bin)
-    header = ("| model | exporter | gpus | max abs err | max rel err | ok | seconds | note |\n"
-              "|---|---|---|---|---|---|---|---|")
+    header = ("| model | exporter | gpus | max abs err | max rel err | ok | pcc run s | onnxruntime s "
+              "| compile s | note |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
     rows = [header]
     print(header, flush=True)
     failed = 0
@@ -108,7 +128,7 @@ def main():
             continue
         cells = [entry["name"], entry["exporter"]]
         if not entry.get("ok"):
-            row = f"| {' | '.join(cells)} | - | - | - | no | - | export failed: {entry['error'][:160]} |"
+            row = f"| {' | '.join(cells)} | - | - | - | no | - | - | - | export failed: {entry['error'][:160]} |"
             rows.append(row)
             print(row, flush=True)
             failed += 1
@@ -116,20 +136,21 @@ def main():
         model = os.path.join(args.cache, entry["file"])
         data = os.path.join(args.cache, entry["data"])
         inputs = read_dir(data, "input")
-        ort_outs = e2e.onnxruntime_outputs(model, inputs)
+        ort_outs, ort_s = onnxruntime_timed(model, inputs)
         torch_outs = read_dir(data, "output")
         vs_torch = max(errors(o, t)[0] for o, t in zip(ort_outs, torch_outs))
         for gpus in [int(g) for g in args.gpus.split(",") if g]:
             work = tempfile.mkdtemp(prefix="pcc-parity-")
             try:
-                a, rel, ok, note, seconds = run_case(tools, entry, args.cache, gpus, ort_outs, work)
+                a, rel, ok, note, compile_s, run_s = run_case(tools, entry, args.cache, gpus, ort_outs, work)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             failed += not ok
             note = note or f"onnxruntime vs torch max abs {vs_torch:.2g}"
             fmt = (lambda x: "-" if x is None else f"{x:.3g}")
             row = (f"| {' | '.join(cells)} | {gpus} | {fmt(a)} | {fmt(rel)} | "
-                   f"{'yes' if ok else 'NO'} | {seconds:.0f} | {note.replace('|', '/')} |")
+                   f"{'yes' if ok else 'NO'} | {fmt(run_s)} | {ort_s:.3g} | {compile_s:.0f} | "
+                   f"{note.replace('|', '/')} |")
             rows.append(row)
             print(row, flush=True)
     if args.table:

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "runtime/launcher.h"
 #include "runtime/ops/registry.h"
@@ -53,6 +55,45 @@ void addReference(plan::Plan& p, WeightFileWriter& ww, const Tensor& w) {
   r.input(x, 0);
   r.kernel("MatMul", {x, wb}, {y}, "fc");
   r.output(y, 0);
+}
+
+TEST(RuntimeLauncher, RanksUseTheOneDnnKernelsAndTheReferenceProgramDoesNot) {
+  // A long reduction (K = 2000) on random data: oneDNN's blocked summation
+  // order rounds differently from the reference loop somewhere, so bitwise
+  // differences show which kernel ran; the values agree to float accuracy.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random = [&](Dims shape) {
+    Tensor t = Tensor::zeros(DType::kF32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.mutableData<float>()[i] = u(rng);
+    return t;
+  };
+  Tensor w = random({2000, 16}), x = random({8, 2000});
+  plan::Plan p;
+  addIo(&p, true, "x", f32({8, 2000}));
+  addIo(&p, false, "y", f32({8, 16}));
+  WeightFileWriter w0, wr;
+  for (ProgBuilder b : {ProgBuilder(p.add_ranks(), 0, &w0), ProgBuilder(p.mutable_reference(), 0, &wr)}) {
+    int xb = b.buffer("x", f32({8, 2000}));
+    int wb = b.weight("w", w);
+    int y = b.buffer("y", f32({8, 16}));
+    b.input(xb, 0);
+    b.kernel("MatMul", {xb, wb}, {y}, "fc");
+    b.output(y, 0);
+  }
+  p.mutable_reference()->set_weight_file("reference.bin");
+  LoadedPlan lp = writeAndLoad("fastref", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  auto fast = runPlan(lp, {x}, RunOptions());
+  RunOptions refOpts;
+  refOpts.referenceKernels = true;
+  auto refKernels = runPlan(lp, {x}, refOpts);
+  auto reference = runReference(lp, {x});
+  ASSERT_TRUE(fast.ok() && refKernels.ok() && reference.ok());
+  const Tensor &f = fast->outputs[0], &rk = refKernels->outputs[0], &r = (*reference)[0];
+  ASSERT_EQ(std::memcmp(rk.raw(), r.raw(), r.nbytes()), 0) << "the reference program must use the reference kernels";
+  EXPECT_NE(std::memcmp(f.raw(), r.raw(), r.nbytes()), 0) << "the rank did not run the oneDNN kernel";
+  Diff d = compareTensors(f, r, 1e-4, 1e-4);
+  EXPECT_TRUE(d.ok) << d.where;
 }
 
 TEST(RuntimeLauncher, TwoRankAllReduceEqualsFullMatMul) {

@@ -1,0 +1,26 @@
+// The kernel factories of runtime/cpu, one per op (fast_kernels.cpp keeps the
+// table). Internal to runtime/cpu.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/ops/registry.h"
+#include "runtime/support/attribute.h"
+
+namespace pcc::cpu {
+
+std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeConvKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeMaxPoolKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeAveragePoolKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeAddKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeSubKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeDivKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeReluKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeTanhKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makePowKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+
+}  // namespace pcc::cpu

@@ -1,0 +1,197 @@
+// MatMul and Gemm on dnnl::matmul.
+//
+// MatMul (numpy semantics):
+//   1. Promote 1-D operands to matrices ([k] -> [1,k] for A, [k] -> [k,1] for B);
+//      the output shape drops those dims again, which leaves its layout alone.
+//   2. When B has no batch (every batch dim 1), fold A's batch into its rows:
+//      one [batch*m, k] x [k, n] product, the case of every Linear layer.
+//   3. Otherwise pad both batch shapes with leading 1s to the same rank and let
+//      oneDNN broadcast the size-1 batch dims.
+// Gemm: A and B are described with strides, so transA/transB need no copy;
+// alpha is oneDNN's output scale; beta*C is a sum post-op over an output that
+// is first filled with C broadcast to [M, N].
+// A primitive is made once per input shapes and kept by the instruction's kernel.
+#include <cstring>
+
+#include "runtime/cpu/dnnl_kernels.h"
+#include "runtime/cpu/dnnl_util.h"
+
+namespace pcc::cpu {
+namespace {
+
+using dnnl::memory;
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+/// A matmul primitive with the descriptors it was made for.
+struct Prepared {
+  std::string key;      ///< input shapes it was made for; empty: nothing yet
+  bool supported = false;
+  dnnl::matmul prim;
+  memory::desc a, b, c;
+  Dims out;             ///< the op's output shape
+};
+
+/// \returns a primitive for a x b -> c with `attr`, or supported = false when
+/// oneDNN has no implementation for it.
+void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr) {
+  try {
+    dnnl::matmul::desc d(p.a, p.b, p.c);
+    dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
+    p.prim = dnnl::matmul(pd);
+    p.supported = true;
+  } catch (const dnnl::error&) {
+    p.supported = false;
+  }
+}
+
+class MatMulKernel : public KernelOverride {
+ public:
+  StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
+    if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
+    const Tensor &a = *in[0], &b = *in[1];
+    std::string key = dimsKey(a.shape()) + "x" + dimsKey(b.shape());
+    if (key != p_.key) prepare(a.shape(), b.shape(), key);
+    if (!p_.supported) return false;
+    Tensor y = Tensor::zeros(DType::kF32, p_.out);
+    try {
+      p_.prim.execute(threadStream(), {{DNNL_ARG_SRC, wrap(p_.a, a)},
+                                       {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
+                                       {DNNL_ARG_DST, wrap(p_.c, y)}});
+      threadStream().wait();
+    } catch (const dnnl::error& e) {
+      return dnnlError("matmul", e);
+    }
+    out.push_back(std::move(y));
+    return true;
+  }
+
+ private:
+  void prepare(const Dims& shapeA, const Dims& shapeB, const std::string& key) {
+    p_ = Prepared{};
+    p_.key = key;
+    Dims sa = shapeA, sb = shapeB;
+    bool vecA = sa.size() == 1, vecB = sb.size() == 1;
+    if (vecA) sa.insert(sa.begin(), 1);
+    if (vecB) sb.push_back(1);
+    int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+    Dims batchA(sa.begin(), sa.end() - 2), batchB(sb.begin(), sb.end() - 2);
+    size_t r = std::max(batchA.size(), batchB.size());
+    batchA.insert(batchA.begin(), r - batchA.size(), 1);
+    batchB.insert(batchB.begin(), r - batchB.size(), 1);
+    Dims batch(r);
+    for (size_t i = 0; i < r; ++i) batch[i] = std::max(batchA[i], batchB[i]);
+    p_.out = batch;
+    if (!vecA) p_.out.push_back(m);
+    if (!vecB) p_.out.push_back(n);
+    if (m == 0 || k == 0 || n == 0 || product(batch, 0, r) == 0) return;  // the reference does these
+    if (product(batchB, 0, r) == 1) {
+      int64_t rows = product(batchA, 0, r) * m;
+      p_.a = plainDesc({rows, k});
+      p_.b = plainDesc({k, n});
+      p_.c = plainDesc({rows, n});
+    } else {
+      if (r + 2 > DNNL_MAX_NDIMS) return;
+      Dims da = batchA, db = batchB, dc = batch;
+      da.insert(da.end(), {m, k});
+      db.insert(db.end(), {k, n});
+      dc.insert(dc.end(), {m, n});
+      p_.a = plainDesc(da);
+      p_.b = plainDesc(db);
+      p_.c = plainDesc(dc);
+    }
+    makePrimitive(p_, dnnl::primitive_attr());
+  }
+
+  Prepared p_;
+};
+
+class GemmKernel : public KernelOverride {
+ public:
+  explicit GemmKernel(const AttrMap& attrs)
+      : transA_(attrs.getInt("transA", 0) != 0),
+        transB_(attrs.getInt("transB", 0) != 0),
+        alpha_(attrs.getFloat("alpha", 1.0f)),
+        beta_(attrs.getFloat("beta", 1.0f)) {}
+
+  StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
+    if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
+    const Tensor &a = *in[0], &b = *in[1];
+    const Tensor* c = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
+    std::string key = dimsKey(a.shape()) + "x" + dimsKey(b.shape()) + "+" + (c ? dimsKey(c->shape()) : "");
+    if (key != p_.key) prepare(a.shape(), b.shape(), c != nullptr, key);
+    if (!p_.supported) return false;
+    int64_t m = p_.out[0], n = p_.out[1];
+    Tensor y = Tensor::zeros(DType::kF32, p_.out);
+    if (c) fillBroadcast(*c, m, n, y.mutableData<float>());
+    try {
+      p_.prim.execute(threadStream(), {{DNNL_ARG_SRC, wrap(p_.a, a)},
+                                       {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
+                                       {DNNL_ARG_DST, wrap(p_.c, y)}});
+      threadStream().wait();
+    } catch (const dnnl::error& e) {
+      return dnnlError("gemm", e);
+    }
+    out.push_back(std::move(y));
+    return true;
+  }
+
+ private:
+  /// Writes C, broadcast from [], [n], [1|m, 1|n] to [m, n], into y.
+  static void fillBroadcast(const Tensor& c, int64_t m, int64_t n, float* y) {
+    const float* pc = c.data<float>();
+    Dims s = c.shape();
+    while (s.size() < 2) s.insert(s.begin(), 1);
+    bool rows = s[0] == m && m != 1, cols = s[1] == n && n != 1;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* src = pc + (rows ? i * s[1] : 0);
+      float* dst = y + i * n;
+      if (cols) {
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < n; ++j) dst[j] = src[0];
+      }
+    }
+  }
+
+  void prepare(const Dims& sa, const Dims& sb, bool withC, const std::string& key) {
+    p_ = Prepared{};
+    p_.key = key;
+    int64_t m = transA_ ? sa[1] : sa[0], k = transA_ ? sa[0] : sa[1];
+    int64_t n = transB_ ? sb[0] : sb[1];
+    p_.out = {m, n};
+    if (m == 0 || k == 0 || n == 0) return;
+    // A stored [M,K] or, transposed, [K,M]; the same for B.
+    p_.a = transA_ ? stridedDesc({m, k}, {1, m}) : stridedDesc({m, k}, {k, 1});
+    p_.b = transB_ ? stridedDesc({k, n}, {1, k}) : stridedDesc({k, n}, {n, 1});
+    p_.c = plainDesc({m, n});
+    dnnl::primitive_attr attr;
+    if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
+    if (withC) {
+      dnnl::post_ops po;
+      po.append_sum(beta_);
+      attr.set_post_ops(po);
+    }
+    makePrimitive(p_, attr);
+  }
+
+  bool transA_, transB_;
+  float alpha_, beta_;
+  Prepared p_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap&, const std::vector<bool>&) {
+  return std::make_unique<MatMulKernel>();
+}
+
+std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>&) {
+  return std::make_unique<GemmKernel>(attrs);
+}
+
+}  // namespace pcc::cpu

@@ -1,0 +1,50 @@
+#include "runtime/cpu/dnnl_util.h"
+
+namespace pcc::cpu {
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& threadStream() {
+  thread_local dnnl::stream s(cpuEngine());
+  return s;
+}
+
+dnnl::memory::desc plainDesc(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  return stridedDesc(dims, strides);
+}
+
+dnnl::memory::desc stridedDesc(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& d, const Tensor& t) {
+  return dnnl::memory(d, cpuEngine(), const_cast<void*>(t.raw()));
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& d, Tensor& t) {
+  return dnnl::memory(d, cpuEngine(), t.mutableData());
+}
+
+std::string dimsKey(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+bool allF32(const std::vector<const Tensor*>& inputs) {
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->dtype() != DType::kF32) return false;
+  return true;
+}
+
+Status dnnlError(const char* what, const dnnl::error& e) {
+  return internalError("oneDNN ", what, ": ", e.what(), " (status ", static_cast<int>(e.status), ")");
+}
+
+}  // namespace pcc::cpu

@@ -1,0 +1,41 @@
+// Shared pieces of the oneDNN kernels: the engine, a stream per thread, plain
+// (row-major) memory descriptors, and the boundary where oneDNN's exceptions
+// become Status values. Nothing outside runtime/cpu includes this file.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
+
+namespace pcc::cpu {
+
+/// \returns the process's CPU engine (engines are safe to share between threads).
+dnnl::engine& cpuEngine();
+/// \returns this thread's stream on cpuEngine() (a stream is not shared).
+dnnl::stream& threadStream();
+
+/// \returns the row-major f32 descriptor of `dims`.
+dnnl::memory::desc plainDesc(const std::vector<int64_t>& dims);
+/// \returns an f32 descriptor of `dims` with explicit element `strides`.
+dnnl::memory::desc stridedDesc(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+
+/// \returns a memory object over `t`'s buffer. oneDNN takes a non-const
+/// pointer; inputs are only read.
+dnnl::memory wrap(const dnnl::memory::desc& d, const Tensor& t);
+dnnl::memory wrap(const dnnl::memory::desc& d, Tensor& t);
+
+/// \returns "f32[2,3]-style text of a dims vector, for cache keys and messages.
+std::string dimsKey(const std::vector<int64_t>& dims);
+
+/// \returns true when every input that is present is f32 (the only dtype the
+/// fast kernels take).
+bool allF32(const std::vector<const Tensor*>& inputs);
+
+/// \returns an internal error carrying oneDNN's message and status.
+Status dnnlError(const char* what, const dnnl::error& e);
+
+}  // namespace pcc::cpu

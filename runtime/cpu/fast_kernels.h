@@ -1,0 +1,46 @@
+// The CPU runtime's fast kernels on oneDNN primitives, f32 only: MatMul, Gemm
+// and Conv (the heavy ops), and MaxPool, AveragePool, Add, Sub, Mul, Div, Relu,
+// Tanh and Pow with a scalar exponent (memory-bound ops whose reference loops were a large share of CNN
+// and transformer run times). The executor prefers them over the reference kernels of
+// runtime/ops; a call they cannot express (another dtype, a shape or
+// attribute oneDNN does not take) falls back to the reference kernel. The
+// reference evaluator, the constant folder and the plan's reference program
+// (`pcc-run --check`) keep the reference kernels, so every check compares the
+// fast path with the simple one.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "runtime/ops/registry.h"
+#include "runtime/support/attribute.h"
+
+namespace pcc::cpu {
+
+/// \returns a fast kernel for one instruction of op `op` with attributes
+/// `attrs` (copied), or nullptr when `op` has none. `constantInputs[k]` says
+/// that input k holds the same data on every call (a plan weight), which lets
+/// the kernel keep a reordered copy of it.
+std::unique_ptr<KernelOverride> makeFastKernel(std::string_view op, const AttrMap& attrs,
+                                               const std::vector<bool>& constantInputs);
+
+/// \returns the names of the ops that have a fast kernel.
+std::vector<std::string_view> fastKernelOps();
+
+/// \returns the processors this process may run on (its affinity mask).
+int availableCores();
+
+/// \returns the OpenMP threads each rank should use when `ranksHere` ranks
+/// share this machine: max(1, availableCores() / ranksHere).
+int threadsPerRank(int ranksHere);
+
+/// Sets the number of OpenMP threads the oneDNN kernels use when called from
+/// this thread (OpenMP's nthreads-var is per thread, so each rank thread of a
+/// process sets its own). n < 1 means 1.
+void setKernelThreads(int n);
+
+/// \returns the OpenMP threads the kernels would use if called from this thread.
+int kernelThreads();
+
+}  // namespace pcc::cpu

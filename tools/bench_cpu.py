@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""CPU speed of pcc-run against onnxruntime on the same models, inputs and threads.
+
+    build/venv/bin/python tools/bench_cpu.py [--bin build] [--threads N] [--iters N]
+        [--warmup N] [--gpus 1] [--reference] [--full] [MODEL.onnx ...]
+
+For each model: compiles it with pcc (--gpus, --batch from its test data), runs
+the plan with `pcc-run --iters --warmup --threads` and takes the slowest rank's
+mean time, runs onnxruntime's CPU provider with intra_op_num_threads = N (one
+session, the same number of warmup and timed runs), and prints one row:
+model, batch, pcc ms, onnxruntime ms and the ratio pcc / onnxruntime.
+--threads N is what each pcc rank gets, so at --gpus G pcc uses G*N threads;
+compare at --gpus 1 for the same total. --reference adds the time of the same
+plan on pcc's reference kernels (pcc-run --reference-kernels).
+
+Inputs: a model's sibling folder NAME/ with input_K.pb files (what
+models/export.py writes) when there is one, else seeded random inputs at
+--batch. Default models: the committed small ones and small exports; with
+--full, also the full-size exports found in build/parity-cache.
+This is a measurement, not a test: it never fails on a slow ratio.
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import pcc_e2e as e2e  # noqa: E402
+
+DEFAULT_MODELS = ["models/mlp.onnx", "models/cnn_small.onnx", "models/gpt2_tiny.onnx",
+                  "models/exported/resnet.ts.onnx", "models/exported/inception_v3.ts.onnx",
+                  "models/exported/bert.ts.onnx", "models/exported/vit.ts.onnx"]
+FULL_MODELS = ["resnet.ts", "mobilenet_v2.ts", "bert.ts", "gpt2.ts", "vit.ts", "t5_encoder.ts"]
+
+
+def inputs_for(model_path, batch):
+    """\returns (arrays, batch): the test data next to the model, else random inputs."""
+    data = model_path[:-len(".onnx")]
+    files = sorted(glob.glob(os.path.join(data, "input_*.pb")),
+                   key=lambda p: int(p.rsplit("_", 1)[1][:-3]))
+    if files:
+        arrays = [e2e.read_tensor(p) for p in files]
+        return arrays, (arrays[0].shape[0] if arrays[0].ndim else 1)
+    proto = e2e.onnx.load(model_path, load_external_data=False)
+    return e2e.make_inputs(proto, batch, seed=0), batch
+
+
+def pcc_time(tools, plan, data, args, extra=()):
+    """\returns the slowest rank's mean seconds per run, or an error string."""
+    r = tools.run("pcc-run", [plan, "--inputs", data, "--iters", args.iters, "--warmup", args.warmup,
+                              "--threads", args.threads, *extra], timeout=3600)
+    if r.returncode != 0:
+        return "pcc-run: " + (r.stderr or r.stdout).strip().splitlines()[-1][:120]
+    times = [float(m) for m in re.findall(r"^rank \d+: ([0-9.]+) ms$", r.stdout, re.M)]
+    return max(times) / 1e3 if times else "pcc-run printed no times"
+
+
+def ort_time(model_path, arrays, args):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    s = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    feed = dict(zip([i.name for i in s.get_inputs()], arrays))
+    for _ in range(args.warmup):
+        s.run(None, feed)
+    t0 = time.perf_counter()
+    for _ in range(args.iters):
+        s.run(None, feed)
+    return (time.perf_counter() - t0) / args.iters
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="*")
+    p.add_argument("--bin", default=os.path.join(ROOT, "build"))
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--gpus", type=int, default=1)
+    p.add_argument("--batch", type=int, default=4, help="for models without test data")
+    p.add_argument("--reference", action="store_true", help="also time pcc's reference kernels")
+    p.add_argument("--full", action="store_true", help="add the full-size exports of --cache")
+    p.add_argument("--cache", default=os.path.join(ROOT, "build", "parity-cache"))
+    args = p.parse_args()
+    models = args.models or [os.path.join(ROOT, m) for m in DEFAULT_MODELS]
+    if args.full:
+        models += [f for f in (os.path.join(args.cache, n + ".onnx") for n in FULL_MODELS) if os.path.exists(f)]
+    tools = e2e.Tools(args.bin)
+    print(f"threads {args.threads}, gpus {args.gpus}, {args.warmup} warmup + {args.iters} timed runs")
+    head = "| model | batch | pcc ms | onnxruntime ms | pcc / onnxruntime |"
+    if args.reference:
+        head += " pcc reference kernels ms |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for m in models:
+        name = os.path.relpath(m, ROOT)
+        work = tempfile.mkdtemp(prefix="pcc-bench-")
+        try:
+            arrays, batch = inputs_for(m, args.batch)
+            data = os.path.join(work, "data")
+            os.makedirs(data)
+            proto = e2e.onnx.load(m, load_external_data=False)
+            for k, (vi, a) in enumerate(zip(e2e.graph_inputs(proto), arrays)):
+                e2e.write_tensor(os.path.join(data, f"input_{k}.pb"), a, vi.name)
+            plan = os.path.join(work, "plan.pcc")
+            r = tools.run("pcc", [m, "--batch", batch, "--gpus", args.gpus, "-o", plan, "--quiet"], timeout=3600)
+            if r.returncode != 0:
+                print(f"| {name} | {batch} | compile failed: {(r.stderr or r.stdout).strip()[-120:]} | | |")
+                continue
+            t_pcc = pcc_time(tools, plan, data, args)
+            t_ort = ort_time(m, arrays, args)
+            cells = [name, str(batch)]
+            if isinstance(t_pcc, str):
+                cells += [t_pcc, f"{t_ort * 1e3:.1f}", "-"]
+            else:
+                cells += [f"{t_pcc * 1e3:.1f}", f"{t_ort * 1e3:.1f}", f"{t_pcc / t_ort:.2f}"]
+            if args.reference:
+                t_ref = pcc_time(tools, plan, data, args, ["--reference-kernels"])
+                cells.append(t_ref if isinstance(t_ref, str) else f"{t_ref * 1e3:.1f}")
+            print("| " + " | ".join(cells) + " |", flush=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
