@@ -357,8 +357,10 @@ Status computePool(const std::vector<const Tensor*>& in, const AttrMap& attrs,
             if constexpr (kPool == Pool::kMax) {
               T best = std::numeric_limits<T>::lowest();
               int64_t at = -1;
+              // NaN never wins (as std::max(best, x) has it); the first of equal
+              // maxima gives the index.
               forEachTap(g, od, oh, ow, inPadded, [&](int64_t xi, int64_t) {
-                if (at < 0 || xp[xi] > best) {
+                if (best < xp[xi] || (at < 0 && xp[xi] == best)) {
                   best = xp[xi];
                   at = xi;
                 }
