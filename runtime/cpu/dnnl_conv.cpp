@@ -35,7 +35,7 @@ class ConvKernel : public KernelOverride {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &x = *in[0], &w = *in[1];
     const Tensor* bias = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
-    std::string key = dimsKey(x.shape()) + "*" + dimsKey(w.shape()) + (bias ? "+b" : "");
+    std::string key = dimsToString(x.shape()) + "*" + dimsToString(w.shape()) + (bias ? "+b" : "");
     if (key != key_) prepare(x.shape(), w.shape(), bias != nullptr, key);
     if (!supported_) return false;
     Tensor y = Tensor::zeros(DType::kF32, outShape_);
@@ -46,13 +46,11 @@ class ConvKernel : public KernelOverride {
         int64_t n = outShape_[0], m = outShape_[1], spatial = y.numel() / (n * m);
         for (int64_t i = 0; i < n * m; ++i) std::fill(py + i * spatial, py + (i + 1) * spatial, pb[i % m]);
       }
-      try {
-        mm_.execute(threadStream(), {{DNNL_ARG_SRC, wrap(mmW_, w)}, {DNNL_ARG_WEIGHTS, wrap(mmX_, x)},
-                                     {DNNL_ARG_DST, wrap(mmY_, y)}});
-        threadStream().wait();
-      } catch (const dnnl::error& e) {
-        return dnnlError("matmul (pointwise convolution)", e);
-      }
+      RETURN_IF_ERROR(runPrimitive(mm_,
+                                   {{DNNL_ARG_SRC, wrap(mmW_, w)},
+                                    {DNNL_ARG_WEIGHTS, wrap(mmX_, x)},
+                                    {DNNL_ARG_DST, wrap(mmY_, y)}},
+                                   "matmul (pointwise convolution)"));
       out.push_back(std::move(y));
       return true;
     }

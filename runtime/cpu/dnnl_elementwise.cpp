@@ -25,19 +25,17 @@ class BinaryKernel : public KernelOverride {
 
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
-    std::string key = dimsKey(in[0]->shape()) + "," + dimsKey(in[1]->shape());
+    std::string key = dimsToString(in[0]->shape()) + "," + dimsToString(in[1]->shape());
     if (key != key_) prepare(in[0]->shape(), in[1]->shape(), key);
     if (!supported_) return false;
     const Tensor& s0 = swap_ ? *in[1] : *in[0];
     const Tensor& s1 = swap_ ? *in[0] : *in[1];
     Tensor y = Tensor::zeros(DType::kF32, outShape_);
-    try {
-      prim_.execute(threadStream(), {{DNNL_ARG_SRC_0, wrap(d0_, s0)}, {DNNL_ARG_SRC_1, wrap(d1_, s1)},
-                                     {DNNL_ARG_DST, wrap(d0_, y)}});
-      threadStream().wait();
-    } catch (const dnnl::error& e) {
-      return dnnlError("binary", e);
-    }
+    RETURN_IF_ERROR(runPrimitive(prim_,
+                                 {{DNNL_ARG_SRC_0, wrap(d0_, s0)},
+                                  {DNNL_ARG_SRC_1, wrap(d1_, s1)},
+                                  {DNNL_ARG_DST, wrap(d0_, y)}},
+                                 "binary"));
     out.push_back(std::move(y));
     return true;
   }
@@ -97,7 +95,7 @@ class EltwiseKernel : public KernelOverride {
       beta = in[1]->data<float>()[0];
       if (!std::isfinite(beta)) return false;
     }
-    std::string key = dimsKey(x.shape()) + "^" + std::to_string(beta);
+    std::string key = dimsToString(x.shape()) + "^" + std::to_string(beta);
     if (key != key_) {
       key_ = key;
       supported_ = false;
@@ -112,12 +110,10 @@ class EltwiseKernel : public KernelOverride {
     }
     if (!supported_) return false;
     Tensor y = Tensor::zeros(DType::kF32, x.shape());
-    try {
-      prim_.execute(threadStream(), {{DNNL_ARG_SRC, wrap(desc_, x)}, {DNNL_ARG_DST, wrap(desc_, y)}});
-      threadStream().wait();
-    } catch (const dnnl::error& e) {
-      return dnnlError("eltwise", e);
-    }
+    RETURN_IF_ERROR(runPrimitive(prim_,
+                                 {{DNNL_ARG_SRC, wrap(desc_, x)},
+                                  {DNNL_ARG_DST, wrap(desc_, y)}},
+                                 "eltwise"));
     out.push_back(std::move(y));
     return true;
   }

@@ -54,18 +54,15 @@ class MatMulKernel : public KernelOverride {
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
-    std::string key = dimsKey(a.shape()) + "x" + dimsKey(b.shape());
+    std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape());
     if (key != p_.key) prepare(a.shape(), b.shape(), key);
     if (!p_.supported) return false;
     Tensor y = Tensor::zeros(DType::kF32, p_.out);
-    try {
-      p_.prim.execute(threadStream(), {{DNNL_ARG_SRC, wrap(p_.a, a)},
-                                       {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
-                                       {DNNL_ARG_DST, wrap(p_.c, y)}});
-      threadStream().wait();
-    } catch (const dnnl::error& e) {
-      return dnnlError("matmul", e);
-    }
+    RETURN_IF_ERROR(runPrimitive(p_.prim,
+                                 {{DNNL_ARG_SRC, wrap(p_.a, a)},
+                                  {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
+                                  {DNNL_ARG_DST, wrap(p_.c, y)}},
+                                 "matmul"));
     out.push_back(std::move(y));
     return true;
   }
@@ -122,20 +119,17 @@ class GemmKernel : public KernelOverride {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
     const Tensor* c = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
-    std::string key = dimsKey(a.shape()) + "x" + dimsKey(b.shape()) + "+" + (c ? dimsKey(c->shape()) : "");
+    std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape()) + "+" + (c ? dimsToString(c->shape()) : "");
     if (key != p_.key) prepare(a.shape(), b.shape(), c != nullptr, key);
     if (!p_.supported) return false;
     int64_t m = p_.out[0], n = p_.out[1];
     Tensor y = Tensor::zeros(DType::kF32, p_.out);
     if (c) fillBroadcast(*c, m, n, y.mutableData<float>());
-    try {
-      p_.prim.execute(threadStream(), {{DNNL_ARG_SRC, wrap(p_.a, a)},
-                                       {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
-                                       {DNNL_ARG_DST, wrap(p_.c, y)}});
-      threadStream().wait();
-    } catch (const dnnl::error& e) {
-      return dnnlError("gemm", e);
-    }
+    RETURN_IF_ERROR(runPrimitive(p_.prim,
+                                 {{DNNL_ARG_SRC, wrap(p_.a, a)},
+                                  {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
+                                  {DNNL_ARG_DST, wrap(p_.c, y)}},
+                                 "gemm"));
     out.push_back(std::move(y));
     return true;
   }

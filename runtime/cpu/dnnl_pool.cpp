@@ -28,16 +28,14 @@ class PoolKernel : public KernelOverride {
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 1 || !in[0] || !allF32(in)) return false;
     const Tensor& x = *in[0];
-    std::string key = dimsKey(x.shape());
+    std::string key = dimsToString(x.shape());
     if (key != key_) prepare(x.shape(), key);
     if (!supported_) return false;
     Tensor y = Tensor::zeros(DType::kF32, outShape_);
-    try {
-      prim_.execute(threadStream(), {{DNNL_ARG_SRC, wrap(src_, x)}, {DNNL_ARG_DST, wrap(dst_, y)}});
-      threadStream().wait();
-    } catch (const dnnl::error& e) {
-      return dnnlError("pooling", e);
-    }
+    RETURN_IF_ERROR(runPrimitive(prim_,
+                                 {{DNNL_ARG_SRC, wrap(src_, x)},
+                                  {DNNL_ARG_DST, wrap(dst_, y)}},
+                                 "pooling"));
     out.push_back(std::move(y));
     return true;
   }

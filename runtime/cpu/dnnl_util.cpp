@@ -31,10 +31,15 @@ dnnl::memory wrap(const dnnl::memory::desc& d, Tensor& t) {
   return dnnl::memory(d, cpuEngine(), t.mutableData());
 }
 
-std::string dimsKey(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
+Status runPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
+                    const char* what) {
+  try {
+    p.execute(threadStream(), args);
+    threadStream().wait();
+  } catch (const dnnl::error& e) {
+    return dnnlError(what, e);
+  }
+  return Status::OK();
 }
 
 bool allF32(const std::vector<const Tensor*>& inputs) {

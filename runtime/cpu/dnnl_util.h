@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/support/status.h"
@@ -28,8 +29,10 @@ dnnl::memory::desc stridedDesc(const std::vector<int64_t>& dims, const std::vect
 dnnl::memory wrap(const dnnl::memory::desc& d, const Tensor& t);
 dnnl::memory wrap(const dnnl::memory::desc& d, Tensor& t);
 
-/// \returns "f32[2,3]-style text of a dims vector, for cache keys and messages.
-std::string dimsKey(const std::vector<int64_t>& dims);
+/// Executes `p` with `args` on threadStream() and waits for it.
+/// \returns ok, or dnnlError(what, ...) when oneDNN throws.
+Status runPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
+                    const char* what);
 
 /// \returns true when every input that is present is f32 (the only dtype the
 /// fast kernels take).

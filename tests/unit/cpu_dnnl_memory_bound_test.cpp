@@ -31,7 +31,7 @@ TEST(CpuDnnlBinary, MatchesReferenceOverBroadcasts) {
     for (const BinaryCase& c : cases) {
       Tensor a = randomF32(c.a, seed++), b = randomF32(c.b, seed++);
       Outcome o = compareExact(op, {&a, &b}, {});
-      std::string what = std::string(op) + " " + dimsText(c.a) + " " + dimsText(c.b);
+      std::string what = std::string(op) + " " + dimsToString(c.a) + " " + dimsToString(c.b);
       EXPECT_EQ(o.error, "") << what;
       bool expectRan = !c.twoSided && (commutes || !c.swapped);
       EXPECT_EQ(o.ran, expectRan) << what;

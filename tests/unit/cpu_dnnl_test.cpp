@@ -38,7 +38,7 @@ TEST(CpuDnnlMatMul, MatchesReference) {
     Tensor a = randomF32(c.a, seed++), b = randomF32(c.b, seed++);
     int64_t k = c.a.back();
     Outcome o = compareWithReference("MatMul", {&a, &b}, {}, k);
-    std::string what = dimsText(c.a) + " x " + dimsText(c.b);
+    std::string what = dimsToString(c.a) + " x " + dimsToString(c.b);
     EXPECT_EQ(o.error, "") << what;
     EXPECT_TRUE(o.ran) << what << ": the fast kernel declined";
     EXPECT_LE(o.worst, 1.0) << what;
@@ -105,7 +105,7 @@ TEST(CpuDnnlGemm, MatchesReferenceOverTransposesScalesAndBiasShapes) {
               std::string what = "m,n,k " + std::to_string(z.m) + "," + std::to_string(z.n) + "," +
                                  std::to_string(z.k) + " transA " + std::to_string(ta) + " transB " +
                                  std::to_string(tb) + " alpha " + std::to_string(alpha) + " beta " +
-                                 std::to_string(beta) + " C " + (withC ? dimsText(cs) : "none");
+                                 std::to_string(beta) + " C " + (withC ? dimsToString(cs) : "none");
               EXPECT_EQ(o.error, "") << what;
               EXPECT_TRUE(o.ran) << what << ": the fast kernel declined";
               EXPECT_LE(o.worst, 1.0) << what;

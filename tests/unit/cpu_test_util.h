@@ -34,6 +34,36 @@ struct Outcome {
   std::string error;
 };
 
+/// Runs the fast kernel of `op` `calls` times on `in` into `out` and checks
+/// its single output has the reference's type. \returns false (with
+/// o.error set, or o.ran false when the kernel declined) when there is
+/// nothing to compare.
+inline bool runFast(const std::string& op, const std::vector<const Tensor*>& in, const AttrMap& attrs,
+                    const std::vector<bool>& constant, int calls, const Tensor& ref, Outcome& o,
+                    std::vector<Tensor>& out) {
+  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(op, attrs, constant);
+  if (!fast) {
+    o.error = "no fast kernel for " + op;
+    return false;
+  }
+  for (int c = 0; c < calls; ++c) {
+    out.clear();
+    auto ran = fast->run(in, out);
+    if (!ran.ok()) {
+      o.error = "fast: " + ran.status().message();
+      return false;
+    }
+    o.ran = *ran;
+    if (!o.ran) return false;
+  }
+  if (out.size() != 1 || out[0].type() != ref.type()) {
+    o.error = "fast kernel output " + (out.empty() ? std::string("missing") : out[0].type().str()) +
+              ", reference " + ref.type().str();
+    return false;
+  }
+  return true;
+}
+
 /// Runs `op` on the fast kernel and on the reference kernel and compares them
 /// element by element against the bound above, `k` being the length of the
 /// reduction. `magAttrs` are the attributes of the |A||B| run (Gemm: |alpha|, |beta|).
@@ -55,27 +85,8 @@ inline Outcome compareWithReference(const std::string& op, const std::vector<con
     o.error = "magnitude: " + mag.status().message();
     return o;
   }
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(op, attrs, constant);
-  if (!fast) {
-    o.error = "no fast kernel for " + op;
-    return o;
-  }
   std::vector<Tensor> out;
-  for (int c = 0; c < calls; ++c) {
-    out.clear();
-    auto ran = fast->run(in, out);
-    if (!ran.ok()) {
-      o.error = "fast: " + ran.status().message();
-      return o;
-    }
-    o.ran = *ran;
-    if (!o.ran) return o;
-  }
-  if (out.size() != 1 || out[0].type() != (*ref)[0].type()) {
-    o.error = "fast kernel output " + (out.empty() ? std::string("missing") : out[0].type().str()) +
-              ", reference " + (*ref)[0].type().str();
-    return o;
-  }
+  if (!runFast(op, in, attrs, constant, calls, (*ref)[0], o, out)) return o;
   const float* f = out[0].data<float>();
   const float* r = (*ref)[0].data<float>();
   const float* m = (*mag)[0].data<float>();
@@ -86,12 +97,6 @@ inline Outcome compareWithReference(const std::string& op, const std::vector<con
     if (!std::isfinite(f[i])) o.worst = INFINITY;
   }
   return o;
-}
-
-inline std::string dimsText(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
 }
 
 /// Runs `op` on the fast kernel and on the reference kernel; for ops that round
@@ -105,24 +110,8 @@ inline Outcome compareExact(const std::string& op, const std::vector<const Tenso
     o.error = "reference: " + ref.status().message();
     return o;
   }
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(op, attrs, {});
-  if (!fast) {
-    o.error = "no fast kernel for " + op;
-    return o;
-  }
   std::vector<Tensor> out;
-  auto ran = fast->run(in, out);
-  if (!ran.ok()) {
-    o.error = "fast: " + ran.status().message();
-    return o;
-  }
-  o.ran = *ran;
-  if (!o.ran) return o;
-  if (out.size() != 1 || out[0].type() != (*ref)[0].type()) {
-    o.error = "fast kernel output " + (out.empty() ? std::string("missing") : out[0].type().str()) +
-              ", reference " + (*ref)[0].type().str();
-    return o;
-  }
+  if (!runFast(op, in, attrs, {}, 1, (*ref)[0], o, out)) return o;
   const float* f = out[0].data<float>();
   const float* r = (*ref)[0].data<float>();
   for (int64_t i = 0; i < out[0].numel(); ++i) {
