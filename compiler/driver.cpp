@@ -78,7 +78,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
 
 std::string emitIr(const Compilation& c) {
   std::string s = "// global graph, mesh " + c.partition.mesh.str() + "\n" + printGraph(*c.partitioned);
-  if (!c.ranks.empty()) s += "\n// rank 0 program\n" + printGraph(*c.ranks[0].graph);
+  for (const RankGraph& rg : c.ranks) s += strCat("\n// rank ", rg.rank, " program\n") + printGraph(*rg.graph);
   return s;
 }
 

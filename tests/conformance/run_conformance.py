@@ -3,33 +3,48 @@
 
 For every case of every suite, and every test_data_set_N of the case:
 
-    pcc MODEL --gpus G -o PLAN --quiet [--shape NAME=AxB ...] [--freeze NAME=FILE.pb ...]
+    pcc MODEL --gpus G -o PLAN --quiet [--strategy S] [--shape NAME=AxB ...] [--freeze NAME=FILE.pb ...]
     pcc-run PLAN --inputs DATASET --expect DATASET --rtol R --atol A
 
 Each case ends as one of:
-  passed        every data set matched;
-  failed        pcc or pcc-run failed, or an output differs (the reason is the
-                first line of the tool's stderr, or the mismatch line);
-  unsupported   pcc refused the model with exit 2 and an 'unsupported' message
-                (unknown op, op of another domain, dtype, opset beyond range);
-  out-of-scope  the model needs what pcc does not aim at: sequence, optional
-                or map types, string tensors, the training domain, graph-valued
-                attributes (If/Loop/Scan), or weights to download.
+  passed         every data set matched, with every input given at run time;
+  passed-frozen  every data set matched after the inputs pcc needs as
+                 constants (shape-like: Reshape's shape, Pad's pads, ...) were
+                 frozen to the data set's values with --freeze; the rest was
+                 computed at run time;
+  folded         every data set matched, but only with every input frozen, or
+                 with inputs frozen and nothing left for the plan to compute:
+                 the constant folder produced the answer at compile time. Never
+                 counted as passing in the rates;
+  failed         pcc or pcc-run failed, or an output differs (the reason is the
+                 first line of the tool's stderr, or the mismatch line);
+  unsupported    pcc refused the model with exit 2 and an 'unsupported' message
+                 (unknown op, op of another domain, dtype, opset beyond range);
+  out-of-scope   the model needs what pcc does not aim at: sequence, optional
+                 or map types, string tensors, the training domain, graph-valued
+                 attributes (If/Loop/Scan), or weights to download.
 
 Symbolic input dims are bound with --shape from each data set's inputs. When
 pcc says an input must be a constant (a shape-like run-time input of Reshape,
-Expand, Slice, ...), the case is retried with the integer inputs frozen to the
-data set's values (then all inputs), compiled once per data set.
+Expand, Slice, ...), the case is retried with that input frozen to the data
+set's value, input by input (the integer inputs, then all, when pcc names a
+value computed from the inputs), compiled once per data set. On several
+devices, a passing case is also recorded as split (its ranks divide the work or
+communicate) or replicated (every rank computes the whole graph).
 
 Writes conformance.md, conformance.tsv (per suite and operator) and cases.tsv
-(per case) under --out, prints `conformance: P passed, F failed, U unsupported
-of T` per suite and overall, and exits 1 when the gate fails:
-  - a case fails (its ops are all imported by pcc) and is not listed in
-    tests/conformance/known_failures.txt (`suite/case_name: reason`);
-  - a listed case passes now (the entry is stale and must be removed);
-  - a suite is below its goal (>= 90% of in-scope node cases, 100% of simple,
-    pytorch-converted and pytorch-operator), unless --no-goals.
-Exit 2 on bad usage or a malformed known-failures file.
+(per case) under --out, prints the counts per suite and overall, and exits 1
+when the gate fails:
+  - any case's status (and split/replicated) differs from the committed
+    expected list, tests/conformance/expected/CONFIG.tsv: a regression
+    (passed -> anything else, split -> replicated, ...) or a change to record
+    with --update-expected; a case missing from the list, or a listed case that
+    no longer exists;
+  - a case fails and is not listed in tests/conformance/known_failures.txt
+    (`suite/case_name | key phrase | why`), or fails with a reason that lacks
+    its entry's key phrase; a listed case that does not fail (a stale entry);
+  - a selected suite has no test data or no case, or the run selects no case.
+Exit 2 on bad usage or a malformed known-failures or expected file.
 """
 
 from __future__ import annotations
@@ -53,7 +68,6 @@ from onnx import numpy_helper
 
 HERE = Path(__file__).resolve().parent
 KNOWN_FAILURES = HERE / "known_failures.txt"
-FLOORS = HERE / "floors.txt"
 PIP_DATA = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data"
 DEBIAN_DATA = Path("/usr/share/libonnx-testdata/data")
 
@@ -92,7 +106,7 @@ def all_suites() -> list[Suite]:
     suites.append(Suite("pip/light", PIP_DATA / "light", None, "light"))
     # Debian's 'real' cases only name a URL to download.
     suites.append(Suite("debian/real", DEBIAN_DATA / "real", None, "download"))
-    return [s for s in suites if s.path.is_dir()]
+    return suites
 
 
 @dataclass
@@ -116,11 +130,13 @@ class Result:
     suite: str
     name: str
     op: str
-    status: str  # passed | failed | unsupported | out-of-scope
+    status: str  # one of STATUSES
     reason: str = ""
-    froze: bool = False
+    froze: str = ""  # "", "some" (the inputs pcc needs as constants frozen) or "all" (every input frozen)
     seconds: float = 0.0
     ops: list[str] = field(default_factory=list)
+    runtime_ops: int = 0  # ops the plan runs (all ranks, collectives excluded), least over data sets
+    split: bool = False   # the plan divides the work between ranks (see plan_split)
 
     @property
     def id(self) -> str:
@@ -355,6 +371,8 @@ INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
 
 def compile_plan(args, case: Case, plan: str, extra: list[str], deadline: Deadline) -> tuple[int, str]:
     cmd = [os.path.join(args.bin, "pcc"), case.model, "--gpus", str(args.gpus), "-o", plan, "--quiet"] + extra
+    if args.strategy:
+        cmd += ["--strategy", args.strategy]
     p = run_tool(cmd, deadline, "pcc")
     return p.returncode, first_line(p.stderr)
 
@@ -423,24 +441,65 @@ def normalize_dataset(ds: str, model: onnx.ModelProto, where: str) -> str:
     return where
 
 
-def run_case(args, case: Case, model: onnx.ModelProto, work: str) -> bool:
-    """Runs every data set of the case; raises Failure. \\returns whether
-    freezing was needed."""
+@dataclass
+class PlanFacts:
+    runtime_ops: int  # ops the ranks run, collectives excluded, summed over ranks
+    split: bool       # more than one rank, and the work is divided or communicated
+
+
+def plan_facts(plan: str) -> PlanFacts:
+    """Reads what a compiled plan does from its report.json: how many ops run
+    at run time and whether the ranks divide the work. A plan on several
+    ranks divides it when every rank does less than 90% of the FLOPs of the
+    unpartitioned graph, or when the ranks communicate; otherwise each rank
+    computes the whole graph (replicated)."""
+    try:
+        report = json.loads(Path(plan, "report.json").read_text())
+        ranks = report["ranks"]
+        ops = sum(n for r in ranks for n in r.get("ops", {}).values())
+        ref_flops = report.get("reference", {}).get("flops", 0)
+        # Ranks' programs differ a little from the reference after folding;
+        # a tenth less work per rank is taken as a real division.
+        divided = ref_flops > 0 and max(r.get("flops", 0) for r in ranks) < 0.9 * ref_flops
+        talks = any(n for r in ranks for n in r.get("comm_count", {}).values())
+        return PlanFacts(ops, len(ranks) > 1 and (divided or talks))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise Failure("failed", f"pcc wrote no readable report.json in the plan: {e}")
+
+
+# pcc names the input it needs as a constant: "input 1 ('pads') must be a
+# constant", or "unless input 'X' is known".
+NAMED_INPUT = re.compile(r"input (?:\d+ )?\('([^']+)'\) must be a constant|input '([^']+)' is known")
+
+
+def named_input(msg: str) -> str:
+    m = NAMED_INPUT.search(msg)
+    return (m.group(1) or m.group(2)) if m else ""
+
+
+def run_case(args, case: Case, model: onnx.ModelProto, work: str) -> tuple[str, PlanFacts]:
+    """Runs every data set of the case; raises Failure. \\returns how much of
+    the input had to be frozen ("", "some" or "all", the most over the data
+    sets) and the facts of the plans (the fewest run-time ops over the data
+    sets; split if every plan is split).
+
+    Freezing: when pcc says a graph input must be a constant, that input alone
+    is frozen to the data set's value and the case compiled again, input by
+    input; when pcc names no graph input (a value computed from them), the
+    integer inputs are frozen, then all inputs."""
     deadline = Deadline(args.timeout * case.timeout_scale)
     if not case.datasets:
         raise Failure("failed", "no test_data_set_N in the case")
-    froze = False
+    froze_level = ""
+    facts: PlanFacts | None = None
     plans: dict[tuple, str] = {}
+    frozen: set[str] = set()  # carried to the next data set: it needs the same
     for n, ds in enumerate(case.datasets):
         ds = normalize_dataset(ds, model, os.path.join(work, f"data_{n}"))
         inputs = read_dataset(ds, model)
+        frozen &= set(inputs)
         ints = {k for k, t in inputs.items() if t.data_type in INT_TYPES}
-        # Freezing levels: none, the integer inputs, all inputs.
-        levels = [] if froze else [set()]
-        for frozen in (ints, set(inputs)):
-            if frozen and frozen not in levels:
-                levels.append(frozen)
-        for level, frozen in enumerate(levels):
+        for _ in range(len(inputs) + 3):
             extra = shape_args(model, inputs, frozen)
             key = tuple(extra)
             if frozen:
@@ -450,21 +509,56 @@ def run_case(args, case: Case, model: onnx.ModelProto, work: str) -> bool:
                     f = os.path.join(fdir, re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".pb")
                     Path(f).write_bytes(inputs[name].SerializeToString())
                     extra += ["--freeze", f"{name}={f}"]
-                key = (n,)
+                key = (n, tuple(sorted(frozen)))
             if key not in plans:
                 plan = os.path.join(work, f"plan_{len(plans)}.pcc")
                 rc, msg = compile_plan(args, case, plan, extra, deadline)
                 if rc != 0:
-                    if NEEDS_CONSTANT.search(msg) and level + 1 < len(levels):
-                        froze = True
+                    if NEEDS_CONSTANT.search(msg) and frozen != set(inputs):
+                        name = named_input(msg)
+                        if name in inputs and name not in frozen:
+                            frozen.add(name)
+                        elif not ints <= frozen:
+                            frozen |= ints
+                        else:
+                            frozen = set(inputs)
                         continue
                     status = "unsupported" if rc == 2 and UNSUPPORTED.search(msg) else "failed"
                     raise Failure(status, shorten(msg or f"pcc exited {rc}", case.model))
                 plans[key] = plan
+                f = plan_facts(plan)
+                facts = f if facts is None else PlanFacts(min(facts.runtime_ops, f.runtime_ops),
+                                                          facts.split and f.split)
+            if frozen:
+                froze_level = "all" if frozen == set(inputs) or froze_level == "all" else "some"
             inputs_dir = write_unfrozen_inputs(inputs, model, frozen, os.path.join(work, f"in_{n}")) if frozen else ds
             run_dataset_plan(args, case, plans[key], inputs_dir, ds, deadline)
             break
-    return froze
+        else:
+            raise Failure("failed", "pcc kept asking for constant inputs after all were frozen")
+    assert facts is not None
+    return froze_level, facts
+
+
+def passing_status(froze: str, facts: PlanFacts) -> str:
+    """passed: nothing frozen. passed-frozen: the (shape-like) inputs pcc
+    needs as constants frozen, the rest computed at run time. folded: every input frozen, or some
+    frozen and nothing left to compute at run time: the answer came from the
+    constant folder, and the case says nothing of what a user gets with run-time
+    inputs."""
+    if not froze:
+        return "passed"
+    if froze == "all" or facts.runtime_ops == 0:
+        return "folded"
+    return "passed-frozen"
+
+
+def model_ops(path: str) -> set[str]:
+    """The op types of a model's graph (an unreadable model: none)."""
+    try:
+        return {n.op_type for n in onnx.load(path, load_external_data=False).graph.node}
+    except Exception:
+        return set()
 
 
 def evaluate(job) -> Result:
@@ -484,8 +578,9 @@ def evaluate(job) -> Result:
         return Result(case.suite, case.name, op, "out-of-scope", scope, ops=ops)
     work = tempfile.mkdtemp(prefix="pcc-conf-", dir=args.tmp)
     try:
-        froze = run_case(args, case, model, work)
-        r = Result(case.suite, case.name, op, "passed", "", froze)
+        froze, facts = run_case(args, case, model, work)
+        r = Result(case.suite, case.name, op, passing_status(froze, facts), "", froze,
+                   runtime_ops=facts.runtime_ops, split=facts.split)
     except Failure as f:
         r = Result(case.suite, case.name, op, f.status, f.reason)
     finally:
@@ -496,10 +591,24 @@ def evaluate(job) -> Result:
 
 
 # ---------------------------------------------------------------------------
-# Known failures, report, gate
+# Known failures, expected statuses, report, gate
+
+STATUSES = ("passed", "passed-frozen", "folded", "failed", "unsupported", "out-of-scope")
+PASSING = ("passed", "passed-frozen", "folded")
+# How much of a case works at run time; a change to a lower rank is a regression.
+STATUS_RANK = {"passed": 3, "passed-frozen": 2, "folded": 1, "failed": 0, "unsupported": 0, "out-of-scope": -1}
+EXPECTED_DIR = HERE / "expected"
 
 
-def read_known_failures(path: Path) -> dict[str, str]:
+@dataclass
+class KnownFailure:
+    phrase: str  # must occur in the failure's reason
+    why: str
+
+
+def read_known_failures(path: Path) -> dict[str, KnownFailure]:
+    """Lines `suite/case_name | key phrase | why`: the case fails, its reason
+    contains the key phrase, and `why` says why pcc is right or what is left."""
     known = {}
     if not path.exists():
         return known
@@ -507,16 +616,62 @@ def read_known_failures(path: Path) -> dict[str, str]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        case, sep, reason = line.partition(": ")
-        if not sep or not reason.strip() or "/" not in case:
-            raise ValueError(f"{path}:{lineno}: expected 'suite/case_name: reason', got '{line}'")
-        if case in known:
-            raise ValueError(f"{path}:{lineno}: '{case}' is listed twice")
-        known[case] = reason.strip()
+        parts = [p.strip() for p in line.split(" | ")]
+        if len(parts) != 3 or not all(parts) or "/" not in parts[0]:
+            raise ValueError(f"{path}:{lineno}: expected 'suite/case_name | key phrase | why', got '{line}'")
+        if parts[0] in known:
+            raise ValueError(f"{path}:{lineno}: '{parts[0]}' is listed twice")
+        known[parts[0]] = KnownFailure(parts[1], parts[2])
     return known
 
 
-STATUSES = ("passed", "failed", "unsupported", "out-of-scope")
+def config_name(args) -> str:
+    """The name of a run's configuration, which picks its expected-status file."""
+    name = f"gpus{args.gpus}"
+    if args.strategy:
+        name += "-" + re.sub(r"[^A-Za-z0-9]+", "", args.strategy)
+    if args.ops:
+        name += "-" + re.sub(r"[^A-Za-z0-9]+", "", args.ops.lower())
+    return name
+
+
+def expected_entry(r: Result, gpus: int) -> str:
+    """The expected-status value recorded for a result: the status, and on
+    several devices whether a passing plan splits the work."""
+    if gpus > 1 and r.status in PASSING:
+        return f"{r.status}\t{'split' if r.split else 'replicated'}"
+    return r.status
+
+
+def read_expected(path: Path) -> dict[str, str]:
+    """Lines `suite/case<TAB>status[<TAB>split|replicated]`."""
+    expected = {}
+    if not path.exists():
+        return expected
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        case, sep, value = line.partition("\t")
+        status = value.split("\t")[0]
+        if not sep or "/" not in case or status not in STATUSES:
+            raise ValueError(f"{path}:{lineno}: expected 'suite/case<TAB>status', got '{line}'")
+        if case in expected:
+            raise ValueError(f"{path}:{lineno}: '{case}' is listed twice")
+        expected[case] = value
+    return expected
+
+
+def write_expected(path: Path, results: list[Result], gpus: int, keep: dict[str, str], ran_suites: set[str],
+                   header: str) -> None:
+    """Writes the expected statuses of this run; entries of suites that did not
+    run are kept."""
+    entries = {k: v for k, v in keep.items() if k.rsplit("/", 1)[0] not in ran_suites}
+    entries.update({r.id: expected_entry(r, gpus) for r in results})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(header)
+        for case in sorted(entries):
+            f.write(f"{case}\t{entries[case]}\n")
 
 
 def counts(results: list[Result]) -> dict[str, int]:
@@ -526,9 +681,30 @@ def counts(results: list[Result]) -> dict[str, int]:
     return c
 
 
+def in_scope(c: dict[str, int]) -> int:
+    return sum(c[s] for s in STATUSES if s != "out-of-scope")
+
+
+def runtime_rate(c: dict[str, int]) -> str:
+    """Cases that compute their answer at run time (passed or passed-frozen),
+    as a share of the cases in scope; folded cases never count."""
+    t = in_scope(c)
+    return f"{100 * (c['passed'] + c['passed-frozen']) / t:.1f}%" if t else "-"
+
+
 def summary_line(c: dict[str, int]) -> str:
-    t = c["passed"] + c["failed"] + c["unsupported"]
-    return f"conformance: {c['passed']} passed, {c['failed']} failed, {c['unsupported']} unsupported of {t}"
+    return (f"conformance: {c['passed']} passed, {c['passed-frozen']} passed-frozen, {c['folded']} folded, "
+            f"{c['failed']} failed, {c['unsupported']} unsupported of {in_scope(c)}")
+
+
+def folded_only_ops(results: list[Result]) -> list[str]:
+    """Ops whose passing cases were all folded, in every suite: the ops that
+    work only when their inputs are compile-time constants (not at run time)."""
+    by_op: dict[str, list[Result]] = {}
+    for r in results:
+        if r.suite.endswith("/node") and r.status in PASSING:
+            by_op.setdefault(r.op, []).append(r)
+    return sorted(op for op, rs in by_op.items() if all(r.status == "folded" for r in rs))
 
 
 def write_reports(out: Path, suites: list[Suite], results: list[Result], args) -> None:
@@ -538,9 +714,10 @@ def write_reports(out: Path, suites: list[Suite], results: list[Result], args) -
         by_suite.setdefault(r.suite, []).append(r)
 
     with open(out / "cases.tsv", "w") as f:
-        f.write("suite\tcase\top\tstatus\tfroze\tseconds\treason\n")
+        f.write("suite\tcase\top\tstatus\tfroze\truntime_ops\tsplit\tseconds\treason\n")
         for r in sorted(results, key=lambda r: (r.suite, r.name)):
-            f.write(f"{r.suite}\t{r.name}\t{r.op}\t{r.status}\t{int(r.froze)}\t{r.seconds:.2f}\t{r.reason}\n")
+            f.write(f"{r.suite}\t{r.name}\t{r.op}\t{r.status}\t{r.froze or '-'}\t{r.runtime_ops}\t{int(r.split)}\t"
+                    f"{r.seconds:.2f}\t{r.reason}\n")
 
     rows = []
     for s in suites:
@@ -549,78 +726,82 @@ def write_reports(out: Path, suites: list[Suite], results: list[Result], args) -
             per_op.setdefault(r.op, []).append(r)
         for op in sorted(per_op):
             rs = per_op[op]
-            c = counts(rs)
-            reasons = "; ".join(f"{r.name}: {r.reason}" for r in sorted(rs, key=lambda r: r.name)
-                                if r.status != "passed")
-            rows.append((s.name, op, c, reasons))
+            reasons = "; ".join(f"{r.name}: {r.reason}" for r in sorted(rs, key=lambda r: r.name) if r.reason)
+            rows.append((s.name, op, counts(rs), reasons))
+    cols = [s for s in STATUSES]
     with open(out / "conformance.tsv", "w") as f:
-        f.write("suite\top\tpassed\tfailed\tunsupported\tout_of_scope\treasons\n")
+        f.write("suite\top\t" + "\t".join(c.replace("-", "_") for c in cols) + "\treasons\n")
         for suite, op, c, reasons in rows:
-            f.write(f"{suite}\t{op}\t{c['passed']}\t{c['failed']}\t{c['unsupported']}\t{c['out-of-scope']}\t"
-                    f"{reasons}\n")
+            f.write(f"{suite}\t{op}\t" + "\t".join(str(c[k]) for k in cols) + f"\t{reasons}\n")
 
     def cell(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
     with open(out / "conformance.md", "w") as f:
-        f.write(f"# ONNX backend conformance (--gpus {args.gpus})\n\n")
-        f.write("| suite | passed | failed | unsupported | in scope | out of scope |\n|---|---|---|---|---|---|\n")
+        f.write(f"# ONNX backend conformance (--gpus {args.gpus}"
+                f"{' --strategy ' + args.strategy if args.strategy else ''})\n\n")
+        f.write("| suite | passed | passed-frozen | folded | failed | unsupported | in scope | run-time pass rate "
+                "| out of scope |\n|---|---|---|---|---|---|---|---|---|\n")
         for s in suites:
             c = counts(by_suite.get(s.name, []))
-            t = c["passed"] + c["failed"] + c["unsupported"]
-            f.write(f"| {s.name} | {c['passed']} | {c['failed']} | {c['unsupported']} | {t} | {c['out-of-scope']} |\n")
-        f.write("\n## Per operator\n\n")
-        f.write("| suite | op | passed | failed | unsupported | out of scope | reasons |\n"
-                "|---|---|---|---|---|---|---|\n")
+            f.write(f"| {s.name} | {c['passed']} | {c['passed-frozen']} | {c['folded']} | {c['failed']} | "
+                    f"{c['unsupported']} | {in_scope(c)} | {runtime_rate(c)} | {c['out-of-scope']} |\n")
+        folded = folded_only_ops(results)
+        f.write("\nNot supported at run time (every passing case folded): "
+                + (", ".join(folded) if folded else "none") + "\n")
+        if args.gpus > 1:
+            passing = [r for r in results if r.status in PASSING]
+            f.write(f"\nSplit across ranks: {sum(r.split for r in passing)} of {len(passing)} passing cases; "
+                    "the rest computed replicated.\n")
+        f.write("\n## Per operator\n\n| suite | op | " + " | ".join(cols) + " | reasons |\n|"
+                + "---|" * (len(cols) + 3) + "\n")
         for suite, op, c, reasons in rows:
-            f.write(f"| {suite} | {cell(op)} | {c['passed']} | {c['failed']} | {c['unsupported']} | "
-                    f"{c['out-of-scope']} | {cell(reasons)} |\n")
+            f.write(f"| {suite} | {cell(op)} | " + " | ".join(str(c[k]) for k in cols) + f" | {cell(reasons)} |\n")
 
 
-def read_floors(path: Path) -> dict[str, int]:
-    """\\returns suite -> least number of passing cases, from lines `suite count  # why`."""
-    floors = {}
-    if not path.exists():
-        return floors
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            raise ValueError(f"{path}:{n}: expected 'suite count'")
-        floors[parts[0]] = int(parts[1])
-    return floors
-
-
-def gate(suites: list[Suite], results: list[Result], known: dict[str, str], goals: bool,
-         floors: dict[str, int] | None = None) -> list[str]:
-    """\\returns the gate's complaints (empty: the gate passes). A suite with a
-    floor has not reached its goal yet: it must keep at least that many cases
-    passing (no regression) instead."""
-    floors = floors or {}
+def gate(suites: list[Suite], found: set[str], results: list[Result], known: dict[str, KnownFailure],
+         expected: dict[str, str], gpus: int, full: bool) -> list[str]:
+    """\\returns the gate's complaints (empty: the gate passes). `found`: the
+    ids of every case of the selected suites, before --filter and --ops.
+    `full`: no --filter, so every case the expected list names should have run,
+    and a known failure that names no case is stale."""
     problems = []
+    ran = {r.id: r for r in results}
+    for s in suites:
+        if not any(case.startswith(s.name + "/") for case in found):
+            problems.append(f"no cases: {s.name} found no case in {s.path}")
+    if not results:
+        problems.append("no cases: the run selected no case")
     for r in sorted(results, key=lambda r: r.id):
-        if r.status == "failed" and r.id not in known:
-            problems.append(f"new failure: {r.id}: {r.reason}")
-        if r.status == "passed" and r.id in known:
-            problems.append(f"stale known failure: {r.id} passes now; remove it from {KNOWN_FAILURES.name}")
-    if goals:
-        for s in suites:
-            if s.goal is None:
-                continue
-            c = counts([r for r in results if r.suite == s.name])
-            t = c["passed"] + c["failed"] + c["unsupported"]
-            if s.name in floors:
-                if t and c["passed"] < floors[s.name]:
-                    problems.append(f"regression: {s.name}: {c['passed']} passed, floor {floors[s.name]} "
-                                    f"(goal {100 * s.goal:g}% not reached yet)")
-                elif t and c["passed"] >= s.goal * t:
-                    problems.append(f"goal reached: {s.name}: remove its floor from {FLOORS.name}")
-                continue
-            if t and c["passed"] < s.goal * t:
-                problems.append(f"goal missed: {s.name}: {c['passed']}/{t} = {100 * c['passed'] / t:.1f}% passed, "
-                                f"goal {100 * s.goal:g}%")
+        k = known.get(r.id)
+        if r.status == "failed":
+            if k is None:
+                problems.append(f"new failure: {r.id}: {r.reason}")
+            elif k.phrase not in r.reason:
+                problems.append(f"failed for another reason: {r.id}: '{r.reason}' does not contain the known "
+                                f"failure's key phrase '{k.phrase}'")
+        elif k is not None:
+            problems.append(f"stale known failure: {r.id} is {r.status} now; remove it from {KNOWN_FAILURES.name}")
+        want = expected.get(r.id)
+        got = expected_entry(r, gpus)
+        if want is None:
+            problems.append(f"not in the expected list: {r.id} ({got.replace(chr(9), ', ')}); "
+                            "record it with --update-expected")
+        elif want != got:
+            before, now = want.split("\t")[0], r.status
+            kind = "regression" if STATUS_RANK[now] < STATUS_RANK[before] or (
+                now == before and want.endswith("split")) else "changed"
+            problems.append(f"{kind}: {r.id}: expected {want.replace(chr(9), ', ')}, got {got.replace(chr(9), ', ')}"
+                            + (f": {r.reason}" if r.reason else "")
+                            + ("" if kind == "regression" else "; record it with --update-expected"))
+    if full:
+        selected = {s.name for s in suites}
+        for case in sorted(expected):
+            if case.rsplit("/", 1)[0] in selected and case not in ran:
+                problems.append(f"stale entry: {case} is in the expected list but did not run")
+        for case in sorted(known):
+            if case.rsplit("/", 1)[0] in selected and case not in found:
+                problems.append(f"stale known failure: {case} names no case")
     return problems
 
 
@@ -628,16 +809,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True, help="build directory holding pcc and pcc-run")
     ap.add_argument("--gpus", type=int, default=1, help="devices to compile for (default 1)")
-    ap.add_argument("--filter", default="", help="run only cases whose suite/name contains this")
+    ap.add_argument("--strategy", default="", help="pcc --strategy for every case (e.g. tp=2)")
+    ap.add_argument("--ops", default="",
+                    help="run only cases whose model holds one of these ops (comma-separated, e.g. MatMul,Gemm)")
+    ap.add_argument("--filter", default="", help="run only cases whose suite/name contains this (no stale-entry check)")
     ap.add_argument("--suites", default="", help="comma-separated substrings of suite names to run (default all)")
     ap.add_argument("--jobs", type=int, default=2, help="cases run in parallel (default 2)")
     ap.add_argument("--timeout", type=float, default=60, help="seconds per case (default 60)")
     ap.add_argument("--out", help="report directory (default BIN/conformance)")
     ap.add_argument("--known-failures", default=str(KNOWN_FAILURES), help="known failures file")
-    ap.add_argument("--no-goals", action="store_true", help="do not require the pass-rate goals")
-    ap.add_argument("--floors", default=str(FLOORS),
-                    help="suites below their goal, with the least number of cases that must pass")
-    ap.add_argument("--verbose", "-v", action="store_true", help="print every non-passing case")
+    ap.add_argument("--expected", help="expected statuses file (default tests/conformance/expected/CONFIG.tsv)")
+    ap.add_argument("--update-expected", action="store_true",
+                    help="write this run's statuses to the expected file instead of gating on it")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print every case that does not pass, as it ends")
     args = ap.parse_args()
 
     args.bin = os.path.abspath(args.bin)
@@ -648,8 +832,13 @@ def main() -> int:
     if args.jobs < 1 or args.gpus < 1:
         print("run_conformance: error: --jobs and --gpus must be positive", file=sys.stderr)
         return 2
+    if args.update_expected and args.filter:
+        print("run_conformance: error: --update-expected needs a run without --filter", file=sys.stderr)
+        return 2
+    expected_path = Path(args.expected or EXPECTED_DIR / f"{config_name(args)}.tsv")
     try:
         known = read_known_failures(Path(args.known_failures))
+        expected = read_expected(expected_path)
     except ValueError as e:
         print(f"run_conformance: error: {e}", file=sys.stderr)
         return 2
@@ -661,7 +850,19 @@ def main() -> int:
     if args.suites:
         wanted = [w for w in args.suites.split(",") if w]
         suites = [s for s in suites if any(w in s.name for w in wanted)]
-    cases = [c for s in suites for c in discover(s, out) if args.filter in c.id]
+    if not suites:
+        print(f"run_conformance: error: no suite matches --suites {args.suites}", file=sys.stderr)
+        return 2
+    missing = [s for s in suites if not s.path.is_dir()]
+    for s in missing:
+        print(f"run_conformance: error: suite {s.name}: no test data at {s.path}", file=sys.stderr)
+    present = [s for s in suites if s.path.is_dir()]
+    cases = [c for s in present for c in discover(s, out)]
+    found = {c.id for c in cases}
+    cases = [c for c in cases if args.filter in c.id]
+    wanted_ops = {o for o in args.ops.split(",") if o}
+    if wanted_ops:
+        cases = [c for c in cases if c.model and wanted_ops & model_ops(c.model)]
     start = time.monotonic()
     results = []
     with multiprocessing.Pool(args.jobs) as pool:
@@ -670,43 +871,53 @@ def main() -> int:
             if len(results) % 250 == 0:
                 print(f"... {len(results)}/{len(cases)} cases ({time.monotonic() - start:.0f} s)", file=sys.stderr,
                       flush=True)
-            if args.verbose and r.status != "passed":
+            if args.verbose and r.status not in ("passed", "passed-frozen"):
                 print(f"{r.status}: {r.id}: {r.reason}", flush=True)
     shutil.rmtree(args.tmp, ignore_errors=True)
     elapsed = time.monotonic() - start
 
-    write_reports(out, suites, results, args)
-    ran = {r.suite for r in results}
+    write_reports(out, present, results, args)
     main_results = []
-    for s in suites:
-        if s.name not in ran:
-            continue
+    for s in present:
         rs = [r for r in results if r.suite == s.name]
         c = counts(rs)
-        extra = "" if s.goal is not None else " (extra suite, no goal)"
-        print(f"{s.name}: {summary_line(c)}; {c['out-of-scope']} out of scope{extra}")
+        extra = "" if s.goal is not None else " (extra suite)"
+        goal = f"; goal {100 * s.goal:g}%" if s.goal is not None and in_scope(c) else ""
+        print(f"{s.name}: {summary_line(c)}; run-time pass rate {runtime_rate(c)}{goal}; "
+              f"{c['out-of-scope']} out of scope{extra}")
         if s.goal is not None:
             main_results += rs
     c = counts(main_results)
-    print(summary_line(c))
-    scope = {}
+    print(summary_line(c) + f"; run-time pass rate {runtime_rate(c)}")
+    scope: dict[str, int] = {}
     for r in main_results:
         if r.status == "out-of-scope":
             kind = r.reason.split(" (")[0]
             scope[kind] = scope.get(kind, 0) + 1
     print(f"out of scope: {c['out-of-scope']}" +
           (" (" + ", ".join(f"{k}: {v}" for k, v in sorted(scope.items())) + ")" if scope else ""))
-    froze = sum(r.froze for r in results)
-    print(f"{len(results)} cases in {elapsed:.0f} s with {args.jobs} jobs ({froze} needed --freeze); "
+    folded = folded_only_ops(results)
+    if folded:
+        print(f"not supported at run time (every passing case folded): {', '.join(folded)}")
+    if args.gpus > 1:
+        passing = [r for r in results if r.status in PASSING]
+        print(f"split across ranks: {sum(r.split for r in passing)} of {len(passing)} passing cases "
+              f"(the rest computed replicated)")
+    frozen = sum(bool(r.froze) for r in results)
+    print(f"{len(results)} cases in {elapsed:.0f} s with {args.jobs} jobs ({frozen} needed --freeze); "
           f"reports in {out}")
 
-    goals = not args.no_goals
-    try:
-        floors = read_floors(Path(args.floors))
-    except ValueError as e:
-        print(f"run_conformance: error: {e}", file=sys.stderr)
-        return 2
-    problems = gate(suites, results, {k: v for k, v in known.items()}, goals and not args.filter, floors)
+    if args.update_expected:
+        header = (f"# Expected conformance statuses, `run_conformance.py --gpus {args.gpus}"
+                  f"{' --strategy ' + args.strategy if args.strategy else ''}"
+                  f"{' --ops ' + args.ops if args.ops else ''}`; written by --update-expected.\n"
+                  "# suite/case<TAB>status[<TAB>split|replicated on several devices]. The run fails on any change.\n")
+        write_expected(expected_path, results, args.gpus, expected, {s.name for s in present}, header)
+        print(f"wrote {expected_path}")
+        return 0 if not missing else 1
+
+    problems = [f"no data: {s.name}: {s.path} does not exist" for s in missing]
+    problems += gate(present, found, results, known, expected, args.gpus, full=not args.filter)
     for p in problems:
         print(p)
     if problems:

@@ -200,12 +200,55 @@ def write_case(directory, model_file, batch, seed, int_high=128):
     return inputs, outputs
 
 
+def blind_tolerance(expected, rtol, atol):
+    """\returns why (rtol, atol) cannot tell a wrong answer from `expected`,
+    or "". A tolerance that accepts an all-zero answer for an output that is not
+    all zero (expected values far below atol) would pass almost anything, so
+    the comparison itself is reported as broken."""
+    e = expected.astype(np.float64)
+    finite = e[np.isfinite(e)]
+    if finite.size == 0 or not np.any(finite):
+        return ""  # nothing but zeros (or non-finite values) to tell apart
+    if np.allclose(np.zeros_like(finite), finite, rtol=rtol, atol=atol):
+        return (f"tolerance cannot detect a wrong answer: expected values reach only "
+                f"{np.max(np.abs(finite)):.3g} but atol is {atol:g} (an all-zero output "
+                f"would pass); scale the tolerance to the output")
+    return ""
+
+
+def wrong_answers(expected, seed=0):
+    """\returns [(name, array)]: plausible wrong answers a comparison must
+    reject (all zeros, negated, elements shuffled); empty for outputs where
+    they are not wrong (constant outputs)."""
+    e = np.asarray(expected)
+    if not np.issubdtype(e.dtype, np.inexact) or e.size < 2 or np.all(e == e.flat[0]):
+        return []
+    shuffled = e.flatten()
+    np.random.default_rng(seed).shuffle(shuffled)
+    return [("all zeros", np.zeros_like(e)), ("negated", -e), ("shuffled", shuffled.reshape(e.shape))]
+
+
+def scaled_atol(expected, atol, fraction=1e-3):
+    """\returns atol, lowered to `fraction` of the largest |expected| where the
+    outputs are small, so that the tolerance stays below the output's scale."""
+    if not np.issubdtype(expected.dtype, np.inexact) or expected.size == 0:
+        return atol
+    finite = np.abs(expected[np.isfinite(expected)]).astype(np.float64)
+    if finite.size == 0 or finite.max() == 0:
+        return atol
+    return min(atol, fraction * float(finite.max()))
+
+
 def compare(actual, expected, rtol, atol):
     """\returns "" if close (numpy allclose semantics), else what differs."""
     if actual.shape != expected.shape:
         return f"shape {list(actual.shape)} != expected {list(expected.shape)}"
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype} != expected {expected.dtype}"
+    if np.issubdtype(expected.dtype, np.inexact) and expected.size:
+        why = blind_tolerance(expected, rtol, atol)
+        if why:
+            return why
     if np.allclose(actual, expected, rtol=rtol, atol=atol):
         return ""
     diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))

@@ -27,6 +27,13 @@ def dp_ir(suite, tools):
                 bool(lines_with(r.stdout, "%x", "#shard<[dp,-]>")), r.describe())
     suite.check("dp: no collective on the forward path", "AllReduce" not in r.stdout,
                 r.describe())
+    ranks = rank_programs(r.stdout)
+    suite.check("dp: a program per rank", sorted(ranks) == ["0", "1"],
+                f"  rank programs printed: {sorted(ranks)}\n" + r.describe())
+    for k, text in ranks.items():
+        suite.check(f"dp: rank {k} takes half the batch, f32[2,64]", bool(lines_with(text, "%x: f32[2,64]")), text)
+        suite.check(f"dp: rank {k} keeps whole weights, fc1.weight f32[256,64]",
+                    bool(lines_with(text, "%fc1.weight: f32[256,64]")), text)
 
 
 def tp_ir(suite, tools):
@@ -47,12 +54,43 @@ def tp_ir(suite, tools):
     suite.check("tp: fc2's product is a partial sum #shard<[-,-] partial(tp)>",
                 bool(lines_with(out, "MatMul(", "partial(tp)")), r.describe())
     ranks = rank_programs(out)
-    suite.check("tp: a program per rank", sorted(ranks) == ["0", "1"] or sorted(ranks) == ["0"],
+    suite.check("tp: a program per rank", sorted(ranks) == ["0", "1"],
                 f"  rank programs printed: {sorted(ranks)}\n" + r.describe())
     for k, text in ranks.items():
-        n = text.count("AllReduce(")
-        suite.check(f"tp: rank {k} program has exactly one AllReduce", n == 1,
-                    f"  {n} AllReduce\n" + r.describe())
+        check_rank(suite, f"tp: rank {k}", text, batch=4, tp_coord=int(k) % 2)
+
+
+def check_rank(suite, what, text, batch, tp_coord):
+    """One rank's program of the MLP under tp=2: its half of fc1 (128 of 256
+    output rows) and of fc2 (128 of 256 input rows), its share of the batch,
+    and exactly one AllReduce over the tp group of 2."""
+    suite.check(f"{what}: input is f32[{batch},64]", bool(lines_with(text, "%x: f32[" + f"{batch},64]")),
+                text)
+    suite.check(f"{what}: fc1.weight is its half f32[128,64]", bool(lines_with(text, "%fc1.weight: f32[128,64]")),
+                text)
+    suite.check(f"{what}: fc2.weight is its half f32[128,128]",
+                bool(lines_with(text, "%fc2.weight: f32[128,128]")), text)
+    n = len(lines_with(text, "AllReduce(", "group_size = 2"))
+    suite.check(f"{what}: exactly one AllReduce over 2 ranks", n == 1 and text.count("AllReduce(") == 1,
+                f"  {n} AllReduce with group_size 2, {text.count('AllReduce(')} in all\n{text}")
+    # The first rank of each tp group returns the output; the others return nothing.
+    writes = bool(lines_with(text, "-> (%y: f32[" + f"{batch},16])"))
+    silent = bool(lines_with(text, "-> ()"))
+    suite.check(f"{what}: returns f32[{batch},16] if it is its tp group's first rank, else nothing",
+                writes if tp_coord == 0 else silent, text)
+
+
+def dp_tp_ir(suite, tools):
+    """dp=2,tp=2 on 4 ranks: every rank takes half the batch and half of each
+    split weight."""
+    r = tools.run("pcc", [MLP, "--batch", 4, "--gpus", 4, "--strategy", "dp=2,tp=2", "--emit", "ir"])
+    if not suite.check("dp,tp: --emit ir exits 0", r.returncode == 0 and r.stdout.strip(), r.describe()):
+        return
+    ranks = rank_programs(r.stdout)
+    suite.check("dp,tp: a program per rank", sorted(ranks) == ["0", "1", "2", "3"],
+                f"  rank programs printed: {sorted(ranks)}\n" + r.describe())
+    for k, text in sorted(ranks.items()):
+        check_rank(suite, f"dp,tp: rank {k}", text, batch=2, tp_coord=int(k) % 2)
 
 
 def rank_programs(ir):
@@ -94,6 +132,7 @@ def main():
     if e2e.require_tools(suite, tools, needed=("pcc",)):
         suite.run_case("dp", dp_ir, suite, tools)
         suite.run_case("tp", tp_ir, suite, tools)
+        suite.run_case("dp,tp", dp_tp_ir, suite, tools)
         suite.run_case("emit", other_emits, suite, tools)
     return suite.finish()
 
