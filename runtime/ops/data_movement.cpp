@@ -166,10 +166,18 @@ StatusOr<SlicePlan> slicePlan(const InferArgs& args) {
       s = std::clamp<int64_t>(s, 0, std::max<int64_t>(0, dim - 1));
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    int64_t n = dim == 0 ? 0 : step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
+    // Elements in [s, e) (or (e, s] going down): 1 + (distance - 1) / |step|,
+    // in unsigned arithmetic so that steps near INT64_MIN or INT64_MAX cannot
+    // overflow (a step beyond the extent takes the first element alone).
+    int64_t n = 0;
+    if (dim > 0 && (step > 0 ? e > s : s > e)) {
+      uint64_t distance = static_cast<uint64_t>(step > 0 ? e - s : s - e);
+      uint64_t magnitude = step > 0 ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
+      n = static_cast<int64_t>(1 + (distance - 1) / magnitude);
+    }
     p.start[ax] = s;
-    p.step[ax] = step;
-    p.size[ax] = std::max<int64_t>(0, n);
+    p.step[ax] = n > 1 ? step : 1;  // one element: the step is never taken
+    p.size[ax] = n;
   }
   return p;
 }

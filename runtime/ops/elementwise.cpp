@@ -2,6 +2,7 @@
 // unary math functions, Cast and Identity.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "runtime/ops/op_util.h"
 #include "runtime/support/float_formats.h"
@@ -58,8 +59,15 @@ Status computeArith(const std::vector<const Tensor*>& in, const AttrMap& attrs,
         for (int64_t i = 0; i < in[1]->numel(); ++i)
           if (pb[i] == 0) return invalidInput("integer division by zero");
       }
-      // Integer division truncates toward zero, as C does.
-      broadcastBinary<T, T, T>(*in[0], *in[1], r, [](T x, T y) { return T(x / y); });
+      // Integer division truncates toward zero, as C does. x / -1 is the
+      // two's-complement negation (INT_MIN / -1 wraps to INT_MIN, as numpy
+      // and onnxruntime give), never the trapping machine division.
+      broadcastBinary<T, T, T>(*in[0], *in[1], r, [](T x, T y) {
+        if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+          if (y == T(-1)) return T(T(0) - static_cast<std::make_unsigned_t<T>>(x));
+        }
+        return T(x / y);
+      });
     }
     return Status::OK();
   });

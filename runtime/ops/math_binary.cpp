@@ -95,6 +95,9 @@ Status computeMod(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       for (int64_t i = 0; i < in[1]->numel(); ++i)
         if (pb[i] == 0) return invalidInput("integer modulo by zero");
       broadcastMap<T, T, T>(*in[0], *in[1], r, [cStyle](T a, T b) -> T {
+        if constexpr (std::is_signed_v<T>) {
+          if (b == T(-1)) return T(0);  // INT_MIN % -1 traps on the machine; any a mod -1 is 0
+        }
         T m = static_cast<T>(a % b);  // sign of the dividend, as C's fmod
         // Python-style: the result takes the sign of the divisor.
         if (!cStyle && m != 0 && ((m < 0) != (b < 0))) m = static_cast<T>(m + b);

@@ -169,7 +169,9 @@ def onnxruntime_outputs(path, arrays):
     """\returns onnxruntime's outputs of the model at `path` for the given inputs."""
     import onnxruntime as ort
 
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: no warnings on stderr
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, arrays)))
 

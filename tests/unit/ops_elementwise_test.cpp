@@ -1,5 +1,6 @@
 // Elementwise ops. Transcendental values are from Python's math module.
 #include <cmath>
+#include <limits>
 
 #include "ops_test_util.h"
 
@@ -44,6 +45,23 @@ TEST(OpsElementwise, IntegerDivisionTruncates) {
   Tensor z = i64({1}, {0});
   EXPECT_NE(runError("Div", {&a, &z}).find("division by zero"), std::string::npos);
   expectTensor(run1("Add", {&a, &b}), DType::kI64, {4}, {9, -5, 5, -9});
+}
+
+TEST(OpsElementwise, IntegerDivisionOfTheMostNegativeByMinusOneWraps) {
+  // INT_MIN / -1 does not fit; it wraps to INT_MIN (numpy, onnxruntime) instead of trapping.
+  const int64_t lo64 = std::numeric_limits<int64_t>::min();
+  const int32_t lo32 = std::numeric_limits<int32_t>::min();
+  Tensor a = i64({3}, {lo64, 6, lo64 + 1}), m = i64({}, {-1});
+  Tensor q = run1("Div", {&a, &m});
+  ASSERT_EQ(q.numel(), 3);
+  EXPECT_EQ(q.data<int64_t>()[0], lo64);
+  EXPECT_EQ(q.data<int64_t>()[1], -6);
+  EXPECT_EQ(q.data<int64_t>()[2], std::numeric_limits<int64_t>::max());
+  Tensor c = i32({2}, {lo32, -5}), n = i32({2}, {-1, -1});
+  Tensor q32 = run1("Div", {&c, &n});
+  ASSERT_EQ(q32.numel(), 2);
+  EXPECT_EQ(q32.data<int32_t>()[0], lo32);
+  EXPECT_EQ(q32.data<int32_t>()[1], 5);
 }
 
 TEST(OpsElementwise, Pow) {

@@ -1,5 +1,6 @@
 // Broadcasting logic, comparison, Mod, bitwise and variadic ops; hand-computed.
 #include <cmath>
+#include <limits>
 
 #include "ops_test_util.h"
 
@@ -41,6 +42,21 @@ TEST(OpsMathBinary, ModFollowsDivisorOrDividend) {
   EXPECT_NE(runError("Mod", {&a, &z}).find("by zero"), std::string::npos);
   Tensor s = i8({2}, {-128, 100}), d = i8({2}, {3, -7});
   expectTensor(run1("Mod", {&s, &d}), DType::kI8, {2}, {1, -5});
+}
+
+TEST(OpsMathBinary, ModOfTheMostNegativeByMinusOneIsZero) {
+  // INT_MIN % -1 traps as a machine instruction; mathematically it is 0, in both modes.
+  for (int64_t fmod : {0, 1}) {
+    Tensor a = i64({2}, {std::numeric_limits<int64_t>::min(), 7}), m = i64({}, {-1});
+    Tensor r = run1("Mod", {&a, &m}, attrs({{"fmod", I(fmod)}}));
+    ASSERT_EQ(r.numel(), 2);
+    EXPECT_EQ(r.data<int64_t>()[0], 0);
+    EXPECT_EQ(r.data<int64_t>()[1], 0);
+    Tensor c = i32({1}, {std::numeric_limits<int32_t>::min()}), n = i32({1}, {-1});
+    Tensor r32 = run1("Mod", {&c, &n}, attrs({{"fmod", I(fmod)}}));
+    ASSERT_EQ(r32.numel(), 1);
+    EXPECT_EQ(r32.data<int32_t>()[0], 0);
+  }
 }
 
 TEST(OpsMathBinary, Bitwise) {
