@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include "runtime/support/confined_path.h"
+
 namespace pcc {
 
 namespace {
@@ -55,8 +57,10 @@ StatusOr<Tensor> fromExternal(const onnx::TensorProto& p, DType dtype, Dims dims
     // "checksum" and unknown keys are informational.
   }
   if (location.empty()) return invalidInput(tensorLabel(p), ": external data without a location");
-  std::filesystem::path path(location);
-  if (path.is_relative() && !baseDir.empty()) path = std::filesystem::path(baseDir) / path;
+  // As the ONNX specification requires: relative to the file's folder, and inside it.
+  auto confined = confinedPath(baseDir, location, tensorLabel(p) + ": external data location");
+  if (!confined.ok()) return confined.status();
+  std::filesystem::path path(*confined);
 
   std::shared_ptr<MappedFile> file;
   if (files) {

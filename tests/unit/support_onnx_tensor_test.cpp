@@ -269,6 +269,40 @@ TEST(OnnxTensor, ExternalDataErrors) {
   EXPECT_FALSE(tensorFromProto(p, dir).ok());
 }
 
+TEST(OnnxTensor, ExternalDataStaysInsideTheModelFolder) {
+  // The ONNX specification: locations are relative to the model's folder and
+  // may not leave it; symlinks are resolved before the check.
+  std::string root = tempDir();
+  std::string dir = root + "/model";
+  std::filesystem::create_directories(dir + "/sub");
+  writeBytes(dir + "/sub/w.bin", std::string(16, '\1'));
+  writeBytes(root + "/secret.bin", std::string(16, '\2'));
+  std::filesystem::create_symlink(root + "/secret.bin", dir + "/link.bin");
+  std::filesystem::create_symlink(dir + "/sub/w.bin", dir + "/inside.bin");
+  std::filesystem::create_symlink(root, dir + "/up");
+
+  auto ok = tensorFromProto(externalProto("w", {4}, "sub/w.bin", 0, 16), dir);
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
+  auto inside = tensorFromProto(externalProto("w", {4}, "inside.bin", 0, 16), dir);
+  EXPECT_TRUE(inside.ok()) << "a symlink to a file inside the folder is fine: " << inside.status().message();
+
+  struct Case { std::string location, expect; };
+  const Case cases[] = {
+      {root + "/secret.bin", "absolute"},
+      {"../secret.bin", "'..'"},
+      {"sub/../../secret.bin", "'..'"},
+      {"link.bin", "outside"},
+      {"up/secret.bin", "outside"},
+  };
+  for (const Case& c : cases) {
+    auto t = tensorFromProto(externalProto("evil", {4}, c.location, 0, 16), dir);
+    ASSERT_FALSE(t.ok()) << c.location << " was read";
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidInput);
+    EXPECT_NE(t.status().message().find("'evil'"), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << t.status().message();
+  }
+}
+
 TEST(OnnxTensor, TensorFileRoundTrip) {
   std::string dir = tempDir();
   for (DType dt : kAllDTypes) {
