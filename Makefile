@@ -4,7 +4,7 @@ JOBS   ?= $(shell nproc)
 PYTHON := $(BUILD)/venv/bin/python
 DEMO   := $(BUILD)/demo/gpt2_tiny.pcc
 
-.PHONY: all setup build test demo models clean
+.PHONY: all setup build test demo models clean sanitize sanitize-build fuzz
 
 all: build
 
@@ -41,5 +41,25 @@ models: setup
 parity: build
 	bash tools/parity.sh $(BUILD)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer build (clang-14) in $(SAN_BUILD),
+# with the libFuzzer targets; `make sanitize` runs the unit, lit and e2e tests
+# on it (not conformance), `make fuzz` runs each fuzzer for FUZZ_SECONDS.
+SAN_BUILD    ?= build-san
+FUZZ_SECONDS ?= 60
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=1 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+sanitize-build: setup
+	bash tools/setup.sh $(BUILD) --sanitize
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPCC_FUZZ=ON
+	cmake --build $(SAN_BUILD) -j$(JOBS)
+	ln -sfn $(abspath $(BUILD))/venv $(SAN_BUILD)/venv
+
+sanitize: sanitize-build
+	$(SAN_ENV) ctest --test-dir $(SAN_BUILD) -LE conformance --output-on-failure -j2
+
+fuzz: sanitize-build
+	$(SAN_ENV) bash tools/fuzz.sh $(SAN_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pcc's build and tests need. Idempotent: skips what is present.
-#   tools/setup.sh [BUILD_DIR]   (the Python venv goes in BUILD_DIR/venv; default build/)
+#   tools/setup.sh [BUILD_DIR] [--sanitize]   (the Python venv goes in BUILD_DIR/venv; default build/;
+#                                             --sanitize adds clang and its sanitizer runtimes)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -12,6 +13,11 @@ debs=(cmake g++ make pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
       libgloo-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers llvm-14-tools libonnx-testdata libssl-dev
       python3 python3-venv)
+# `make sanitize` and `make fuzz` (tools/setup.sh BUILD --sanitize): clang with
+# its sanitizer and libFuzzer runtimes, and the OpenMP header clang reads.
+if [ "${2:-}" = "--sanitize" ]; then
+  debs+=(clang-14 libclang-rt-14-dev libomp-14-dev)
+fi
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -103,7 +103,9 @@ Status computeCumSum(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(in[1]->getInt(0), x.rank()));
   bool exclusive = attrs.getInt("exclusive", 0) != 0;
   bool reverse = attrs.getInt("reverse", 0) != 0;
-  auto [outer, extent, inner] = splitAtAxis(x.shape(), axis);
+  // Plain variables: clang 14 cannot capture structured bindings in a lambda.
+  auto split = splitAtAxis(x.shape(), axis);
+  int64_t outer = std::get<0>(split), extent = std::get<1>(split), inner = std::get<2>(split);
   Tensor r = Tensor::zeros(x.type());
   RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
     const T* p = x.data<T>();
