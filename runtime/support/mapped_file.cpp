@@ -11,7 +11,9 @@
 namespace pcc {
 
 StatusOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; it is refused below as not a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return invalidInput(path, ": cannot open (", std::strerror(errno), ")");
   struct stat st;
   if (::fstat(fd, &st) != 0) {

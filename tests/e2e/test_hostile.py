@@ -7,7 +7,8 @@
 - external data whose location is absolute, climbs out with '..', or is a
   symlink leading outside the model's folder, in a model (`pcc`) and in an
   input tensor file (`pcc-run --inputs`): exit 2, one line naming the tensor
-  and the location, nothing read.
+  and the location, nothing read;
+- a FIFO given as the model: exit 2 at once, not a wait for a writer.
 """
 
 import os
@@ -145,6 +146,16 @@ class Hostile:
                               [plan, "--inputs", folder],
                               [r"'x'", re.escape(os.path.basename(location)), r"absolute|'\.\.'|outside"])
 
+    # --- special files ---------------------------------------------------------
+
+    def fifo_model(self):
+        fifo = self.path("model.fifo")
+        os.mkfifo(fifo)
+        r = self.tools.run("pcc", [fifo, "--gpus", 1, "-o", self.path("fifo.pcc")], timeout=30)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        self.suite.check("a FIFO as the model: exit 2 at once, 'not a regular file'",
+                         r.returncode == 2 and len(lines) == 1 and "not a regular file" in lines[0], r.describe())
+
 
 def main():
     args = e2e.parse_args(__doc__)
@@ -156,6 +167,7 @@ def main():
             suite.run_case("INT_MIN / -1", h.int_min_div)
             suite.run_case("model external data", h.external_model)
             suite.run_case("input external data", h.external_input)
+            suite.run_case("FIFO", h.fifo_model)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)
