@@ -11,6 +11,7 @@ debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev libbenchmark-dev
       libgloo-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers llvm-14-tools libonnx-testdata libssl-dev
+      libcli11-dev nlohmann-json3-dev
       python3 python3-venv)
 missing=()
 for p in "${debs[@]}"; do
