@@ -9,6 +9,10 @@
 //
 // Integers and numbers are read by the helpers below, not by CLI11's own
 // conversion, which reads "010" as octal and "0x10" as hex.
+//
+// Option callbacks refuse a bad value by throwing CLI::ValidationError, which
+// is CLI11's way; cli::parse catches every CLI11 error, so no exception leaves
+// it and the tools keep to Status.
 #pragma once
 
 #include <charconv>
@@ -27,7 +31,7 @@
 
 namespace pcc::cli {
 
-/// The exit codes of every tool (docs/cli.md).
+/// The exit code of a usage error, as of every bad input (docs/cli.md).
 inline constexpr int kExitUsage = 2;
 
 /// Sets pcc's conventions on `app`: the last of a repeated option wins, the
@@ -67,7 +71,8 @@ inline CLI::Option* addInteger(CLI::App& app, const std::string& flags, int64_t 
           flags,
           [=](const std::string& v) {
             auto n = parseInteger(v, lo, hi);
-            if (!n) throw CLI::ValidationError(strCat(name, " expects an integer from ", lo, " to ", hi, ", got '", v, "'"));
+            if (!n)
+              throw CLI::ValidationError(strCat(name, " expects an integer from ", lo, " to ", hi, ", got '", v, "'"));
             set(*n);
           },
           help)

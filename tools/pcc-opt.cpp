@@ -105,7 +105,8 @@ std::variant<Options, int> parseArgs(int argc, char** argv) {
   }
   auto extras = [&](const std::vector<std::string>& rest) {
     for (const std::string& a : rest)
-      if (a.size() > 2 && a.rfind("--", 0) == 0) return strCat("unknown option or pass '", a.substr(0, a.find('=')), "'");
+      if (a.size() > 2 && a.rfind("--", 0) == 0)
+        return strCat("unknown option or pass '", a.substr(0, a.find('=')), "'");
     return cli::describeExtras(rest, "input file", o.input);
   };
   if (auto code = cli::parse(app, argc, argv, "pcc-opt: ", extras)) return *code;

@@ -32,7 +32,8 @@ int fail(const Status& s) {
 /// Splits a repeatable NAME=VALUE option; a bad one fails the parse.
 std::pair<std::string, std::string> nameValue(const std::string& flag, const std::string& v, const char* form) {
   auto eq = v.rfind('=');
-  if (eq == std::string::npos || eq == 0) throw CLI::ValidationError(strCat(flag, " expects ", form, ", got '", v, "'"));
+  if (eq == std::string::npos || eq == 0)
+    throw CLI::ValidationError(strCat(flag, " expects ", form, ", got '", v, "'"));
   return {v.substr(0, eq), v.substr(eq + 1)};
 }
 
