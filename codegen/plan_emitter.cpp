@@ -3,7 +3,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "codegen/plan_report.h"
+#include "report/plan_report.h"
 #include "runtime/plan_convert.h"
 
 namespace pcc {

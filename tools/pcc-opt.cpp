@@ -11,9 +11,11 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "compiler/ir/text.h"
@@ -22,26 +24,11 @@
 #include "passes/pass_manager.h"
 #include "passes/partition/partitioner.h"
 #include "passes/registry.h"
+#include "tools/cli.h"
 
 namespace {
 
 using namespace pcc;
-
-void printHelp(std::ostream& os) {
-  os << "usage: pcc-opt FILE.ir [--PASS-NAME ...] [options]\n"
-        "Parses textual IR (FILE '-' reads stdin), verifies it, runs the passes in the\n"
-        "order given and prints the result.\n\n"
-        "options:\n"
-        "  --verify-each        run the verifier after every pass\n"
-        "  --print-after NAME   print the IR after pass NAME to stderr\n"
-        "  --partition=SPEC     partition after the passes; SPEC is gpus=N[,dp=D][,tp=T]\n"
-        "  --rank=K             with --partition: print rank K's program with its collectives\n"
-        "  --split-input-file   treat '// -----' lines as separators of independent graphs\n"
-        "  -o OUT               write the result to OUT instead of stdout\n"
-        "  --help               show this help\n\n"
-        "passes:\n";
-  for (const std::string& n : passNames()) os << "  --" << n << "\n";
-}
 
 struct Options {
   std::string input;
@@ -64,9 +51,9 @@ StatusOr<PartitionOptions> parsePartitionSpec(const std::string& spec) {
   std::string part;
   while (std::getline(ss, part, ',')) {
     if (part.rfind("gpus=", 0) == 0) {
-      ASSIGN_OR_RETURN(Dims d, parseDims(part.substr(5)));
-      if (d.size() != 1) return invalidInput("--partition: bad gpus in '", spec, "'");
-      po.gpus = static_cast<int>(d[0]);
+      auto n = cli::parseInteger(part.substr(5), 1, 65536);
+      if (!n) return invalidInput("--partition: bad gpus in '", spec, "' (expected a count from 1 to 65536)");
+      po.gpus = static_cast<int>(*n);
     } else {
       rest += (rest.empty() ? "" : ",") + part;
     }
@@ -79,48 +66,56 @@ StatusOr<PartitionOptions> parsePartitionSpec(const std::string& spec) {
   return po;
 }
 
-/// \returns the options, or an invalid-input error describing the misuse.
-StatusOr<Options> parseArgs(int argc, char** argv, bool& help) {
+/// \returns the options, or the exit code to return (after --help or a usage error).
+std::variant<Options, int> parseArgs(int argc, char** argv) {
   Options o;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const std::string& flag) -> StatusOr<std::string> {
-      if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) return a.substr(flag.size() + 1);
-      if (i + 1 >= args.size()) return invalidInput("option ", flag, " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      help = true;
-    } else if (a == "--verify-each") {
-      o.verifyEach = true;
-    } else if (a == "--split-input-file") {
-      o.split = true;
-    } else if (a == "-o") {
-      ASSIGN_OR_RETURN(o.output, value("-o"));
-    } else if (a.rfind("--partition", 0) == 0) {
-      ASSIGN_OR_RETURN(std::string spec, value("--partition"));
-      ASSIGN_OR_RETURN(o.partition, parsePartitionSpec(spec));
-    } else if (a.rfind("--rank", 0) == 0) {
-      ASSIGN_OR_RETURN(std::string r, value("--rank"));
-      if (r.empty() || r.find_first_not_of("0123456789") != std::string::npos || r.size() > 6)
-        return invalidInput("--rank expects a rank number, got '", r, "'");
-      o.rank = std::stoi(r);
-    } else if (a.rfind("--print-after", 0) == 0) {
-      ASSIGN_OR_RETURN(o.printAfter, value("--print-after"));
-      if (!createPass(o.printAfter)) return invalidInput("--print-after: unknown pass '", o.printAfter, "'");
-    } else if (a.size() > 2 && a.rfind("--", 0) == 0) {
-      std::string name = a.substr(2);
-      if (!createPass(name)) return invalidInput("unknown option or pass '", a, "' (see --help)");
-      o.passes.push_back(name);
-    } else if (a == "-" || a[0] != '-') {
-      if (!o.input.empty()) return invalidInput("more than one input file: '", o.input, "' and '", a, "'");
-      o.input = a;
-    } else {
-      return invalidInput("unknown option '", a, "' (see --help)");
-    }
+  CLI::App app(
+      "Parses textual IR (FILE '-' reads stdin), verifies it, runs the passes in the\n"
+      "order given and prints the result.",
+      "pcc-opt");
+  cli::setDefaults(app, "exit codes: 0 ok, 2 bad input or usage, 3 internal error");
+  app.add_option("FILE.ir", o.input, "the textual IR to read ('-': stdin)")->type_name("");
+  app.add_flag("--verify-each", o.verifyEach, "run the verifier after every pass");
+  app.add_option_function<std::string>(
+         "--print-after",
+         [&](const std::string& name) {
+           if (!createPass(name)) throw CLI::ValidationError(strCat("--print-after: unknown pass '", name, "'"));
+           o.printAfter = name;
+         },
+         "print the IR after pass NAME to stderr")
+      ->type_name("NAME");
+  app.add_option_function<std::string>(
+         "--partition",
+         [&](const std::string& spec) {
+           auto po = parsePartitionSpec(spec);
+           if (!po.ok()) throw CLI::ValidationError(po.status().message());
+           o.partition = *po;
+         },
+         "partition after the passes; SPEC is gpus=N[,dp=D][,tp=T]")
+      ->type_name("SPEC");
+  cli::addInteger(app, "--rank", 0, 999999, [&](int64_t k) { o.rank = static_cast<int>(k); },
+                  "with --partition: print rank K's program with its\ncollectives", "K");
+  app.add_flag("--split-input-file", o.split, "treat '// -----' lines as separators of independent\ngraphs");
+  app.add_option("-o,--output", o.output, "write the result to OUT instead of stdout")->type_name("OUT");
+  // One flag per pass; they run in the order given, repeats included.
+  std::map<const CLI::Option*, std::string> passFlags;
+  for (const std::string& name : passNames()) {
+    const std::string help = "run the " + name + " pass";
+    passFlags[app.add_flag("--" + name, help)->group("Passes (run in the order given)")] = name;
   }
-  if (!help && o.input.empty()) return invalidInput("no input file (use '-' for stdin; see --help)");
+  auto extras = [&](const std::vector<std::string>& rest) {
+    for (const std::string& a : rest)
+      if (a.size() > 2 && a.rfind("--", 0) == 0)
+        return strCat("unknown option or pass '", a.substr(0, a.find('=')), "'");
+    return cli::describeExtras(rest, "input file", o.input);
+  };
+  if (auto code = cli::parse(app, argc, argv, "pcc-opt: ", extras)) return *code;
+  for (const CLI::Option* opt : app.parse_order())
+    if (auto it = passFlags.find(opt); it != passFlags.end()) o.passes.push_back(it->second);
+  if (o.input.empty()) {
+    std::cerr << "pcc-opt: no input file (use '-' for stdin; see pcc-opt --help)\n";
+    return cli::kExitUsage;
+  }
   return o;
 }
 
@@ -178,17 +173,9 @@ StatusOr<std::string> processChunk(const Chunk& chunk, const Options& o, const s
 }
 
 int run(int argc, char** argv) {
-  bool help = false;
-  auto opts = parseArgs(argc, argv, help);
-  if (help) {
-    printHelp(std::cout);
-    return 0;
-  }
-  if (!opts.ok()) {
-    std::cerr << "pcc-opt: " << opts.status().message() << "\n";
-    return 2;
-  }
-  const Options& o = *opts;
+  auto opts = parseArgs(argc, argv);
+  if (const int* code = std::get_if<int>(&opts)) return *code;
+  const Options& o = std::get<Options>(opts);
   std::string text;
   std::string fileName = o.input == "-" ? "<stdin>" : o.input;
   if (o.input == "-") {

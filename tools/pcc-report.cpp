@@ -3,17 +3,15 @@
 #include <fstream>
 #include <iostream>
 
-#include "codegen/plan_report.h"
+#include "report/plan_report.h"
 #include "runtime/plan_io.h"
+#include "tools/cli.h"
 
 using namespace pcc;
 
 namespace {
-const char kUsage[] = R"(usage: pcc-report PLAN.pcc [--format text|json] [-o FILE]
-
-Prints the partition report of a plan bundle written by pcc.
-exit codes: 0 ok, 2 bad input or usage, 3 internal error
-)";
+const char kAbout[] = "Prints the partition report of a plan bundle written by pcc.";
+const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error";
 
 int fail(const Status& s) {
   std::cerr << "pcc-report: error: " << s.message() << "\n";
@@ -23,25 +21,14 @@ int fail(const Status& s) {
 
 int main(int argc, char** argv) {
   std::string planDir, format = "text", outPath;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--format" && i + 1 < argc) {
-      format = argv[++i];
-      if (format != "text" && format != "json")
-        return fail(invalidInput("--format expects text or json (html and dot are not implemented yet)"));
-    } else if (a == "-o" && i + 1 < argc) {
-      outPath = argv[++i];
-    } else if (!a.empty() && a[0] == '-') {
-      return fail(invalidInput("unknown option '", a, "' (see pcc-report --help)"));
-    } else if (planDir.empty()) {
-      planDir = a;
-    } else {
-      return fail(invalidInput("more than one plan given"));
-    }
-  }
+  CLI::App app(kAbout, "pcc-report");
+  cli::setDefaults(app, kFooter);
+  app.add_option("PLAN.pcc", planDir, "the plan bundle written by pcc")->type_name("");
+  cli::addChoice(app, "--format", format, {"text", "json"}, "report format (default text)",
+                 " (html and dot are not implemented yet)");
+  app.add_option("-o,--output", outPath, "write the report to FILE instead of stdout")->type_name("FILE");
+  auto extras = [&](const std::vector<std::string>& rest) { return cli::describeExtras(rest, "plan", planDir); };
+  if (auto code = cli::parse(app, argc, argv, "pcc-report: error: ", extras)) return *code;
   if (planDir.empty()) return fail(invalidInput("no plan given (see pcc-report --help)"));
   auto p = loadPlanBundle(planDir);
   if (!p.ok()) return fail(p.status());

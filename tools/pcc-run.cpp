@@ -10,42 +10,26 @@
 #include <map>
 #include <optional>
 #include <iostream>
+#include <limits>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
+#include "tools/cli.h"
 
 namespace {
 
 using namespace pcc;
 
-constexpr const char* kUsage =
-    "usage: pcc-run PLAN.pcc [options]\n"
-    "  --inputs DIR          read inputs from DIR/input_K.pb (K = position in the plan's inputs);\n"
-    "                        default: seeded random inputs\n"
-    "  --expect DIR          compare outputs with DIR/output_K.pb\n"
-    "  --outputs DIR         write outputs to DIR/output_K.pb\n"
-    "  --check               compare outputs with the plan's reference program\n"
-    "  --rtol R              relative tolerance (default 1e-4)\n"
-    "  --atol A              absolute tolerance (default 1e-5)\n"
-    "  --iters N             timed runs (default 1)\n"
-    "  --warmup N            untimed runs first (default 0)\n"
-    "  --seed S              seed of the random inputs (default 0)\n"
-    "  --threads N           OpenMP threads of each rank's oneDNN kernels (default: the\n"
-    "                        processors this process may use / the ranks on this machine)\n"
-    "  --reference-kernels   run the ranks on the reference kernels, not oneDNN's\n"
-    "  --profile             print rank 0's time per op (all runs, warmup included)\n"
-    "  --no-verify-weights   skip the weight checksums\n"
-    "  --timeout S           seconds a collective may take before it is an error (default 300)\n"
-    "  --rendezvous DIR      run as one process per rank: this process is the rank given by\n"
-    "                        RANK/WORLD_SIZE or Open MPI's OMPI_COMM_WORLD_RANK/SIZE; ranks\n"
-    "                        meet in DIR/<run id> (run id: PCC_RUN_ID, else PMIX_NAMESPACE\n"
-    "                        under mpirun); rank 0 prints and checks (also $PCC_RENDEZVOUS)\n"
-    "  --help                this text\n"
-    "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error\n";
+constexpr const char* kAbout =
+    "Runs a plan bundle on CPU ranks (one thread per rank, gloo between them), prints\n"
+    "per-rank times, and checks the outputs against the plan's reference program\n"
+    "(--check) and/or expected tensor files (--expect).";
+constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error";
 
 struct Args {
   std::string plan, inputs, expect, outputs;
@@ -68,71 +52,57 @@ int fail(const Status& s) {
   return s.exitCode();
 }
 
-StatusOr<double> number(const std::string& flag, const char* v) {
-  char* end = nullptr;
-  double d = std::strtod(v, &end);
-  if (!*v || *end) return invalidInput(flag, " expects a number, got '", v, "'");
-  return d;
+StatusOr<int64_t> integer(const std::string& flag, const std::string& v, int64_t min) {
+  auto n = cli::parseInteger(v, min, std::numeric_limits<int64_t>::max());
+  if (!n) return invalidInput(flag, " expects an integer >= ", min, ", got '", v, "'");
+  return *n;
 }
 
-StatusOr<int64_t> integer(const std::string& flag, const char* v, int64_t min) {
-  char* end = nullptr;
-  long long i = std::strtoll(v, &end, 10);
-  if (!*v || *end || i < min) return invalidInput(flag, " expects an integer >= ", min, ", got '", v, "'");
-  return static_cast<int64_t>(i);
-}
-
-/// \returns the parsed arguments; `*help` is set for --help.
-StatusOr<Args> parse(int argc, char** argv, bool* help) {
+/// \returns the parsed arguments, or the exit code to return (after --help or a usage error).
+std::variant<Args, int> parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    auto value = [&]() -> StatusOr<const char*> {
-      if (i + 1 >= argc) return invalidInput(f, " needs a value");
-      return argv[++i];
-    };
-    if (f == "--help" || f == "-h") {
-      *help = true;
-      return a;
-    } else if (f == "--check") {
-      a.check = true;
-    } else if (f == "--profile") {
-      a.run.profile = true;
-    } else if (f == "--reference-kernels") {
-      a.run.referenceKernels = true;
-    } else if (f == "--no-verify-weights") {
-      a.run.verifyChecksums = false;
-    } else if (f == "--rendezvous") {
-      ASSIGN_OR_RETURN(const char* v, value());
-      a.rendezvous = v;
-    } else if (f == "--inputs" || f == "--expect" || f == "--outputs") {
-      ASSIGN_OR_RETURN(const char* v, value());
-      (f == "--inputs" ? a.inputs : f == "--expect" ? a.expect : a.outputs) = v;
-    } else if (f == "--rtol" || f == "--atol") {
-      ASSIGN_OR_RETURN(const char* v, value());
-      ASSIGN_OR_RETURN(double d, number(f, v));
-      if (d < 0) return invalidInput(f, " must not be negative");
-      (f == "--rtol" ? a.rtol : a.atol) = d;
-    } else if (f == "--iters" || f == "--warmup" || f == "--timeout" || f == "--seed" || f == "--threads") {
-      ASSIGN_OR_RETURN(const char* v, value());
-      ASSIGN_OR_RETURN(int64_t n, integer(f, v, f == "--iters" || f == "--timeout" || f == "--threads" ? 1 : 0));
-      if (f == "--threads") {
-        if (n > 4096) return invalidInput("--threads expects at most 4096, got ", n);
-        a.run.threadsPerRank = static_cast<int>(n);
-      }
-      if (f == "--iters") a.run.iters = static_cast<int>(n);
-      if (f == "--warmup") a.run.warmup = static_cast<int>(n);
-      if (f == "--timeout") a.run.timeoutSeconds = static_cast<int>(n);
-      if (f == "--seed") a.seed = static_cast<uint64_t>(n);
-    } else if (!f.empty() && f[0] == '-') {
-      return invalidInput("unknown option '", f, "' (see --help)");
-    } else if (a.plan.empty()) {
-      a.plan = f;
-    } else {
-      return invalidInput("more than one plan given: '", a.plan, "' and '", f, "'");
-    }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  CLI::App app(kAbout, "pcc-run");
+  cli::setDefaults(app, kFooter);
+  app.add_option("PLAN.pcc", a.plan, "the plan bundle written by pcc")->type_name("");
+  app.add_option("--inputs", a.inputs,
+                 "read inputs from DIR/input_K.pb (K = position in the\n"
+                 "plan's inputs); default: seeded random inputs")
+      ->type_name("DIR");
+  app.add_option("--expect", a.expect, "compare outputs with DIR/output_K.pb")->type_name("DIR");
+  app.add_option("--outputs", a.outputs, "write outputs to DIR/output_K.pb")->type_name("DIR");
+  app.add_flag("--check", a.check, "compare outputs with the plan's reference program");
+  cli::addNumber(app, "--rtol", 0, a.rtol, "relative tolerance (default 1e-4)", "R");
+  cli::addNumber(app, "--atol", 0, a.atol, "absolute tolerance (default 1e-5)", "A");
+  cli::addInteger(app, "--iters", 1, kIntMax, [&](int64_t n) { a.run.iters = static_cast<int>(n); },
+                  "timed runs (default 1)");
+  cli::addInteger(app, "--warmup", 0, kIntMax, [&](int64_t n) { a.run.warmup = static_cast<int>(n); },
+                  "untimed runs first (default 0)");
+  cli::addInteger(app, "--seed", 0, std::numeric_limits<int64_t>::max(),
+                  [&](int64_t n) { a.seed = static_cast<uint64_t>(n); }, "seed of the random inputs (default 0)", "S");
+  cli::addInteger(app, "--threads", 1, 4096, [&](int64_t n) { a.run.threadsPerRank = static_cast<int>(n); },
+                  "OpenMP threads of each rank's oneDNN kernels\n"
+                  "(default: the processors this process may use / the\n"
+                  "ranks on this machine)");
+  app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
+  app.add_flag("--profile", a.run.profile, "print rank 0's time per op (all runs, warmup included)");
+  app.add_flag_callback("--no-verify-weights", [&] { a.run.verifyChecksums = false; }, "skip the weight checksums");
+  cli::addInteger(app, "--timeout", 1, kIntMax, [&](int64_t n) { a.run.timeoutSeconds = static_cast<int>(n); },
+                  "seconds a collective may take before it is an error\n(default 300)", "S");
+  app.add_option("--rendezvous", a.rendezvous,
+                 "run as one process per rank: this process is the rank\n"
+                 "given by RANK/WORLD_SIZE or Open MPI's\n"
+                 "OMPI_COMM_WORLD_RANK/SIZE; ranks meet in DIR/<run id>\n"
+                 "(run id: PCC_RUN_ID, else PMIX_NAMESPACE under\n"
+                 "mpirun); rank 0 prints and checks (also\n"
+                 "$PCC_RENDEZVOUS)")
+      ->type_name("DIR");
+  auto extras = [&](const std::vector<std::string>& rest) { return cli::describeExtras(rest, "plan", a.plan); };
+  if (auto code = cli::parse(app, argc, argv, "pcc-run: error: ", extras)) return *code;
+  if (a.plan.empty()) {
+    std::fprintf(stderr, "pcc-run: error: no plan given (usage: pcc-run PLAN.pcc [options]; see pcc-run --help)\n");
+    return cli::kExitUsage;
   }
-  if (a.plan.empty()) return invalidInput("no plan given (usage: pcc-run PLAN.pcc [options]; see --help)");
   return a;
 }
 
@@ -200,8 +170,8 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
   }
   if (rank.empty() && size.empty()) return std::optional<ProcessRank>();
   ProcessRank pr;
-  ASSIGN_OR_RETURN(int64_t r, integer("RANK", rank.c_str(), 0));
-  ASSIGN_OR_RETURN(int64_t n, integer("WORLD_SIZE", size.c_str(), 1));
+  ASSIGN_OR_RETURN(int64_t r, integer("RANK", rank, 0));
+  ASSIGN_OR_RETURN(int64_t n, integer("WORLD_SIZE", size, 1));
   pr.rank = static_cast<int>(r);
   pr.worldSize = static_cast<int>(n);
   std::string base = a.rendezvous.empty() ? env("PCC_RENDEZVOUS") : a.rendezvous;
@@ -282,12 +252,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool help = false;
-  auto args = parse(argc, argv, &help);
-  if (help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (!args.ok()) return fail(args.status());
-  return run(*args);
+  auto args = parse(argc, argv);
+  if (const int* code = std::get_if<int>(&args)) return *code;
+  return run(std::get<Args>(args));
 }

@@ -1,43 +1,24 @@
 // pcc: compile an ONNX model into a plan bundle for N devices.
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include <unistd.h>
 
-#include "codegen/plan_report.h"
 #include "compiler/driver.h"
+#include "report/plan_report.h"
+#include "tools/cli.h"
 
 using namespace pcc;
 
 namespace {
 
-const char kUsage[] = R"(usage: pcc MODEL.onnx [options]
+const char kAbout[] = R"(Compiles an ONNX model into a plan bundle: one static program per rank, which
+pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.)";
 
-Compiles an ONNX model into a plan bundle: one static program per rank, which
-pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.
-
-options:
-  --gpus N              devices to spread the model over (default 1)
-  --strategy S          auto | tp=T | dp=D,tp=T,pp=P   (default auto: data
-                        parallelism over the batch; tp = Megatron-style tensor
-                        parallelism of MatMul/Gemm chains)
-  --batch N             bind the leading symbolic dimension of every input
-  --shape NAME=AxB      bind the full shape of input NAME (repeatable)
-  --freeze NAME=FILE.pb fix input NAME to the tensor in FILE.pb (it becomes a
-                        constant, e.g. a shape the model takes as an input)
-  --emit ir|report|json print the partitioned IR, the text report or the JSON
-                        report instead of writing a plan (unless -o is given)
-  -o PLAN.pcc           plan bundle directory (default: MODEL.pcc next to the cwd)
-  --print-after PASS    print the IR after pass PASS to stderr
-  --verify-each         run the IR verifier after every pass
-  --quiet               no progress messages
-  --help, --version
-
-exit codes: 0 ok, 2 bad input or usage, 3 internal error
-)";
+const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error";
 
 // Options of the design that are not implemented yet: refused, not ignored.
 const char* const kNotYet[] = {"--gpus-per-node", "--gpu", "--cluster", "--target", "--objective",
@@ -48,76 +29,88 @@ int fail(const Status& s) {
   return s.exitCode();
 }
 
-int usageError(const std::string& msg) { return fail(invalidInput(msg, " (see pcc --help)")); }
+/// Splits a repeatable NAME=VALUE option; a bad one fails the parse.
+std::pair<std::string, std::string> nameValue(const std::string& flag, const std::string& v, const char* form) {
+  auto eq = v.rfind('=');
+  if (eq == std::string::npos || eq == 0)
+    throw CLI::ValidationError(strCat(flag, " expects ", form, ", got '", v, "'"));
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
+/// \returns the message for arguments nothing took: an option of the design
+/// that is not implemented yet, an unknown option or a second model.
+std::string extrasMessage(const std::vector<std::string>& extras, const CompileOptions& opts) {
+  for (const std::string& a : extras) {
+    std::string flag = a.substr(0, a.find('='));
+    if (std::find_if(std::begin(kNotYet), std::end(kNotYet), [&](const char* s) { return flag == s; }) !=
+        std::end(kNotYet))
+      return flag + " is not implemented yet";
+  }
+  return cli::describeExtras(extras, "model", opts.modelPath);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CompileOptions opts;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string& out) {
-      if (i + 1 >= argc) return false;
-      out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--version") {
-      std::cout << "pcc 0.1.0\n";
-      return 0;
-    } else if (a == "--gpus") {
-      if (!value(v)) return usageError("--gpus needs a value");
-      auto d = parseDims(v);
-      if (!d.ok() || d->size() != 1 || (*d)[0] < 1 || (*d)[0] > 65536) return usageError("--gpus expects a positive count, got '" + v + "'");
-      opts.gpus = static_cast<int>((*d)[0]);
-    } else if (a == "--strategy") {
-      if (!value(v)) return usageError("--strategy needs a value");
-      if (Status s = parseStrategy(v, opts); !s.ok()) return fail(s);
-    } else if (a == "--batch") {
-      if (!value(v)) return usageError("--batch needs a value");
-      auto d = parseDims(v);
-      if (!d.ok() || d->size() != 1 || (*d)[0] < 1)
-        return usageError("--batch expects a positive size, got '" + v + "'");
-      opts.batch = (*d)[0];
-    } else if (a == "--shape") {
-      if (!value(v)) return usageError("--shape needs NAME=AxB");
-      auto eq = v.rfind('=');
-      if (eq == std::string::npos || eq == 0) return usageError("--shape expects NAME=AxB, got '" + v + "'");
-      auto d = parseDims(v.substr(eq + 1));
-      if (!d.ok()) return fail(d.status());
-      opts.shapes[v.substr(0, eq)] = *d;
-    } else if (a == "--freeze") {
-      if (!value(v)) return usageError("--freeze needs NAME=FILE.pb");
-      auto eq = v.rfind('=');
-      if (eq == std::string::npos || eq == 0) return usageError("--freeze expects NAME=FILE.pb, got '" + v + "'");
-      opts.frozenInputs[v.substr(0, eq)] = v.substr(eq + 1);
-    } else if (a == "--emit") {
-      if (!value(v) || (v != "ir" && v != "report" && v != "json"))
-        return usageError("--emit expects ir, report or json");
-      opts.emit = v;
-    } else if (a == "-o" || a == "--output") {
-      if (!value(opts.outputPath)) return usageError("-o needs a path");
-    } else if (a == "--print-after") {
-      if (!value(opts.printAfter)) return usageError("--print-after needs a pass name");
-    } else if (a == "--verify-each") {
-      opts.verifyEach = true;
-    } else if (a == "--quiet" || a == "-q") {
-      opts.quiet = true;
-    } else if (std::find_if(std::begin(kNotYet), std::end(kNotYet), [&](const char* s) { return a == s; }) !=
-               std::end(kNotYet)) {
-      return fail(unsupported(a, " is not implemented yet"));
-    } else if (!a.empty() && a[0] == '-') {
-      return usageError("unknown option '" + a + "'");
-    } else if (opts.modelPath.empty()) {
-      opts.modelPath = a;
-    } else {
-      return usageError("more than one model given ('" + opts.modelPath + "', '" + a + "')");
-    }
-  }
-  if (opts.modelPath.empty()) return usageError("no model given");
+  CLI::App app(kAbout, "pcc");
+  cli::setDefaults(app, kFooter);
+  app.set_version_flag("--version", "pcc 0.1.0");
+  app.add_option("MODEL.onnx", opts.modelPath, "the ONNX model (external-data files next to it are\nread in place)")
+      ->type_name("");
+  cli::addInteger(app, "--gpus", 1, 65536, [&](int64_t n) { opts.gpus = static_cast<int>(n); },
+                  "devices to spread the model over (default 1)");
+  app.add_option_function<std::string>(
+         "--strategy",
+         [&](const std::string& v) {
+           if (Status s = parseStrategy(v, opts); !s.ok()) throw CLI::ValidationError(s.message());
+         },
+         "auto | tp=T | dp=D,tp=T,pp=P (default auto: data\n"
+         "parallelism over the batch; tp: Megatron-style\n"
+         "tensor parallelism of MatMul/Gemm chains)")
+      ->type_name("S");
+  cli::addInteger(app, "--batch", 1, std::numeric_limits<int64_t>::max(), [&](int64_t n) { opts.batch = n; },
+                  "bind the leading symbolic dimension of every input");
+  app.add_option_function<std::vector<std::string>>(
+         "--shape",
+         [&](const std::vector<std::string>& vs) {
+           for (const std::string& v : vs) {
+             auto [name, dims] = nameValue("--shape", v, "NAME=AxB");
+             auto d = parseDims(dims);
+             if (!d.ok()) throw CLI::ValidationError(strCat("--shape ", name, ": ", d.status().message()));
+             opts.shapes[name] = *d;
+           }
+         },
+         "bind the full shape of input NAME (repeatable)")
+      ->type_name("NAME=AxB")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option_function<std::vector<std::string>>(
+         "--freeze",
+         [&](const std::vector<std::string>& vs) {
+           for (const std::string& v : vs) {
+             auto [name, file] = nameValue("--freeze", v, "NAME=FILE.pb");
+             opts.frozenInputs[name] = file;
+           }
+         },
+         "fix input NAME to the tensor in FILE.pb (it becomes a\n"
+         "constant, e.g. a shape the model takes as an input;\n"
+         "repeatable)")
+      ->type_name("NAME=FILE.pb")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cli::addChoice(app, "--emit", opts.emit, {"ir", "report", "json"},
+                 "print the partitioned IR, the text report or the JSON\n"
+                 "report instead of writing a plan (unless -o is given)");
+  app.add_option("-o,--output", opts.outputPath, "plan bundle directory (default: MODEL.pcc in the\nworking directory)")
+      ->type_name("PLAN.pcc");
+  app.add_option("--print-after", opts.printAfter, "print the IR after pass PASS to stderr")->type_name("PASS");
+  app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
+  app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
+  if (auto code = cli::parse(app, argc, argv, "pcc: error: ",
+                             [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
+    return *code;
+  if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
 
   // Progress goes live to a terminal; otherwise it is held back and shown
   // only on success, so a failure prints exactly one line.

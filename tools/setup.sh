@@ -12,6 +12,7 @@ debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev libbenchmark-dev
       libgloo-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers llvm-14-tools libonnx-testdata libssl-dev
+      libcli11-dev nlohmann-json3-dev
       python3 python3-venv)
 # `make sanitize` and `make fuzz` (tools/setup.sh BUILD --sanitize): clang with
 # its sanitizer and libFuzzer runtimes, and the OpenMP header clang reads.

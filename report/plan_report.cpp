@@ -1,8 +1,10 @@
-#include "codegen/plan_report.h"
+#include "report/plan_report.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/plan_convert.h"
 #include "runtime/support/status.h"
@@ -82,34 +84,17 @@ RankStats statsOf(const plan::RankProgram& prog) {
   return s;
 }
 
-std::string jsonString(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-    else o += c;
-  }
-  return o + "\"";
-}
+using Json = nlohmann::ordered_json;  // keys in the order written here
 
-template <typename M>
-std::string jsonMap(const M& m) {
-  std::string o = "{";
-  bool first = true;
-  for (const auto& [k, v] : m) {
-    o += strCat(first ? "" : ", ", jsonString(k), ": ", v);
-    first = false;
-  }
-  return o + "}";
-}
-
-std::string rankJson(const RankStats& r) {
-  std::string coord;
-  for (size_t i = 0; i < r.meshCoord.size(); ++i) coord += strCat(i ? ", " : "", r.meshCoord[i]);
-  return strCat("{\"rank\": ", r.rank, ", \"mesh_coord\": [", coord, "], \"ops\": ", jsonMap(r.opCounts),
-                ", \"flops\": ", r.flops, ", \"weight_bytes\": ", r.weightBytes,
-                ", \"peak_activation_bytes\": ", r.peakActivationBytes, ", \"comm_bytes\": ", jsonMap(r.commBytes),
-                ", \"comm_count\": ", jsonMap(r.commCount), "}");
+Json rankJson(const RankStats& r) {
+  return Json{{"rank", r.rank},
+              {"mesh_coord", r.meshCoord},
+              {"ops", r.opCounts},
+              {"flops", r.flops},
+              {"weight_bytes", r.weightBytes},
+              {"peak_activation_bytes", r.peakActivationBytes},
+              {"comm_bytes", r.commBytes},
+              {"comm_count", r.commCount}};
 }
 
 std::string humanBytes(int64_t b) {
@@ -132,17 +117,20 @@ PlanStats computePlanStats(const plan::Plan& p) {
 
 std::string planReportJson(const plan::Plan& p) {
   PlanStats s = computePlanStats(p);
-  std::ostringstream o;
-  o << "{\n  \"schema_version\": " << p.schema_version() << ",\n  \"model\": " << jsonString(p.model())
-    << ",\n  \"mesh\": {\"pp\": " << p.mesh().pp() << ", \"dp\": " << p.mesh().dp() << ", \"tp\": " << p.mesh().tp()
-    << "},\n  \"world_size\": " << p.ranks_size() << ",\n  \"notes\": [";
-  for (int i = 0; i < p.notes_size(); ++i) o << (i ? ", " : "") << jsonString(p.notes(i));
-  o << "],\n  \"tensor_parallel_pairs\": [";
-  for (int i = 0; i < p.tensor_parallel_pairs_size(); ++i) o << (i ? ", " : "") << jsonString(p.tensor_parallel_pairs(i));
-  o << "],\n  \"ranks\": [\n";
-  for (size_t i = 0; i < s.ranks.size(); ++i) o << "    " << rankJson(s.ranks[i]) << (i + 1 < s.ranks.size() ? ",\n" : "\n");
-  o << "  ],\n  \"reference\": " << rankJson(s.reference) << "\n}\n";
-  return o.str();
+  Json ranks = Json::array();
+  for (const RankStats& r : s.ranks) ranks.push_back(rankJson(r));
+  Json doc{{"schema_version", p.schema_version()},
+           {"model", p.model()},
+           {"mesh", {{"pp", p.mesh().pp()}, {"dp", p.mesh().dp()}, {"tp", p.mesh().tp()}}},
+           {"world_size", p.ranks_size()},
+           {"notes", std::vector<std::string>(p.notes().begin(), p.notes().end())},
+           {"tensor_parallel_pairs",
+            std::vector<std::string>(p.tensor_parallel_pairs().begin(), p.tensor_parallel_pairs().end())},
+           {"ranks", std::move(ranks)},
+           {"reference", rankJson(s.reference)}};
+  // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
+  // than an exception.
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string planReportText(const plan::Plan& p) {

@@ -1,0 +1,114 @@
+// The partition report of a plan: report.json must parse back to the plan's
+// names and figures, whatever characters the model's names hold.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "report/plan_report.h"
+#include "runtime/plan_convert.h"
+
+namespace pcc {
+namespace {
+
+using Json = nlohmann::json;
+
+/// Adds buffer `id` of type `t` to `prog`; `weight` >= 0 binds it to a weight.
+void addBuffer(plan::RankProgram& prog, const TensorType& t, int weight = -1) {
+  plan::Buffer* b = prog.add_buffers();
+  b->set_id(prog.buffers_size() - 1);
+  *b->mutable_desc() = toDesc(t);
+  b->set_weight(weight);
+}
+
+/// x[4,8] · w[8,16] -> y[4,16] by kernel `op`, then an all-reduce of y, on
+/// `ranks` ranks.
+plan::Plan matMulPlan(const std::string& model, const std::string& op, int ranks) {
+  plan::Plan p;
+  p.set_schema_version(7);
+  p.set_model(model);
+  p.mutable_mesh()->set_pp(1);
+  p.mutable_mesh()->set_dp(1);
+  p.mutable_mesh()->set_tp(ranks);
+  auto fill = [&](plan::RankProgram& prog, int rank) {
+    prog.set_rank(rank);
+    for (int c : {0, 0, rank}) prog.add_mesh_coord(c);
+    plan::Weight* w = prog.add_weights();
+    w->set_name("w");
+    w->set_nbytes(8 * 16 * 4);
+    addBuffer(prog, {DType::kF32, {4, 8}});
+    addBuffer(prog, {DType::kF32, {8, 16}}, 0);
+    addBuffer(prog, {DType::kF32, {4, 16}});
+    prog.add_inputs()->set_buffer(0);
+    plan::Instruction* mm = prog.add_instructions();
+    mm->set_kind(plan::Instruction::KERNEL);
+    mm->set_op(op);
+    mm->add_inputs(0);
+    mm->add_inputs(1);
+    mm->add_outputs(2);
+    plan::Instruction* ar = prog.add_instructions();
+    ar->set_kind(plan::Instruction::ALL_REDUCE);
+    ar->add_inputs(2);
+    ar->add_outputs(2);
+  };
+  for (int r = 0; r < ranks; ++r) fill(*p.add_ranks(), r);
+  fill(*p.mutable_reference(), 0);
+  return p;
+}
+
+TEST(PlanReport, JsonRoundTripsNamesWithQuotesBackslashesAndUnicode) {
+  const std::string model = "models/\"quoted\" back\\slash\tü 模型 🙂.onnx";
+  const std::string op = "My\"Op\\\n";
+  plan::Plan p = matMulPlan(model, op, 2);
+  p.add_notes("note with \"quotes\", a \\ and a control \x01 byte");
+  p.add_tensor_parallel_pairs("column '/fc1/Gemm' -> row '/fc2/MatMul' ∑");
+
+  Json doc = Json::parse(planReportJson(p));
+  EXPECT_EQ(doc["schema_version"], 7);
+  EXPECT_EQ(doc["model"], model);
+  EXPECT_EQ(doc["mesh"], (Json{{"pp", 1}, {"dp", 1}, {"tp", 2}}));
+  EXPECT_EQ(doc["world_size"], 2);
+  EXPECT_EQ(doc["notes"], Json::array({p.notes(0)}));
+  EXPECT_EQ(doc["tensor_parallel_pairs"], Json::array({p.tensor_parallel_pairs(0)}));
+  ASSERT_EQ(doc["ranks"].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const Json& rank = doc["ranks"][r];
+    EXPECT_EQ(rank["rank"], r);
+    EXPECT_EQ(rank["mesh_coord"], Json::array({0, 0, r}));
+    EXPECT_EQ(rank["ops"], (Json{{op, 1}}));
+    EXPECT_EQ(rank["flops"], 4 * 16);  // one per output element: the op is not a MatMul
+    EXPECT_EQ(rank["weight_bytes"], 8 * 16 * 4);
+    EXPECT_EQ(rank["peak_activation_bytes"], (4 * 8 + 4 * 16) * 4);
+    EXPECT_EQ(rank["comm_bytes"], (Json{{"all_reduce", 4 * 16 * 4}}));
+    EXPECT_EQ(rank["comm_count"], (Json{{"all_reduce", 1}}));
+  }
+  EXPECT_EQ(doc["reference"]["ops"], (Json{{op, 1}}));
+
+  // The figures are those the text report prints from the same statistics.
+  PlanStats s = computePlanStats(p);
+  EXPECT_EQ(doc["ranks"][1]["flops"], s.ranks[1].flops);
+  EXPECT_EQ(doc["reference"]["peak_activation_bytes"], s.reference.peakActivationBytes);
+}
+
+TEST(PlanReport, JsonKeepsTheKeyOrder) {
+  std::string text = planReportJson(matMulPlan("m.onnx", "MatMul", 1));
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : ordered.items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"schema_version", "model", "mesh", "world_size", "notes",
+                                            "tensor_parallel_pairs", "ranks", "reference"}));
+  EXPECT_EQ(ordered["ranks"][0]["flops"], 2 * 4 * 16 * 8);  // 2·MACs of the MatMul
+  EXPECT_TRUE(ordered["notes"].is_array());
+  EXPECT_TRUE(ordered["ranks"][0]["comm_bytes"].is_object());
+}
+
+TEST(PlanReport, NamesThatAreNotUtf8BecomeReplacementCharacters) {
+  // ONNX names are not checked for UTF-8; the report must still be valid JSON.
+  plan::Plan p = matMulPlan(std::string("bad\xff\xfename.onnx"), "MatMul", 1);
+  std::string text;
+  ASSERT_NO_THROW(text = planReportJson(p));
+  Json doc = Json::parse(text);
+  EXPECT_EQ(doc["model"], "bad\xEF\xBF\xBD\xEF\xBF\xBDname.onnx");
+}
+
+}  // namespace
+}  // namespace pcc
