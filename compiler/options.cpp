@@ -27,8 +27,14 @@ Status parseStrategy(const std::string& text, CompileOptions& opts) {
     auto v = eq == std::string::npos ? std::nullopt : parseCount(part.substr(eq + 1), 1);
     if (!v || (key != "dp" && key != "tp" && key != "pp"))
       return invalidInput("--strategy '", text, "': expected auto or dp=D,tp=T,pp=P (bad part '", part, "')");
-    (key == "dp" ? opts.dp : key == "tp" ? opts.tp : opts.pp) = static_cast<int>(*v);
+    if (*v > kMaxDevices)
+      return invalidInput("--strategy '", text, "': ", key, "=", *v, " exceeds the ", kMaxDevices, " devices pcc plans for");
+    int& slot = key == "dp" ? opts.dp : key == "tp" ? opts.tp : opts.pp;
+    if (slot != 0) return invalidInput("--strategy '", text, "': ", key, " is given twice");
+    slot = static_cast<int>(*v);
   }
+  if (text.empty() || text.back() == ',' || text.front() == ',')
+    return invalidInput("--strategy '", text, "': expected auto or dp=D,tp=T,pp=P");
   return Status::OK();
 }
 

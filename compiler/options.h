@@ -12,6 +12,9 @@
 
 namespace pcc {
 
+/// The most devices a plan may be made for (--gpus and each --strategy factor).
+inline constexpr int kMaxDevices = 65536;
+
 struct CompileOptions {
   /// The ONNX model to compile.
   std::string modelPath;

@@ -15,10 +15,13 @@
 // it and the tools keep to Status.
 #pragma once
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -168,6 +171,19 @@ inline std::optional<int> parse(CLI::App& app, int argc, char** argv, const std:
   }
   std::cout << app.help();
   return 0;
+}
+
+/// Flushes standard output; \returns `code`, or 2 with one line on stderr when
+/// what the tool printed could not be written (a full disk, a closed pipe), so
+/// lost output never ends in success.
+inline int finishStdout(const std::string& tool, int code) {
+  errno = 0;
+  std::cout.flush();
+  bool lost = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!lost) return code;
+  std::cerr << tool << ": error: writing to standard output failed"
+            << (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()) << "\n";
+  return code == 0 ? kExitUsage : code;
 }
 
 }  // namespace pcc::cli

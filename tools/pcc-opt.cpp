@@ -20,6 +20,7 @@
 
 #include "compiler/ir/text.h"
 #include "compiler/options.h"
+#include "runtime/support/mapped_file.h"
 #include "compiler/ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/partition/partitioner.h"
@@ -51,7 +52,7 @@ StatusOr<PartitionOptions> parsePartitionSpec(const std::string& spec) {
   std::string part;
   while (std::getline(ss, part, ',')) {
     if (part.rfind("gpus=", 0) == 0) {
-      auto n = cli::parseInteger(part.substr(5), 1, 65536);
+      auto n = cli::parseInteger(part.substr(5), 1, kMaxDevices);
       if (!n) return invalidInput("--partition: bad gpus in '", spec, "' (expected a count from 1 to 65536)");
       po.gpus = static_cast<int>(*n);
     } else {
@@ -172,6 +173,9 @@ StatusOr<std::string> processChunk(const Chunk& chunk, const Options& o, const s
   return strCat("// rank ", o.rank, " of mesh ", p.mesh.str(), "\n", printGraph(local));
 }
 
+/// Textual IR larger than this is refused (the largest exported model prints to a few MiB).
+constexpr size_t kMaxInputBytes = size_t{1} << 30;
+
 int run(int argc, char** argv) {
   auto opts = parseArgs(argc, argv);
   if (const int* code = std::get_if<int>(&opts)) return *code;
@@ -179,14 +183,27 @@ int run(int argc, char** argv) {
   std::string text;
   std::string fileName = o.input == "-" ? "<stdin>" : o.input;
   if (o.input == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    // Standard input may be endless (`< /dev/zero`): read at most kMaxInputBytes.
+    std::vector<char> buf(1 << 16);
+    while (std::cin.read(buf.data(), static_cast<std::streamsize>(buf.size())) || std::cin.gcount() > 0) {
+      text.append(buf.data(), static_cast<size_t>(std::cin.gcount()));
+      if (text.size() > kMaxInputBytes) {
+        std::cerr << "pcc-opt: <stdin>: input larger than " << (kMaxInputBytes >> 20) << " MiB\n";
+        return 2;
+      }
+    }
   } else {
-    std::ifstream in(o.input, std::ios::binary);
-    if (!in) {
-      std::cerr << "pcc-opt: cannot open input file '" << o.input << "'\n";
+    // A regular file only (a FIFO or /dev/zero would never end), mapped whole.
+    auto f = MappedFile::open(o.input);
+    if (!f.ok()) {
+      std::cerr << "pcc-opt: " << f.status().message() << "\n";
       return 2;
     }
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if ((*f)->size() > kMaxInputBytes) {
+      std::cerr << "pcc-opt: " << o.input << ": input larger than " << (kMaxInputBytes >> 20) << " MiB\n";
+      return 2;
+    }
+    text.assign(reinterpret_cast<const char*>((*f)->data()), (*f)->size());
   }
 
   int exitCode = 0;
@@ -207,6 +224,7 @@ int run(int argc, char** argv) {
   } else {
     std::ofstream f(o.output, std::ios::binary);
     f << out;
+    f.close();  // a full disk shows only when the buffer is written
     if (!f) {
       std::cerr << "pcc-opt: cannot write output file '" << o.output << "'\n";
       return 2;
@@ -217,7 +235,7 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int toolMain(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
@@ -225,3 +243,5 @@ int main(int argc, char** argv) {
     return 3;
   }
 }
+
+int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-opt", toolMain(argc, argv)); }

@@ -19,7 +19,7 @@ int fail(const Status& s) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+int toolMain(int argc, char** argv) {
   std::string planDir, format = "text", outPath;
   CLI::App app(kAbout, "pcc-report");
   cli::setDefaults(app, kFooter);
@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::ofstream f(outPath);
-  if (!(f << text)) return fail(invalidInput(outPath, ": cannot write"));
+  f << text;
+  f.close();  // a full disk shows only when the buffer is written
+  if (!f) return fail(invalidInput(outPath, ": cannot write"));
   return 0;
 }
+
+int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-report", toolMain(argc, argv)); }

@@ -251,8 +251,10 @@ int run(const Args& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int toolMain(int argc, char** argv) {
   auto args = parse(argc, argv);
   if (const int* code = std::get_if<int>(&args)) return *code;
   return run(std::get<Args>(args));
 }
+
+int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-run", toolMain(argc, argv)); }

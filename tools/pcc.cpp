@@ -51,14 +51,14 @@ std::string extrasMessage(const std::vector<std::string>& extras, const CompileO
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int toolMain(int argc, char** argv) {
   CompileOptions opts;
   CLI::App app(kAbout, "pcc");
   cli::setDefaults(app, kFooter);
   app.set_version_flag("--version", "pcc 0.1.0");
   app.add_option("MODEL.onnx", opts.modelPath, "the ONNX model (external-data files next to it are\nread in place)")
       ->type_name("");
-  cli::addInteger(app, "--gpus", 1, 65536, [&](int64_t n) { opts.gpus = static_cast<int>(n); },
+  cli::addInteger(app, "--gpus", 1, kMaxDevices, [&](int64_t n) { opts.gpus = static_cast<int>(n); },
                   "devices to spread the model over (default 1)");
   app.add_option_function<std::string>(
          "--strategy",
@@ -131,3 +131,5 @@ int main(int argc, char** argv) {
   if (!opts.quiet) std::cerr << "pcc: wrote " << out << " (" << c->ranks.size() << " ranks)\n";
   return 0;
 }
+
+int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc", toolMain(argc, argv)); }

@@ -8,7 +8,10 @@
   symlink leading outside the model's folder, in a model (`pcc`) and in an
   input tensor file (`pcc-run --inputs`): exit 2, one line naming the tensor
   and the location, nothing read;
-- a FIFO given as the model: exit 2 at once, not a wait for a writer.
+- a FIFO given as the model, /dev/zero as textual IR: exit 2 at once, not
+  a wait for a writer or an endless read;
+- printing to a full disk (`> /dev/full`): exit 2 naming the failed write,
+  never a silent 0.
 """
 
 import os
@@ -156,6 +159,30 @@ class Hostile:
         self.suite.check("a FIFO as the model: exit 2 at once, 'not a regular file'",
                          r.returncode == 2 and len(lines) == 1 and "not a regular file" in lines[0], r.describe())
 
+    def endless_ir(self):
+        r = self.tools.run("pcc-opt", ["/dev/zero"], timeout=30)
+        self.suite.check("pcc-opt /dev/zero: exit 2, 'not a regular file'",
+                         r.returncode == 2 and "not a regular file" in r.stderr, r.describe())
+
+    # --- output that cannot be written ------------------------------------------
+
+    def full_disk(self):
+        if not os.path.exists("/dev/full"):
+            return
+        cases = [("pcc --emit ir > /dev/full", "pcc", [e2e.model_path("mlp.onnx"), "--batch", 4, "--emit", "ir"]),
+                 ("pcc-opt > /dev/full", "pcc-opt", [os.path.join(e2e.SOURCE_DIR, "tests", "lit", "passes", "dce.ir"),
+                                                      "--split-input-file"])]
+        for case, tool, args in cases:
+            with open("/dev/full", "w") as full:
+                p = e2e.subprocess.run([self.tools.path(tool)] + [str(a) for a in args], stdout=full,
+                                       stderr=e2e.subprocess.PIPE, text=True, timeout=60)
+            self.suite.check(f"{case}: exit 2 naming the failed write",
+                             p.returncode == 2 and "writing to standard output failed" in p.stderr,
+                             f"  exit {p.returncode}, stderr: {p.stderr[-500:]}")
+        r = self.tools.run("pcc-opt", [os.path.join(e2e.SOURCE_DIR, "tests", "lit", "passes", "dce.ir"),
+                                       "--split-input-file", "-o", "/dev/full"])
+        self.suite.check("pcc-opt -o /dev/full: exit 2", r.returncode == 2, r.describe())
+
 
 def main():
     args = e2e.parse_args(__doc__)
@@ -168,6 +195,8 @@ def main():
             suite.run_case("model external data", h.external_model)
             suite.run_case("input external data", h.external_input)
             suite.run_case("FIFO", h.fifo_model)
+            suite.run_case("endless IR", h.endless_ir)
+            suite.run_case("full disk", h.full_disk)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)
