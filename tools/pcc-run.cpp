@@ -126,33 +126,63 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
   return allOk;
 }
 
-/// Reads DIR/input_K.pb. When every file carries a tensor name and the names
-/// are exactly the plan's inputs, they are matched by name (a compiled model
-/// may have fewer inputs than the files, e.g. with pcc --freeze); otherwise by
-/// position K.
+/// Reads DIR/input_K.pb. Files whose tensor names are plan inputs are matched
+/// by name (a compiled model may have fewer inputs than the files carry, e.g.
+/// with pcc --freeze, only if the others are named too); files without names,
+/// or whose names are none of the plan's inputs, are matched by position K.
+/// Refused: two files for one input, a mix of matching and unknown names, a
+/// plan input no file gives, and files beyond the plan's inputs by position.
 StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Plan& plan) {
-  std::vector<std::pair<std::string, Tensor>> files;
+  struct File {
+    std::string path, name;
+    Tensor t;
+  };
+  std::vector<File> files;
   for (int k = 0; std::filesystem::exists(tensorFile(dir, "input", k)); ++k) {
-    std::string name;
-    ASSIGN_OR_RETURN(Tensor t, readTensorFile(tensorFile(dir, "input", k), &name));
-    files.emplace_back(name, std::move(t));
+    File f{tensorFile(dir, "input", k), "", Tensor()};
+    ASSIGN_OR_RETURN(f.t, readTensorFile(f.path, &f.name));
+    files.push_back(std::move(f));
   }
-  std::map<std::string, Tensor> byName;
-  for (auto& [name, t] : files)
-    if (!name.empty()) byName[name] = t;
-  bool named = byName.size() == files.size();
-  for (const plan::IoDesc& in : plan.inputs()) named = named && byName.count(in.name());
-  std::vector<Tensor> inputs;
-  for (int k = 0; k < plan.inputs_size(); ++k) {
-    if (named) {
-      inputs.push_back(byName.at(plan.inputs(k).name()));
+  std::map<std::string, int> planIndex;
+  for (int k = 0; k < plan.inputs_size(); ++k) planIndex[plan.inputs(k).name()] = k;
+  std::map<std::string, const File*> byName;
+  const File* unknown = nullptr;
+  for (const File& f : files) {
+    if (f.name.empty()) continue;
+    if (!planIndex.count(f.name)) {
+      if (!unknown) unknown = &f;
       continue;
     }
+    auto [it, fresh] = byName.emplace(f.name, &f);
+    if (!fresh) return invalidInput(it->second->path, " and ", f.path, " both hold input '", f.name, "'");
+  }
+  std::vector<Tensor> inputs;
+  if (!byName.empty()) {
+    if (unknown)
+      return invalidInput(unknown->path, ": tensor '", unknown->name, "' is none of the plan's inputs (",
+                          [&] {
+                            std::string names;
+                            for (const auto& in : plan.inputs()) names += (names.empty() ? "'" : ", '") + in.name() + "'";
+                            return names;
+                          }(),
+                          ")");
+    for (const plan::IoDesc& in : plan.inputs()) {
+      auto it = byName.find(in.name());
+      if (it == byName.end())
+        return invalidInput(dir, ": no input_K.pb holds input '", in.name(), "' (the files are matched by name)");
+      inputs.push_back(it->second->t);
+    }
+    return inputs;
+  }
+  for (int k = 0; k < plan.inputs_size(); ++k) {
     if (static_cast<size_t>(k) >= files.size())
       return invalidInput(tensorFile(dir, "input", k), ": missing (the plan has ", plan.inputs_size(),
                           " inputs; input ", k, " is '", plan.inputs(k).name(), "')");
-    inputs.push_back(files[k].second);
+    inputs.push_back(files[k].t);
   }
+  if (files.size() > static_cast<size_t>(plan.inputs_size()))
+    return invalidInput(files[plan.inputs_size()].path, ": the plan has only ", plan.inputs_size(),
+                        " inputs (matched by position: no file names a plan input)");
   return inputs;
 }
 

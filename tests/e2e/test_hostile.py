@@ -10,6 +10,8 @@
   and the location, nothing read;
 - a FIFO given as the model, /dev/zero as textual IR: exit 2 at once, not
   a wait for a writer or an endless read;
+- `pcc-run --inputs` folders with two files for one input, a name that is
+  none of the plan's inputs, an input no file gives, or extra files: exit 2;
 - printing to a full disk (`> /dev/full`): exit 2 naming the failed write,
   never a silent 0.
 """
@@ -164,6 +166,36 @@ class Hostile:
         self.suite.check("pcc-opt /dev/zero: exit 2, 'not a regular file'",
                          r.returncode == 2 and "not a regular file" in r.stderr, r.describe())
 
+    # --- run-time inputs that match no input -------------------------------------
+
+    def input_matching(self):
+        """A two-input plan (a + b); --inputs folders that must be refused."""
+        g = H.make_graph([H.make_node("Add", ["a", "b"], ["y"])], "add",
+                         [H.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2]) for n in ("a", "b")],
+                         [H.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+        model, plan = self.path("add2.onnx"), self.path("add2.pcc")
+        onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 13)], ir_version=8), model)
+        r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"])
+        if not self.suite.check("compile the two-input plan", r.returncode == 0, r.describe()):
+            return
+        x = np.ones(2, np.float32)
+        cases = [("two files for input 'a'", ["a", "a"], [r"input_0\.pb and .*input_1\.pb both hold input 'a'"]),
+                 ("a name that is no input beside one that is", ["a", "c"], [r"input_1\.pb", r"'c' is none of"]),
+                 ("an input no file gives", ["b"], [r"no input_K\.pb holds input 'a'"]),
+                 ("more files than inputs, by position", ["", "", ""], [r"input_2\.pb", r"only 2 inputs"])]
+        for label, names, patterns in cases:
+            folder = self.path("in_" + label.replace(" ", "_").replace("'", ""))
+            os.makedirs(folder)
+            for k, n in enumerate(names):
+                e2e.write_tensor(os.path.join(folder, f"input_{k}.pb"), x, n)
+            self.expect_error(f"--inputs with {label}", "pcc-run", [plan, "--inputs", folder], patterns)
+        folder = self.path("in_ok")
+        os.makedirs(folder)
+        for k, n in enumerate(["b", "a"]):
+            e2e.write_tensor(os.path.join(folder, f"input_{k}.pb"), x * (k + 1), n)
+        r = self.tools.run("pcc-run", [plan, "--inputs", folder, "--outputs", self.path("out_ok")])
+        self.suite.check("--inputs named in another order: matched by name", r.returncode == 0, r.describe())
+
     # --- output that cannot be written ------------------------------------------
 
     def full_disk(self):
@@ -197,6 +229,7 @@ def main():
             suite.run_case("FIFO", h.fifo_model)
             suite.run_case("endless IR", h.endless_ir)
             suite.run_case("full disk", h.full_disk)
+            suite.run_case("input matching", h.input_matching)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)
