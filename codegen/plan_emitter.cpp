@@ -3,7 +3,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "codegen/memory_plan.h"
 #include "codegen/plan_report.h"
+#include "passes/partition/dim_map.h"
 #include "runtime/plan_convert.h"
 
 namespace pcc {
@@ -104,6 +106,12 @@ void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<cons
   }
 }
 
+// Elementwise ops may run in place (the memory planner's in-place rule).
+bool elementwiseOp(std::string_view op) {
+  std::optional<OpKind> k = opFromName(op);
+  return k && isElementwiseOp(*k);
+}
+
 // Buffer ids by value, recovered from the program (buffers are named by value).
 std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::RankProgram& prog) {
   std::unordered_map<std::string, int> byName;
@@ -151,6 +159,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
     auto ids = idsByName(*rg.graph, *prog);
     addBindings(rg.inputs, ids, prog->mutable_inputs());
     addBindings(rg.outputs, ids, prog->mutable_outputs());
+    RETURN_IF_ERROR(planMemory(prog, elementwiseOp).status().withContext(strCat("rank ", rg.rank)));
     out.weights[file] = std::move(writer);
   }
 
@@ -166,6 +175,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   for (size_t k = 0; k < reference.outputs().size(); ++k) outs.push_back({k, reference.outputs()[k], -1, 0, 0});
   addBindings(ins, ids, ref->mutable_inputs());
   addBindings(outs, ids, ref->mutable_outputs());
+  RETURN_IF_ERROR(planMemory(ref, elementwiseOp).status().withContext("reference program"));
   out.weights["reference.bin"] = std::move(refWriter);
   return out;
 }
