@@ -8,11 +8,12 @@
 // 2. Each arena buffer's lifetime is [first instruction that writes it, last
 //    instruction that reads or writes it] in program order; FREE instructions
 //    are not uses. A buffer read before any instruction writes it is an error.
-// 3. In place: a kernel whose op the predicate calls elementwise, whose input 0
-//    is an arena buffer of the output's dtype and shape and dies at this
+// 3. In place: a kernel whose op the predicate accepts (elementwise ops, and
+//    ops that only rename the input's bytes such as Reshape), whose input 0 is
+//    an arena buffer of the output's dtype and element count and dies at this
 //    instruction (its lifetime ends there), writes output 0 over input 0. The
 //    two join one block whose lifetime is the union of theirs; a chain of such
-//    ops (Add -> Relu -> Mul) shares one block.
+//    ops (Add -> Relu -> Reshape -> Mul) shares one block.
 // 4. Blocks are sorted by size, largest first (ties: earlier start, then lower
 //    buffer id, so plans are deterministic). Each is placed at the lowest
 //    64-byte aligned offset where it overlaps no already placed block whose
@@ -33,6 +34,9 @@ namespace pcc {
 namespace {
 
 uint64_t alignUp(uint64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+/// Same dtype and element count: the output can take the input's bytes.
+bool sameBytes(const TensorType& a, const TensorType& b) { return a.dtype == b.dtype && a.numel() == b.numel(); }
 
 struct Block {
   int root = -1;          // buffer index that opened the block
@@ -74,6 +78,7 @@ StatusOr<MemoryPlanStats> planMemory(plan::RankProgram* prog, const InPlacePredi
       last[id] = i;
     }
     for (int id : ins.outputs()) {
+      if (id == -1) continue;  // an unused output
       if (!valid(id)) return internalError("rank ", prog->rank(), ": instruction ", i, " writes buffer ", id);
       if (def[id] < 0) def[id] = i;
       last[id] = std::max(last[id], i);
@@ -89,12 +94,12 @@ StatusOr<MemoryPlanStats> planMemory(plan::RankProgram* prog, const InPlacePredi
   for (int i = 0; i < prog->instructions_size(); ++i) {
     const plan::Instruction& ins = prog->instructions(i);
     for (int id : ins.outputs()) {
-      if (!inArena[id] || def[id] != i || blockOf[id] >= 0) continue;
+      if (id == -1 || !inArena[id] || def[id] != i || blockOf[id] >= 0) continue;
       int in = ins.inputs_size() > 0 ? ins.inputs(0) : -1;
       bool inPlace = id == ins.outputs(0) && ins.kind() == plan::Instruction::KERNEL && inPlaceOk &&
                      inPlaceOk(ins.op()) && in >= 0 && in != id && inArena[in] && last[in] == i &&
                      blockOf[in] >= 0 && size[in] > 0 &&
-                     fromDesc(prog->buffers(in).desc()) == fromDesc(prog->buffers(id).desc()) &&
+                     sameBytes(fromDesc(prog->buffers(in).desc()), fromDesc(prog->buffers(id).desc())) &&
                      std::find(ins.outputs().begin(), ins.outputs().end(), in) == ins.outputs().end();
       if (inPlace) {
         blockOf[id] = blockOf[in];

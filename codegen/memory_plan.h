@@ -16,9 +16,10 @@ namespace pcc {
 /// Alignment of every buffer in the arena, in bytes.
 constexpr uint64_t kArenaAlignment = 64;
 
-/// \returns true when op `op` is elementwise: output element i depends only on
-/// element i of each input of the output's shape (other inputs broadcast), so
-/// that its output may overwrite input 0 when input 0 dies at the op.
+/// \returns true when op `op` may write its output 0 over its input 0 (of the
+/// same dtype and element count) when input 0 dies at the op: output element i
+/// depends only on element i of input 0 (and of inputs of the output's size),
+/// as in elementwise ops, or output 0 is input 0's bytes (Reshape).
 using InPlacePredicate = std::function<bool(std::string_view op)>;
 
 struct MemoryPlanStats {

@@ -106,10 +106,15 @@ void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<cons
   }
 }
 
-// Elementwise ops may run in place (the memory planner's in-place rule).
+// The memory planner's in-place rule: elementwise ops, and the ops whose
+// output is their input's bytes under another shape.
 bool elementwiseOp(std::string_view op) {
   std::optional<OpKind> k = opFromName(op);
-  return k && isElementwiseOp(*k);
+  if (!k) return false;
+  switch (*k) {
+    case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: return true;
+    default: return isElementwiseOp(*k);
+  }
 }
 
 // Buffer ids by value, recovered from the program (buffers are named by value).

@@ -46,6 +46,8 @@ struct KernelDesc {
   std::vector<TensorType> inputs;          ///< dtype kUndefined: absent optional input
   /// Per input: the host value of a plan weight (same data on every run), or nullptr.
   std::vector<const Tensor*> constInputs;
+  /// The outputs the program names (it may name fewer than the op makes);
+  /// dtype kUndefined: an output the program does not use.
   std::vector<TensorType> outputs;
   /// Output 0 is planned over input 0 (Buffer.in_place_of): the kernel must
   /// accept aliased memory (only elementwise ops are planned in place).
@@ -59,7 +61,8 @@ class DeviceKernel {
   virtual ~DeviceKernel() = default;
   /// Runs on `inputs` (device tensors of the planned types; nullptr for an
   /// absent input), writing `outputs`: device tensors of the planned types
-  /// whose contents are undefined on entry (not zeroed).
+  /// whose contents are undefined on entry (not zeroed); an undefined tensor
+  /// for an output the program does not use (its result is dropped).
   /// \returns ok, or an error naming the op.
   virtual Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) = 0;
 };

@@ -30,6 +30,20 @@ bool fastKernelRunsInPlace(std::string_view op) {
   return false;
 }
 
+/// Ops whose output 0 is input 0's bytes under another shape: planned in
+/// place, they have nothing to do.
+bool renamesItsInput(std::string_view op) {
+  for (std::string_view k : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    if (op == k) return true;
+  return false;
+}
+
+/// A reshape-like op planned in place: its output already holds the bytes.
+class NoOpKernel : public DeviceKernel {
+ public:
+  Status run(const std::vector<const Tensor*>&, const std::vector<Tensor>&) override { return Status::OK(); }
+};
+
 class CpuKernel : public DeviceKernel {
  public:
   CpuKernel(const KernelDesc& k, const OpSchema* schema, std::unique_ptr<KernelOverride> fast, bool inferAtRun)
@@ -46,7 +60,7 @@ class CpuKernel : public DeviceKernel {
       auto inferred = schema_->infer(ops::argsFromTensors(inputs, *attrs_));
       if (!inferred.ok()) return inferred.status().withContext(describe());
       for (size_t k = 0; k < outputs.size() && k < inferred->size(); ++k)
-        if ((*inferred)[k] != outputs[k].type())
+        if (outputs[k].defined() && (*inferred)[k] != outputs[k].type())
           return invalidInput(describe(), ": output ", k, " is ", (*inferred)[k].str(), " but the plan says ",
                               outputs[k].type().str());
     }
@@ -67,10 +81,11 @@ class CpuKernel : public DeviceKernel {
   /// Copies each kernel result into its planned output unless it is already there.
   template <typename D>
   Status place(const std::vector<Tensor>& got, const std::vector<Tensor>& outputs, const D& describe) {
-    if (got.size() != outputs.size())
+    if (got.size() < outputs.size())
       return internalError(describe(), ": the kernel made ", got.size(), " outputs, the plan names ",
                            outputs.size());
-    for (size_t k = 0; k < got.size(); ++k) {
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!outputs[k].defined()) continue;  // an output the program does not use
       if (got[k].type() != outputs[k].type())
         return internalError(describe(), ": kernel output ", k, " is ", got[k].type().str(),
                              " but the plan says ", outputs[k].type().str());
@@ -126,14 +141,16 @@ class CpuBackend : public Backend {
     auto inferred = s->infer(args);
     bool inferAtRun = !inferred.ok();  // needs a computed input's value: infer when it is known
     if (inferred.ok()) {
-      if (inferred->size() != k.outputs.size())
+      if (inferred->size() < k.outputs.size())
         return invalidInput(k.where, ": the op makes ", inferred->size(), " outputs, the plan names ",
                             k.outputs.size());
       for (size_t i = 0; i < k.outputs.size(); ++i)
-        if ((*inferred)[i] != k.outputs[i])
+        if (k.outputs[i].dtype != DType::kUndefined && (*inferred)[i] != k.outputs[i])
           return invalidInput(k.where, ": output ", i, " is ", (*inferred)[i].str(), " but the plan's buffer is ",
                               k.outputs[i].str());
     }
+    if (k.inPlace && !inferAtRun && renamesItsInput(k.op) && k.outputs.size() == 1)
+      return std::unique_ptr<DeviceKernel>(new NoOpKernel);
     std::unique_ptr<KernelOverride> fast;
     if (options_.fastKernels && (!k.inPlace || fastKernelRunsInPlace(k.op))) {
       std::vector<bool> constant;

@@ -129,7 +129,11 @@ Status Executor::prepare(bool verifyChecksums) {
       s.in.push_back(slot);
     }
     for (int id : ins.outputs()) {
-      ASSIGN_OR_RETURN(int slot, resolve(id, false, ctx));
+      ASSIGN_OR_RETURN(int slot, resolve(id, kernel, ctx));
+      if (slot < 0) {  // an output the program does not use
+        s.out.push_back(-1);
+        continue;
+      }
       if (homes_[slot] == Home::kWeight || homes_[slot] == Home::kInput)
         return invalidInput(ctx, ": writes buffer ", id, " '", buffers_[slot]->name(),
                             "', which holds a weight or a model input");
@@ -171,8 +175,8 @@ Status Executor::prepare(bool verifyChecksums) {
       // reordered copy of them (host values: what inference and oneDNN read).
       k.constInputs.push_back(slot >= 0 && homes_[slot] == Home::kWeight ? &hostWeights_[slot] : nullptr);
     }
-    for (int slot : s.out) k.outputs.push_back(types_[slot]);
-    k.inPlace = !s.out.empty() && !s.in.empty() && s.in[0] >= 0 &&
+    for (int slot : s.out) k.outputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+    k.inPlace = !s.out.empty() && s.out[0] >= 0 && !s.in.empty() && s.in[0] >= 0 &&
                 buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena;
     ASSIGN_OR_RETURN(s.kernel, backend_->prepareKernel(k));
   }
@@ -220,7 +224,7 @@ Status Executor::checkMemoryPlan(const std::string& rankName) const {
         if (olo >= ihi || ilo >= ohi) continue;
         bool declared = o == 0 && i == 0 && ins.kind() == plan::Instruction::KERNEL &&
                         buffers_[os->second]->in_place_of() == ins.inputs(0) && olo == ilo &&
-                        types_[os->second] == types_[is->second];
+                        types_[os->second].dtype == types_[is->second].dtype && ohi - olo == ihi - ilo;
         if (!declared)
           return invalidInput(rankName, ": node '", ins.node(), "' (", ins.op(), "): output buffer ",
                               ins.outputs(o), " overlaps input buffer ", ins.inputs(i),
@@ -337,6 +341,10 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       }
       std::vector<Tensor> outs;
       for (int slot : s.out) {
+        if (slot < 0) {
+          outs.emplace_back();  // unused: the kernel's result is dropped
+          continue;
+        }
         ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
         outs.push_back(std::move(t));
       }

@@ -85,7 +85,7 @@ def memory_plan_problems(prog):
                 and ins["kind"] == KERNEL and ins["inputs"][:1] == [earlier["id"]]
                 and ins["outputs"][:1] == [later["id"]]
                 and last.get(earlier["id"]) == first[later["id"]]
-                and earlier["dtype"] == later["dtype"] and earlier["shape"] == later["shape"]
+                and earlier["dtype"] == later["dtype"] and earlier["nbytes"] == later["nbytes"]
                 and earlier["arena_offset"] == later["arena_offset"])
 
     seen = set()
