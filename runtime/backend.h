@@ -49,6 +49,7 @@ struct KernelDesc {
   /// The outputs the program names (it may name fewer than the op makes);
   /// dtype kUndefined: an output the program does not use.
   std::vector<TensorType> outputs;
+  std::vector<std::string> outputNames;    ///< "buffer 1 'y'" per output, for messages
   /// Output 0 is planned over input 0 (Buffer.in_place_of): the kernel must
   /// accept aliased memory (only elementwise ops are planned in place).
   bool inPlace = false;

@@ -146,7 +146,8 @@ class CpuBackend : public Backend {
                             k.outputs.size());
       for (size_t i = 0; i < k.outputs.size(); ++i)
         if (k.outputs[i].dtype != DType::kUndefined && (*inferred)[i] != k.outputs[i])
-          return invalidInput(k.where, ": output ", i, " is ", (*inferred)[i].str(), " but the plan's buffer is ",
+          return invalidInput(k.where, ": output ", i, " is ", (*inferred)[i].str(), " but the plan's ",
+                              i < k.outputNames.size() ? k.outputNames[i] : std::string("buffer"), " is ",
                               k.outputs[i].str());
     }
     if (k.inPlace && !inferAtRun && renamesItsInput(k.op) && k.outputs.size() == 1)

@@ -175,7 +175,11 @@ Status Executor::prepare(bool verifyChecksums) {
       // reordered copy of them (host values: what inference and oneDNN read).
       k.constInputs.push_back(slot >= 0 && homes_[slot] == Home::kWeight ? &hostWeights_[slot] : nullptr);
     }
-    for (int slot : s.out) k.outputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+    for (int slot : s.out) {
+      k.outputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+      k.outputNames.push_back(slot >= 0 ? strCat("buffer ", buffers_[slot]->id(), " '", buffers_[slot]->name(), "'")
+                                        : std::string("unused output"));
+    }
     k.inPlace = !s.out.empty() && s.out[0] >= 0 && !s.in.empty() && s.in[0] >= 0 &&
                 buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena;
     ASSIGN_OR_RETURN(s.kernel, backend_->prepareKernel(k));
@@ -222,7 +226,8 @@ Status Executor::checkMemoryPlan(const std::string& rankName) const {
         if (is == slotOf.end() || homes_[is->second] != Home::kArena || types_[is->second].bytes() == 0) continue;
         auto [ilo, ihi] = range(is->second);
         if (olo >= ihi || ilo >= ohi) continue;
-        bool declared = o == 0 && i == 0 && ins.kind() == plan::Instruction::KERNEL &&
+        // Input 0 may also appear at other positions (Add(a, a) over a).
+        bool declared = o == 0 && ins.inputs(i) == ins.inputs(0) && ins.kind() == plan::Instruction::KERNEL &&
                         buffers_[os->second]->in_place_of() == ins.inputs(0) && olo == ilo &&
                         types_[os->second].dtype == types_[is->second].dtype && ohi - olo == ihi - ilo;
         if (!declared)
