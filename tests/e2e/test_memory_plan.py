@@ -90,8 +90,14 @@ def memory_plan_problems(prog):
 
     seen = set()
     in_place = 0
+    peak = 0  # the most bytes live at one instruction: no arena can be smaller
     for t in range(len(prog["instructions"])):
         live = [b for b in live_arena if first[b["id"]] <= t <= last[b["id"]]]
+        covered, end = 0, 0
+        for lo, hi in sorted((b["arena_offset"], b["arena_offset"] + round_up(b["nbytes"])) for b in live):
+            covered += max(0, hi - max(lo, end))
+            end = max(end, hi)
+        peak = max(peak, covered)
         for i, a in enumerate(live):
             for b in live[i + 1:]:
                 key = (min(a["id"], b["id"]), max(a["id"], b["id"]))
@@ -112,7 +118,9 @@ def memory_plan_problems(prog):
         src = b["in_place_of"]
         if src >= 0 and not (src in bufs and b["id"] in first and declared_in_place(b, bufs[src])):
             problems.append(f"buffer {b['id']} declares in_place_of {src} where that is not allowed")
-    return problems, in_place
+    if peak > prog["arena_bytes"]:
+        problems.append(f"{peak} bytes are live at once, more than the {prog['arena_bytes']}-byte arena")
+    return problems, (in_place, peak)
 
 
 def check_plan(suite, case, plan, report_json=True):
@@ -121,11 +129,11 @@ def check_plan(suite, case, plan, report_json=True):
     sizes = []
     for prog in ranks + [reference]:
         name = f"rank {prog['rank']}" if prog is not reference else "reference"
-        problems, in_place = memory_plan_problems(prog)
+        problems, (in_place, peak) = memory_plan_problems(prog)
         suite.check(f"{case}: {name}: no two live buffers overlap", not problems,
                     "\n".join("  " + p for p in problems[:20]))
         if prog is not reference:
-            sizes.append((prog["rank"], prog["arena_bytes"], prog["naive_arena_bytes"], in_place))
+            sizes.append((prog["rank"], prog["arena_bytes"], prog["naive_arena_bytes"], (in_place, peak)))
     if report_json:
         with open(os.path.join(plan, "report.json")) as f:
             report = json.load(f)
@@ -217,12 +225,12 @@ def main():
     for model in sorted(glob.glob(os.path.join(e2e.MODELS_DIR, "exported", "*.onnx"))):
         suite.run_case(f"exported {os.path.basename(model)}", export_case, model)
 
-    print("planned arena vs naive sum of buffers (per rank):")
+    print("planned arena vs naive sum of buffers, and the most bytes live at one instruction (per rank):")
     for case, sizes in table:
-        for rank, arena, naive, in_place in sizes:
+        for rank, arena, naive, (in_place, peak) in sizes:
             ratio = arena / naive if naive else 1.0
             print(f"  {case:48s} rank {rank}: {human(arena):>10s} of {human(naive):>10s}"
-                  f" ({ratio:.0%}), {in_place} in place")
+                  f" ({ratio:.0%}), live peak {human(peak):>10s}, {in_place} in place")
     return suite.finish()
 
 
