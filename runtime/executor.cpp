@@ -200,6 +200,13 @@ Status Executor::checkMemoryPlan(const std::string& rankName) const {
     uint64_t off = static_cast<uint64_t>(buffers_[slot]->arena_offset());
     return std::pair<uint64_t, uint64_t>(off, off + types_[slot].bytes());
   };
+  // Any placement fits in the sum of its buffers' sizes: a larger arena is a
+  // corrupt plan, not an allocation to attempt.
+  uint64_t need = 0;
+  for (size_t slot = 0; slot < buffers_.size(); ++slot)
+    if (homes_[slot] == Home::kArena) need += (types_[slot].bytes() + 63) / 64 * 64;
+  if (arena > need)
+    return invalidInput(rankName, ": arena_bytes ", arena, " exceeds the ", need, " bytes its buffers take");
   for (size_t slot = 0; slot < buffers_.size(); ++slot) {
     const plan::Buffer& b = *buffers_[slot];
     std::string ctx = strCat(rankName, ": buffer ", b.id(), " '", b.name(), "'");
@@ -207,9 +214,10 @@ Status Executor::checkMemoryPlan(const std::string& rankName) const {
       if (b.weight() >= 0 && b.arena_offset() >= 0) return invalidInput(ctx, ": a weight placed in the arena");
       continue;
     }
-    auto [lo, hi] = range(static_cast<int>(slot));
+    uint64_t lo = static_cast<uint64_t>(b.arena_offset()), bytes = types_[slot].bytes();
     if (lo % 64 != 0) return invalidInput(ctx, ": arena offset ", lo, " is not 64-byte aligned");
-    if (hi > arena) return invalidInput(ctx, ": bytes [", lo, ", ", hi, ") lie outside the ", arena, "-byte arena");
+    if (lo > arena || bytes > arena - lo)
+      return invalidInput(ctx, ": bytes [", lo, ", ", lo + bytes, ") lie outside the ", arena, "-byte arena");
   }
   // Within one instruction, an output shares memory with an input only where
   // the plan made it in place (a kernel may write before it has read).

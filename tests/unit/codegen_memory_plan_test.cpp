@@ -232,6 +232,14 @@ TEST(MemoryPlan, ExecutorRefusesAnOverlapThePlanDoesNotDeclare) {
   auto f = Executor::create(small, small.plan.ranks(0), true);
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("lie outside the 64-byte arena"), std::string::npos) << f.status().message();
+
+  p.mutable_ranks(0)->set_arena_bytes(uint64_t{1} << 62);  // corrupt: never allocated
+  LoadedPlan huge = writeAndLoad("hugearena", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  auto g = Executor::create(huge, huge.plan.ranks(0), true);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(g.status().message().find("exceeds the 512 bytes its buffers take"), std::string::npos)
+      << g.status().message();
 }
 
 }  // namespace
