@@ -3,6 +3,7 @@
 // included, through the unchanged executor and launcher.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -286,6 +287,55 @@ TEST(RuntimeBackend, AFakeDeviceRunsATensorParallelPlanThroughTheUnchangedExecut
   EXPECT_EQ(counts.uploads.load(), 2 + 2 * 2);
   EXPECT_EQ(counts.downloads.load(), 2);
   EXPECT_EQ(counts.copies.load(), 2 * 2);
+}
+
+TEST(RuntimeBackend, GatherScatterSendAndRecvCrossTheSeam) {
+  // Rank r: a = Relu(rows [2r, 2r+2) of x); g = all-gather(a) along rows;
+  // s = reduce-scatter(g) = 2 a; rank 0 sends s to rank 1, which adds it to
+  // its own. Output rows 0-1: 2 relu(x0); rows 2-3: 2 relu(x1) + 2 relu(x0).
+  registerBackend("fake-device", [](const BackendOptions& o) { return std::make_unique<FakeDevice>(o); });
+  plan::Plan p;
+  addIo(&p, true, "x", f32({4, 3}));
+  addIo(&p, false, "y", f32({4, 3}));
+  addGroup(&p, "dp", {0, 1});
+  for (int r = 0; r < 2; ++r) {
+    ProgBuilder b(p.add_ranks(), r);
+    int x = b.buffer("x", f32({2, 3})), a = b.buffer("a", f32({2, 3})), g = b.buffer("g", f32({4, 3}));
+    int s = b.buffer("s", f32({2, 3}));
+    b.input(x, 0, 0, 2 * r, 2);
+    b.kernel("Relu", {x}, {a}, "relu");
+    b.collective(K::ALL_GATHER, a, g, 0, 0);
+    b.collective(K::REDUCE_SCATTER, g, s, 0, 0);
+    if (r == 0) {
+      b.send(s, 1);
+      b.output(s, 0, 0, 0, 2);
+    } else {
+      int t = b.buffer("t", f32({2, 3})), y = b.buffer("y", f32({2, 3}));
+      b.recv(t, 0);
+      b.kernel("Add", {s, t}, {y}, "add");
+      b.output(y, 0, 0, 2, 2);
+    }
+    ASSERT_TRUE(planMemory(p.mutable_ranks(r), nullptr).ok());
+  }
+  LoadedPlan lp = writeAndLoad("fakedev_comm", p);
+  Tensor x = pattern(f32({4, 3}), 0.25f);
+  auto want = runPlan(lp, {x}, RunOptions());
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  const float* px = x.data<float>();
+  const float* pw = want->outputs[0].data<float>();
+  auto relu2 = [&](int i) { return 2.0f * std::max(px[i], 0.0f); };
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(pw[i], relu2(i));
+    EXPECT_FLOAT_EQ(pw[6 + i], relu2(6 + i) + relu2(i));
+  }
+  RunOptions dev;
+  dev.backend = "fake-device";
+  counts.collectives = 0;
+  auto got = runPlan(lp, {x}, dev);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(std::memcmp(got->outputs[0].raw(), want->outputs[0].raw(), want->outputs[0].nbytes()), 0)
+      << got->outputs[0].str() << " vs " << want->outputs[0].str();
+  EXPECT_EQ(counts.collectives.load(), 2 * 2);  // a gather and a scatter per rank
 }
 
 TEST(RuntimeBackend, AHostTensorNeverReachesTheDevice) {
