@@ -48,6 +48,8 @@ RankStats statsOf(const plan::RankProgram& prog) {
   s.rank = prog.rank();
   s.meshCoord.assign(prog.mesh_coord().begin(), prog.mesh_coord().end());
   for (const plan::Weight& w : prog.weights()) s.weightBytes += static_cast<int64_t>(w.nbytes());
+  s.arenaBytes = static_cast<int64_t>(prog.arena_bytes());
+  s.naiveArenaBytes = static_cast<int64_t>(prog.naive_arena_bytes());
   std::vector<bool> live(prog.buffers_size(), false);
   int64_t cur = 0;
   auto touch = [&](int32_t id) {
@@ -93,6 +95,8 @@ Json rankJson(const RankStats& r) {
               {"flops", r.flops},
               {"weight_bytes", r.weightBytes},
               {"peak_activation_bytes", r.peakActivationBytes},
+              {"arena_bytes", r.arenaBytes},
+              {"naive_arena_bytes", r.naiveArenaBytes},
               {"comm_bytes", r.commBytes},
               {"comm_count", r.commCount}};
 }
@@ -143,8 +147,8 @@ std::string planReportText(const plan::Plan& p) {
   for (const std::string& t : p.tensor_parallel_pairs()) o << "tp pair: " << t << "\n";
   o << "\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-6s %-11s %8s %12s %12s %12s  %s\n", "rank", "(pp,dp,tp)", "kernels",
-                "GFLOP", "weights", "peak act.", "communication");
+  std::snprintf(line, sizeof line, "%-6s %-11s %8s %12s %12s %12s %12s %12s  %s\n", "rank", "(pp,dp,tp)", "kernels",
+                "GFLOP", "weights", "peak act.", "arena", "naive sum", "communication");
   o << line;
   auto row = [&](const RankStats& r, const std::string& label) {
     int kernels = 0;
@@ -155,9 +159,9 @@ std::string planReportText(const plan::Plan& p) {
     std::string comm;
     for (const auto& [k, b] : r.commBytes) comm += strCat(comm.empty() ? "" : ", ", k, " x", r.commCount.at(k), " ", humanBytes(b));
     if (comm.empty()) comm = "none";
-    std::snprintf(line, sizeof line, "%-6s %-11s %8d %12.4f %12s %12s  %s\n", label.c_str(), coord.c_str(), kernels,
-                  r.flops / 1e9, humanBytes(r.weightBytes).c_str(), humanBytes(r.peakActivationBytes).c_str(),
-                  comm.c_str());
+    std::snprintf(line, sizeof line, "%-6s %-11s %8d %12.4f %12s %12s %12s %12s  %s\n", label.c_str(), coord.c_str(),
+                  kernels, r.flops / 1e9, humanBytes(r.weightBytes).c_str(), humanBytes(r.peakActivationBytes).c_str(),
+                  humanBytes(r.arenaBytes).c_str(), humanBytes(r.naiveArenaBytes).c_str(), comm.c_str());
     o << line;
   };
   for (const RankStats& r : s.ranks) row(r, std::to_string(r.rank));

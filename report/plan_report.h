@@ -18,6 +18,10 @@ struct RankStats {
   int64_t flops = 0;                       ///< 2·MACs for MatMul/Gemm/Conv, one per element otherwise
   int64_t weightBytes = 0;
   int64_t peakActivationBytes = 0;         ///< largest live set of non-weight buffers
+  // Memory plan (codegen/memory_plan.h): the planned arena and, for
+  // comparison, the sum of its buffers' sizes.
+  int64_t arenaBytes = 0;
+  int64_t naiveArenaBytes = 0;
   std::map<std::string, int64_t> commBytes;  ///< collective -> payload bytes (per rank)
   std::map<std::string, int> commCount;
 };

@@ -407,4 +407,25 @@ StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
   return comms;
 }
 
+namespace {
+class GlooFactory : public CommunicatorFactory {
+ public:
+  GlooFactory(std::shared_ptr<GlooStore> store, const GlooOptions& options)
+      : store_(std::move(store)), options_(options) {}
+  StatusOr<RankComms> connect(int rank, int worldSize, const std::vector<CommGroup>& groups,
+                              bool withWorld) override {
+    return connectGloo(*store_, rank, worldSize, groups, withWorld, options_);
+  }
+
+ private:
+  std::shared_ptr<GlooStore> store_;
+  GlooOptions options_;
+};
+}  // namespace
+
+std::unique_ptr<CommunicatorFactory> glooCommunicatorFactory(std::shared_ptr<GlooStore> store,
+                                                             const GlooOptions& options) {
+  return std::make_unique<GlooFactory>(std::move(store), options);
+}
+
 }  // namespace pcc

@@ -36,10 +36,7 @@ class GlooStore {
 };
 
 /// One group of ranks (a Plan.groups entry).
-struct GlooGroup {
-  std::string axis;        ///< "tp", "dp", "pp": for messages
-  std::vector<int> ranks;  ///< global ranks, in group order
-};
+using GlooGroup = CommGroup;
 
 struct GlooOptions {
   /// Bound on connecting and on every collective or transfer.
@@ -56,5 +53,9 @@ struct GlooOptions {
 StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
                                 const std::vector<GlooGroup>& groups, bool withWorld,
                                 const GlooOptions& options);
+
+/// \returns a factory that connects ranks with connectGloo through `store`.
+std::unique_ptr<CommunicatorFactory> glooCommunicatorFactory(std::shared_ptr<GlooStore> store,
+                                                             const GlooOptions& options);
 
 }  // namespace pcc

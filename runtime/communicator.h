@@ -60,4 +60,22 @@ struct RankComms {
   }
 };
 
+/// One group of ranks (a Plan.groups entry).
+struct CommGroup {
+  std::string axis;        ///< "tp", "dp", "pp": for messages
+  std::vector<int> ranks;  ///< global ranks, in group order
+};
+
+/// Makes the communicators of one rank; each Backend has one (gloo for cpu).
+class CommunicatorFactory {
+ public:
+  virtual ~CommunicatorFactory() = default;
+  /// Connects global rank `rank` of `worldSize`: a communicator for every
+  /// group in `groups` that contains it (its peers call this concurrently),
+  /// and one over all ranks when `withWorld`.
+  /// \returns the communicators, or an error naming the rank and group.
+  virtual StatusOr<RankComms> connect(int rank, int worldSize, const std::vector<CommGroup>& groups,
+                                      bool withWorld) = 0;
+};
+
 }  // namespace pcc

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <unordered_map>
 
-#include "runtime/cpu/fast_kernels.h"
 #include "runtime/plan_convert.h"
 #include "runtime/tensor_slice.h"
 
@@ -39,15 +38,22 @@ StatusOr<TensorType> boundType(const plan::IoBinding& b, const TensorType& full)
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p,
-                                                     const plan::RankProgram& prog,
-                                                     bool verifyChecksums, bool fastKernels) {
-  std::unique_ptr<Executor> e(new Executor(p, prog));
-  RETURN_IF_ERROR(e->prepare(verifyChecksums, fastKernels));
+StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p, const plan::RankProgram& prog,
+                                                     std::shared_ptr<Backend> backend, bool verifyChecksums) {
+  std::unique_ptr<Executor> e(new Executor(p, prog, std::move(backend)));
+  RETURN_IF_ERROR(e->prepare(verifyChecksums));
   return e;
 }
 
-Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
+StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p, const plan::RankProgram& prog,
+                                                     bool verifyChecksums, bool fastKernels) {
+  BackendOptions o;
+  o.fastKernels = fastKernels;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, makeBackend("cpu", o));
+  return create(p, prog, std::shared_ptr<Backend>(std::move(cpu)), verifyChecksums);
+}
+
+Status Executor::prepare(bool verifyChecksums) {
   const std::string rankName = strCat("rank ", prog_.rank());
   std::unordered_map<int, int> slotOf;
   for (const plan::Buffer& b : prog_.buffers()) {
@@ -59,6 +65,7 @@ Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
                           b.desc().dtype());
     buffers_.push_back(&b);
     types_.push_back(t);
+    homes_.push_back(b.weight() >= 0 ? Home::kWeight : b.arena_offset() >= 0 ? Home::kArena : Home::kOwn);
     Tensor w;
     if (b.weight() >= 0) {
       ASSIGN_OR_RETURN(w, loadWeight(plan_, prog_, b.weight(), verifyChecksums));
@@ -66,6 +73,11 @@ Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
         return invalidInput(rankName, ": buffer ", b.id(), " '", b.name(), "' is ", t.str(),
                             " but its weight '", prog_.weights(b.weight()).name(), "' is ",
                             w.type().str());
+      hostWeights_.resize(buffers_.size());
+      hostWeights_.back() = w;
+      auto dev = backend_->toDevice(w);
+      if (!dev.ok()) return dev.status().withContext(strCat(rankName, ": weight '", b.name(), "'"));
+      w = std::move(dev).value();
     }
     weights_.push_back(std::move(w));
   }
@@ -75,50 +87,6 @@ Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
     if (it == slotOf.end()) return invalidInput(ctx, ": no buffer with id ", id);
     return it->second;
   };
-
-  for (int i = 0; i < prog_.instructions_size(); ++i) {
-    const plan::Instruction& ins = prog_.instructions(i);
-    Step s{&ins, i, {}, {}, {}, nullptr};
-    std::string ctx = where(s);
-    bool kernel = ins.kind() == plan::Instruction::KERNEL;
-    for (int id : ins.inputs()) {
-      ASSIGN_OR_RETURN(int slot, resolve(id, kernel, ctx));
-      s.in.push_back(slot);
-    }
-    for (int id : ins.outputs()) {
-      ASSIGN_OR_RETURN(int slot, resolve(id, kernel, ctx));
-      s.out.push_back(slot);
-    }
-    size_t needIn = 0, needOut = 0;
-    switch (ins.kind()) {
-      case plan::Instruction::KERNEL:
-        if (!findOpSchema(ins.op()))
-          return unsupported(ctx, ": op '", ins.op(), "' has no CPU kernel");
-        break;
-      case plan::Instruction::ALL_REDUCE:
-      case plan::Instruction::ALL_GATHER:
-      case plan::Instruction::REDUCE_SCATTER: needIn = needOut = 1; break;
-      case plan::Instruction::SEND: needIn = 1; break;
-      case plan::Instruction::RECV: needOut = 1; break;
-      case plan::Instruction::FREE: break;
-      default: return invalidInput(ctx, ": unknown instruction kind ", static_cast<int>(ins.kind()));
-    }
-    if (!kernel && ins.kind() != plan::Instruction::FREE &&
-        (s.in.size() != needIn || s.out.size() != needOut))
-      return invalidInput(ctx, ": takes ", needIn, " input(s) and ", needOut,
-                          " output(s), the plan gives ", s.in.size(), " and ", s.out.size());
-    auto parsed = fromAttrProtos(ins.attrs());
-    if (!parsed.ok()) return parsed.status().withContext(ctx);
-    s.attrs = std::move(parsed).value();
-    if (kernel && fastKernels) {
-      // Plan weights hold the same data on every run: a kernel may keep a
-      // reordered copy of them.
-      std::vector<bool> constant;
-      for (int slot : s.in) constant.push_back(slot >= 0 && weights_[slot].defined());
-      s.fast = cpu::makeFastKernel(ins.op(), s.attrs, constant);
-    }
-    steps_.push_back(std::move(s));
-  }
 
   for (const plan::IoBinding& b : prog_.inputs()) {
     std::string ctx = strCat(rankName, ": input binding of input ", b.index());
@@ -130,6 +98,9 @@ Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
     if (*t != types_[slot])
       return invalidInput(ctx, ": the slice is ", t->str(), " but buffer ", b.buffer(), " is ",
                           types_[slot].str());
+    if (homes_[slot] == Home::kArena)
+      return invalidInput(ctx, ": buffer ", b.buffer(), " is bound to a model input but placed in the arena");
+    homes_[slot] = Home::kInput;
     inputSlots_.push_back(slot);
   }
   for (const plan::IoBinding& b : prog_.outputs()) {
@@ -142,7 +113,137 @@ Status Executor::prepare(bool verifyChecksums, bool fastKernels) {
     if (*t != types_[slot])
       return invalidInput(ctx, ": the slice is ", t->str(), " but buffer ", b.buffer(), " is ",
                           types_[slot].str());
+    if (homes_[slot] == Home::kArena)
+      return invalidInput(ctx, ": buffer ", b.buffer(), " is bound to a model output but placed in the arena");
     outputSlots_.push_back(slot);
+  }
+  RETURN_IF_ERROR(checkMemoryPlan(rankName));
+
+  for (int i = 0; i < prog_.instructions_size(); ++i) {
+    const plan::Instruction& ins = prog_.instructions(i);
+    Step s{&ins, i, {}, {}, {}, nullptr};
+    std::string ctx = where(s);
+    bool kernel = ins.kind() == plan::Instruction::KERNEL;
+    for (int id : ins.inputs()) {
+      ASSIGN_OR_RETURN(int slot, resolve(id, kernel, ctx));
+      s.in.push_back(slot);
+    }
+    for (int id : ins.outputs()) {
+      ASSIGN_OR_RETURN(int slot, resolve(id, kernel, ctx));
+      if (slot < 0) {  // an output the program does not use
+        s.out.push_back(-1);
+        continue;
+      }
+      if (homes_[slot] == Home::kWeight || homes_[slot] == Home::kInput)
+        return invalidInput(ctx, ": writes buffer ", id, " '", buffers_[slot]->name(),
+                            "', which holds a weight or a model input");
+      s.out.push_back(slot);
+    }
+    size_t needIn = 0, needOut = 0;
+    switch (ins.kind()) {
+      case plan::Instruction::KERNEL: break;
+      case plan::Instruction::ALL_REDUCE:
+      case plan::Instruction::ALL_GATHER:
+      case plan::Instruction::REDUCE_SCATTER: needIn = needOut = 1; break;
+      case plan::Instruction::SEND: needIn = 1; break;
+      case plan::Instruction::RECV: needOut = 1; break;
+      case plan::Instruction::FREE: break;
+      default: return invalidInput(ctx, ": unknown instruction kind ", static_cast<int>(ins.kind()));
+    }
+    if (!kernel && ins.kind() != plan::Instruction::FREE &&
+        (s.in.size() != needIn || s.out.size() != needOut))
+      return invalidInput(ctx, ": takes ", needIn, " input(s) and ", needOut,
+                          " output(s), the plan gives ", s.in.size(), " and ", s.out.size());
+    if (ins.kind() == plan::Instruction::ALL_REDUCE && types_[s.in[0]] != types_[s.out[0]])
+      return invalidInput(ctx, ": input is ", types_[s.in[0]].str(), " but output is ", types_[s.out[0]].str());
+    auto parsed = fromAttrProtos(ins.attrs());
+    if (!parsed.ok()) return parsed.status().withContext(ctx);
+    s.attrs = std::move(parsed).value();
+    steps_.push_back(std::move(s));
+  }
+  hostWeights_.resize(buffers_.size());
+  // Kernels are prepared once the steps no longer move (they keep &attrs).
+  for (Step& s : steps_) {
+    if (s.ins->kind() != plan::Instruction::KERNEL) continue;
+    KernelDesc k;
+    k.op = s.ins->op();
+    k.attrs = &s.attrs;
+    k.where = where(s);
+    for (int slot : s.in) {
+      k.inputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+      // Plan weights hold the same data on every run: a kernel may keep a
+      // reordered copy of them (host values: what inference and oneDNN read).
+      k.constInputs.push_back(slot >= 0 && homes_[slot] == Home::kWeight ? &hostWeights_[slot] : nullptr);
+    }
+    for (int slot : s.out) {
+      k.outputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+      k.outputNames.push_back(slot >= 0 ? strCat("buffer ", buffers_[slot]->id(), " '", buffers_[slot]->name(), "'")
+                                        : std::string("unused output"));
+    }
+    k.inPlace = !s.out.empty() && s.out[0] >= 0 && !s.in.empty() && s.in[0] >= 0 &&
+                buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena;
+    ASSIGN_OR_RETURN(s.kernel, backend_->prepareKernel(k));
+  }
+
+  // The arena: one allocation for the rank, its buffers' views made once.
+  ASSIGN_OR_RETURN(arena_, backend_->allocate(prog_.arena_bytes()));
+  arenaViews_.resize(buffers_.size());
+  for (size_t slot = 0; slot < buffers_.size(); ++slot)
+    if (homes_[slot] == Home::kArena)
+      arenaViews_[slot] = arena_.view(static_cast<uint64_t>(buffers_[slot]->arena_offset()), types_[slot]);
+  return Status::OK();
+}
+
+Status Executor::checkMemoryPlan(const std::string& rankName) const {
+  const uint64_t arena = prog_.arena_bytes();
+  auto range = [&](int slot) {
+    uint64_t off = static_cast<uint64_t>(buffers_[slot]->arena_offset());
+    return std::pair<uint64_t, uint64_t>(off, off + types_[slot].bytes());
+  };
+  // Any placement fits in the sum of its buffers' sizes: a larger arena is a
+  // corrupt plan, not an allocation to attempt.
+  uint64_t need = 0;
+  for (size_t slot = 0; slot < buffers_.size(); ++slot)
+    if (homes_[slot] == Home::kArena) need += (types_[slot].bytes() + 63) / 64 * 64;
+  if (arena > need)
+    return invalidInput(rankName, ": arena_bytes ", arena, " exceeds the ", need, " bytes its buffers take");
+  for (size_t slot = 0; slot < buffers_.size(); ++slot) {
+    const plan::Buffer& b = *buffers_[slot];
+    std::string ctx = strCat(rankName, ": buffer ", b.id(), " '", b.name(), "'");
+    if (homes_[slot] != Home::kArena) {
+      if (b.weight() >= 0 && b.arena_offset() >= 0) return invalidInput(ctx, ": a weight placed in the arena");
+      continue;
+    }
+    uint64_t lo = static_cast<uint64_t>(b.arena_offset()), bytes = types_[slot].bytes();
+    if (lo % 64 != 0) return invalidInput(ctx, ": arena offset ", lo, " is not 64-byte aligned");
+    if (lo > arena || bytes > arena - lo)
+      return invalidInput(ctx, ": bytes [", lo, ", ", lo + bytes, ") lie outside the ", arena, "-byte arena");
+  }
+  // Within one instruction, an output shares memory with an input only where
+  // the plan made it in place (a kernel may write before it has read).
+  std::unordered_map<int, int> slotOf;
+  for (size_t slot = 0; slot < buffers_.size(); ++slot) slotOf[buffers_[slot]->id()] = static_cast<int>(slot);
+  for (const plan::Instruction& ins : prog_.instructions()) {
+    if (ins.kind() == plan::Instruction::FREE) continue;
+    for (int o = 0; o < ins.outputs_size(); ++o) {
+      auto os = slotOf.find(ins.outputs(o));
+      if (os == slotOf.end() || homes_[os->second] != Home::kArena || types_[os->second].bytes() == 0) continue;
+      auto [olo, ohi] = range(os->second);
+      for (int i = 0; i < ins.inputs_size(); ++i) {
+        auto is = slotOf.find(ins.inputs(i));
+        if (is == slotOf.end() || homes_[is->second] != Home::kArena || types_[is->second].bytes() == 0) continue;
+        auto [ilo, ihi] = range(is->second);
+        if (olo >= ihi || ilo >= ohi) continue;
+        // Input 0 may also appear at other positions (Add(a, a) over a).
+        bool declared = o == 0 && ins.inputs(i) == ins.inputs(0) && ins.kind() == plan::Instruction::KERNEL &&
+                        buffers_[os->second]->in_place_of() == ins.inputs(0) && olo == ilo &&
+                        types_[os->second].dtype == types_[is->second].dtype && ohi - olo == ihi - ilo;
+        if (!declared)
+          return invalidInput(rankName, ": node '", ins.node(), "' (", ins.op(), "): output buffer ",
+                              ins.outputs(o), " overlaps input buffer ", ins.inputs(i),
+                              " in the arena, and the plan does not make it in place");
+      }
+    }
   }
   return Status::OK();
 }
@@ -165,6 +266,16 @@ Status Executor::checkType(const Step& s, int slot, const Tensor& t, const char*
                       types_[slot].str());
 }
 
+StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
+  if (homes_[slot] == Home::kArena) {
+    bufs[slot] = arenaViews_[slot];
+  } else {
+    ASSIGN_OR_RETURN(DeviceMemory m, backend_->allocate(types_[slot].bytes()));
+    bufs[slot] = m.view(0, types_[slot]);
+  }
+  return bufs[slot];
+}
+
 Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
                      std::vector<OutputPiece>* outputs) {
   std::vector<Tensor> bufs = weights_;  // views: copying them copies no data
@@ -173,17 +284,20 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     if (b.index() >= static_cast<int>(inputs.size()))
       return invalidInput("rank ", prog_.rank(), ": model input ", b.index(), " was not given");
     const Tensor& full = inputs[b.index()];
+    Tensor host;
     if (b.split_dim() == -1) {
-      bufs[inputSlots_[i]] = full;
+      host = full;
     } else {
       auto sl = sliceAlong(full, b.split_dim(), b.offset(), b.length());
       if (!sl.ok()) return sl.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
-      bufs[inputSlots_[i]] = std::move(sl).value();
+      host = std::move(sl).value();
     }
-    if (bufs[inputSlots_[i]].type() != types_[inputSlots_[i]])
-      return invalidInput("rank ", prog_.rank(), ": input ", b.index(), " slice is ",
-                          bufs[inputSlots_[i]].type().str(), ", the plan expects ",
-                          types_[inputSlots_[i]].str());
+    if (host.type() != types_[inputSlots_[i]])
+      return invalidInput("rank ", prog_.rank(), ": input ", b.index(), " slice is ", host.type().str(),
+                          ", the plan expects ", types_[inputSlots_[i]].str());
+    auto dev = backend_->toDevice(host);
+    if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
+    bufs[inputSlots_[i]] = std::move(dev).value();
   }
   for (const Step& s : steps_) RETURN_IF_ERROR(execute(s, bufs, comms));
   outputs->clear();
@@ -193,7 +307,9 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     if (!t.defined())
       return invalidInput("rank ", prog_.rank(), ": output ", b.index(), " buffer ", b.buffer(),
                           " was never written (or was freed)");
-    outputs->push_back({b.index(), b.split_dim(), b.offset(), b.length(), t});
+    auto host = backend_->toHost(t);
+    if (!host.ok()) return host.status().withContext(strCat("rank ", prog_.rank(), ": output ", b.index()));
+    outputs->push_back({b.index(), b.split_dim(), b.offset(), b.length(), std::move(host).value()});
   }
   return Status::OK();
 }
@@ -222,6 +338,12 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       return invalidInput(where(s), ": send/recv in a program run without a world communicator");
     return comms->world.get();
   };
+  // A collective's result lands in `out`, unless the communicator made a tensor of its own.
+  auto settle = [&](const Tensor& got, const Tensor& out, const char* what) -> Status {
+    RETURN_IF_ERROR(checkType(s, s.out[0], got, what));
+    if (got.raw() == out.raw()) return Status::OK();
+    return backend_->copy(got, out).withContext(where(s));
+  };
 
   switch (ins.kind()) {
     case plan::Instruction::KERNEL: {
@@ -230,51 +352,50 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
         ASSIGN_OR_RETURN(const Tensor* t, input(k));
         args.push_back(t);
       }
+      std::vector<Tensor> outs;
+      for (int slot : s.out) {
+        if (slot < 0) {
+          outs.emplace_back();  // unused: the kernel's result is dropped
+          continue;
+        }
+        ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
+        outs.push_back(std::move(t));
+      }
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      auto res = runOp(ins.op(), args, s.attrs, s.fast.get());
+      Status st = s.kernel->run(args, outs);
       if (profiling_) {
         OpTime& t = profile_[ins.op()];
         t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++t.calls;
       }
-      if (!res.ok()) return res.status().withContext(where(s));
-      std::vector<Tensor>& outs = *res;
-      if (outs.size() < s.out.size())
-        return internalError(where(s), ": the kernel made ", outs.size(), " outputs, the plan names ",
-                             s.out.size());
-      for (size_t k = 0; k < s.out.size(); ++k) {
-        if (s.out[k] < 0) continue;
-        RETURN_IF_ERROR(checkType(s, s.out[k], outs[k], strCat("output ", k).c_str()));
-        bufs[s.out[k]] = std::move(outs[k]);
-      }
-      return Status::OK();
+      return st.withContext(where(s));
     }
     case plan::Instruction::ALL_REDUCE: {
       ASSIGN_OR_RETURN(Communicator * c, group());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
       RETURN_IF_ERROR(checkType(s, s.out[0], *in, "the input"));
-      Tensor t = in->clone();  // inputs may be shared views (weights, model inputs)
+      ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
+      RETURN_IF_ERROR(backend_->copy(*in, out).withContext(where(s)));
+      Tensor t = out;
       RETURN_IF_ERROR(c->allReduceSum(t).withContext(where(s)));
-      bufs[s.out[0]] = std::move(t);
-      return Status::OK();
+      return settle(t, out, "the reduced tensor");
     }
     case plan::Instruction::ALL_GATHER: {
       ASSIGN_OR_RETURN(Communicator * c, group());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
-      Tensor out;
-      RETURN_IF_ERROR(c->allGather(*in, ins.dim(), &out).withContext(where(s)));
-      RETURN_IF_ERROR(checkType(s, s.out[0], out, "the gathered tensor"));
-      bufs[s.out[0]] = std::move(out);
-      return Status::OK();
+      Tensor got;
+      RETURN_IF_ERROR(c->allGather(*in, ins.dim(), &got).withContext(where(s)));
+      RETURN_IF_ERROR(checkType(s, s.out[0], got, "the gathered tensor"));
+      ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
+      return settle(got, out, "the gathered tensor");
     }
     case plan::Instruction::REDUCE_SCATTER: {
       ASSIGN_OR_RETURN(Communicator * c, group());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
-      Tensor out = Tensor::zeros(types_[s.out[0]]);
-      RETURN_IF_ERROR(c->reduceScatterSum(*in, ins.dim(), &out).withContext(where(s)));
-      RETURN_IF_ERROR(checkType(s, s.out[0], out, "the scattered slice"));
-      bufs[s.out[0]] = std::move(out);
-      return Status::OK();
+      ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
+      Tensor got = out;  // defined on entry: its extent is this rank's slice
+      RETURN_IF_ERROR(c->reduceScatterSum(*in, ins.dim(), &got).withContext(where(s)));
+      return settle(got, out, "the scattered slice");
     }
     case plan::Instruction::SEND: {
       ASSIGN_OR_RETURN(Communicator * c, world());
@@ -283,12 +404,13 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
     }
     case plan::Instruction::RECV: {
       ASSIGN_OR_RETURN(Communicator * c, world());
-      Tensor t = Tensor::zeros(types_[s.out[0]]);
-      RETURN_IF_ERROR(c->recv(&t, ins.peer()).withContext(where(s)));
-      bufs[s.out[0]] = std::move(t);
-      return Status::OK();
+      ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
+      Tensor got = out;
+      RETURN_IF_ERROR(c->recv(&got, ins.peer()).withContext(where(s)));
+      return settle(got, out, "the received tensor");
     }
     case plan::Instruction::FREE:
+      // The memory stays where the plan put it; the slot only stops being readable.
       for (int slot : s.in)
         if (slot >= 0) bufs[slot] = Tensor();
       return Status::OK();

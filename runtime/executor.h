@@ -1,5 +1,10 @@
-// Executor: runs one RankProgram of a plan on the CPU reference kernels, with
-// its collectives and transfers going through the rank's communicators.
+// Executor: runs one RankProgram of a plan on a Backend (cpu: the reference
+// and oneDNN kernels), with its collectives and transfers going through the
+// communicators the backend's factory made. Buffers live where the plan's
+// memory plan put them: one arena per rank, allocated once by the backend,
+// with kernel outputs written into their planned place; weights, model inputs
+// and model outputs stay outside it. The executor never touches buffer memory
+// itself: every allocation, copy and kernel goes through the backend.
 #pragma once
 
 #include <map>
@@ -7,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/communicator.h"
-#include "runtime/ops/registry.h"
 #include "runtime/plan_io.h"
 #include "runtime/support/attribute.h"
 
@@ -25,15 +30,20 @@ struct OutputPiece {
 
 class Executor {
  public:
-  /// Prepares `prog` (which must outlive the executor, as must `p`): checks
-  /// that every buffer id an instruction or binding names exists, that every
-  /// op has a kernel, and maps the weights as views (checking their crc32 when
-  /// `verifyChecksums`).
-  /// With `fastKernels`, ops that have one run on the oneDNN kernels of
-  /// runtime/cpu (falling back to the reference kernel for what those do not
-  /// take); without, every op runs its reference kernel.
+  /// Prepares `prog` (which must outlive the executor, as must `p`) on
+  /// `backend`: checks that every buffer id an instruction or binding names
+  /// exists, that the memory plan keeps every arena buffer inside the arena and
+  /// shares memory between an instruction's inputs and outputs only where the
+  /// plan made it in place, prepares every kernel from the plan's types (no
+  /// type is inferred while the program runs), maps the weights as views
+  /// (checking their crc32 when `verifyChecksums`) and allocates the arena.
   /// \returns the executor, or an invalid-input error naming the rank and the
   /// instruction's node, buffer or weight at fault.
+  static StatusOr<std::unique_ptr<Executor>> create(const LoadedPlan& p, const plan::RankProgram& prog,
+                                                    std::shared_ptr<Backend> backend, bool verifyChecksums);
+  /// create() on the cpu backend: with `fastKernels`, ops that have one run on
+  /// the oneDNN kernels of runtime/cpu (falling back to the reference kernel
+  /// for what those do not take); without, every op runs its reference kernel.
   static StatusOr<std::unique_ptr<Executor>> create(const LoadedPlan& p,
                                                     const plan::RankProgram& prog,
                                                     bool verifyChecksums, bool fastKernels = true);
@@ -46,6 +56,10 @@ class Executor {
   Status run(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs);
 
   int rank() const { return prog_.rank(); }
+  /// \returns the backend the program runs on.
+  Backend& backend() { return *backend_; }
+  /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
+  uint64_t arenaBytes() const { return arena_.bytes; }
 
   /// Per-op time accounting: when on, run() adds each kernel's seconds and
   /// calls to opProfile() under its op name.
@@ -57,19 +71,31 @@ class Executor {
   const std::map<std::string, OpTime>& opProfile() const { return profile_; }
 
  private:
+  /// Where a buffer's memory is.
+  enum class Home {
+    kWeight,  // the mapped weight, on the device
+    kInput,   // (a slice of) a model input, bound per run
+    kArena,   // its planned place in the arena
+    kOwn,     // memory of its own, allocated when written (model outputs)
+  };
   /// An instruction with its buffer ids resolved to slots and attributes parsed.
   struct Step {
     const plan::Instruction* ins;
     int index;  // position in the program
     AttrMap attrs;
     std::vector<int> in, out;  // slots; -1 for an absent optional input
-    std::unique_ptr<KernelOverride> fast;  // the op's fast kernel, or null
+    std::unique_ptr<DeviceKernel> kernel;  // KERNEL steps
   };
 
-  Executor(const LoadedPlan& p, const plan::RankProgram& prog) : plan_(p), prog_(prog) {}
+  Executor(const LoadedPlan& p, const plan::RankProgram& prog, std::shared_ptr<Backend> backend)
+      : plan_(p), prog_(prog), backend_(std::move(backend)) {}
 
-  Status prepare(bool verifyChecksums, bool fastKernels);
+  Status prepare(bool verifyChecksums);
+  /// Checks the memory plan of every buffer and of every instruction.
+  Status checkMemoryPlan(const std::string& rankName) const;
   Status execute(const Step& s, std::vector<Tensor>& bufs, RankComms* comms);
+  /// \returns the memory output `slot` is written to in this run (and marks it written).
+  StatusOr<Tensor> outputOf(int slot, std::vector<Tensor>& bufs);
   /// \returns "rank R: node 'N' (OP)" or the instruction's index and kind.
   std::string where(const Step& s) const;
   /// \returns an error unless `t` has the type of buffer `slot`.
@@ -77,9 +103,14 @@ class Executor {
 
   const LoadedPlan& plan_;
   const plan::RankProgram& prog_;
+  std::shared_ptr<Backend> backend_;
+  DeviceMemory arena_;
   std::vector<TensorType> types_;     // per slot
   std::vector<const plan::Buffer*> buffers_;
-  std::vector<Tensor> weights_;       // per slot: the mapped weight, or undefined
+  std::vector<Home> homes_;           // per slot
+  std::vector<Tensor> weights_;       // per slot: the weight on the device, or undefined
+  std::vector<Tensor> hostWeights_;   // per slot: the mapped weight, or undefined
+  std::vector<Tensor> arenaViews_;    // per slot: its view into the arena, or undefined
   std::vector<Step> steps_;
   std::vector<int> inputSlots_, outputSlots_;  // per binding
   bool profiling_ = false;

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "runtime/backend.h"
 #include "runtime/comm_gloo.h"
 #include "runtime/cpu/fast_kernels.h"
 #include "runtime/executor.h"
@@ -138,6 +139,15 @@ int localRanks(int worldSize) {
 }
 
 /// Runs warmup + iters passes of one rank. \returns the mean seconds of the timed ones.
+/// \returns a rank's executor on a new backend o.backend.
+StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan::RankProgram& prog,
+                                                 const RunOptions& o) {
+  BackendOptions bo;
+  bo.fastKernels = !o.referenceKernels;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
+  return Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums);
+}
+
 StatusOr<double> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
                            std::vector<OutputPiece>* pieces, const RunOptions& o) {
   double total = 0;
@@ -158,7 +168,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   const std::vector<GlooGroup>& groups = pr.groups;
   std::vector<std::unique_ptr<Executor>> execs(n);
   for (int r = 0; r < n; ++r) {
-    ASSIGN_OR_RETURN(execs[r], Executor::create(p, *pr.progs[r], o.verifyChecksums, !o.referenceKernels));
+    ASSIGN_OR_RETURN(execs[r], makeExecutor(p, *pr.progs[r], o));
     execs[r]->setProfiling(o.profile && r == 0);
   }
 
@@ -188,7 +198,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
       threads.emplace_back([&, r] {
         cpu::setKernelThreads(kernelThreads);
         if (needComms) {
-          auto c = connectGloo(*store, r, n, groups, withWorld, gopts);
+          auto c = execs[r]->backend().communicators(store, gopts)->connect(r, n, groups, withWorld);
           if (!c.ok()) return fail(c.status());
           comms[r] = std::move(c).value();
         }
@@ -214,15 +224,15 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
   const int n = static_cast<int>(pr.progs.size());
   if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec,
-                   Executor::create(p, *pr.progs[rank], o.verifyChecksums, !o.referenceKernels));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, makeExecutor(p, *pr.progs[rank], o));
   exec->setProfiling(o.profile && rank == 0);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
   ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
   GlooOptions gopts;
   gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
   // The world communicator also carries the output pieces to rank 0.
-  ASSIGN_OR_RETURN(RankComms comms, connectGloo(*store, rank, n, pr.groups, /*withWorld=*/n > 1, gopts));
+  ASSIGN_OR_RETURN(RankComms comms,
+                   exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1));
   std::vector<OutputPiece> mine;
   auto secs = timedRuns(*exec, inputs, &comms, &mine, o);
   if (!secs.ok()) {

@@ -1,5 +1,6 @@
-// Launcher: runs a whole plan, one thread per rank, each with its gloo
-// communicators, and assembles the ranks' output pieces into model outputs.
+// Launcher: runs a whole plan, one thread per rank, each on its Backend (picked
+// by name) with the communicators the backend's factory makes, and assembles
+// the ranks' output pieces into model outputs.
 // Also the pieces pcc-run needs around it: the reference run (the oracle for
 // --check), seeded random inputs and tensor comparison.
 #pragma once
@@ -32,6 +33,9 @@ struct RunOptions {
   bool referenceKernels = false;
   /// Time every kernel by op (RunResult.profile).
   bool profile = false;
+  /// The Backend every rank runs on, by name (see makeBackend; "cpu" is the
+  /// one built in).
+  std::string backend = "cpu";
 };
 
 struct RunResult {

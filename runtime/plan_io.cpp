@@ -127,6 +127,10 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
   lp.dir = dir;
   if (!lp.plan.ParseFromArray(planFile->data(), static_cast<int>(planFile->size())))
     return invalidInput(planPath, ": cannot parse as a pcc plan");
+  if (lp.plan.schema_version() > 0 && lp.plan.schema_version() < kPlanSchemaVersion)
+    return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),
+                        " is older than this runtime's ", kPlanSchemaVersion,
+                        " (it has no memory plan); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),
                         " is not supported by this runtime (supports ", kPlanSchemaVersion, ")");

@@ -18,7 +18,7 @@ namespace pcc {
 
 /// The plan schema this runtime reads and writes. Bump it on any change that an
 /// older reader would misinterpret; readers refuse versions they do not know.
-constexpr uint32_t kPlanSchemaVersion = 1;
+constexpr uint32_t kPlanSchemaVersion = 2;
 
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;

@@ -38,7 +38,7 @@ class ConvKernel : public KernelOverride {
     std::string key = dimsToString(x.shape()) + "*" + dimsToString(w.shape()) + (bias ? "+b" : "");
     if (key != key_) prepare(x.shape(), w.shape(), bias != nullptr, key);
     if (!supported_) return false;
-    Tensor y = Tensor::zeros(DType::kF32, outShape_);
+    Tensor y = outputTensor(out, 0, DType::kF32, outShape_);
     if (pointwise_) {
       if (bias) {
         float* py = y.mutableData<float>();
@@ -51,7 +51,7 @@ class ConvKernel : public KernelOverride {
                                     {DNNL_ARG_WEIGHTS, wrap(mmX_, x)},
                                     {DNNL_ARG_DST, wrap(mmY_, y)}},
                                    "matmul (pointwise convolution)"));
-      out.push_back(std::move(y));
+      setOutput(out, 0, std::move(y));
       return true;
     }
     try {
@@ -95,7 +95,7 @@ class ConvKernel : public KernelOverride {
     } catch (const dnnl::error& e) {
       return dnnlError("convolution", e);
     }
-    out.push_back(std::move(y));
+    setOutput(out, 0, std::move(y));
     return true;
   }
 

@@ -30,13 +30,13 @@ class BinaryKernel : public KernelOverride {
     if (!supported_) return false;
     const Tensor& s0 = swap_ ? *in[1] : *in[0];
     const Tensor& s1 = swap_ ? *in[0] : *in[1];
-    Tensor y = Tensor::zeros(DType::kF32, outShape_);
+    Tensor y = outputTensor(out, 0, DType::kF32, outShape_);
     RETURN_IF_ERROR(runPrimitive(prim_,
                                  {{DNNL_ARG_SRC_0, wrap(d0_, s0)},
                                   {DNNL_ARG_SRC_1, wrap(d1_, s1)},
                                   {DNNL_ARG_DST, wrap(d0_, y)}},
                                  "binary"));
-    out.push_back(std::move(y));
+    setOutput(out, 0, std::move(y));
     return true;
   }
 
@@ -109,12 +109,12 @@ class EltwiseKernel : public KernelOverride {
       }
     }
     if (!supported_) return false;
-    Tensor y = Tensor::zeros(DType::kF32, x.shape());
+    Tensor y = outputTensor(out, 0, DType::kF32, x.shape());
     RETURN_IF_ERROR(runPrimitive(prim_,
                                  {{DNNL_ARG_SRC, wrap(desc_, x)},
                                   {DNNL_ARG_DST, wrap(desc_, y)}},
                                  "eltwise"));
-    out.push_back(std::move(y));
+    setOutput(out, 0, std::move(y));
     return true;
   }
 

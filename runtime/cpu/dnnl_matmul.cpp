@@ -57,13 +57,13 @@ class MatMulKernel : public KernelOverride {
     std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape());
     if (key != p_.key) prepare(a.shape(), b.shape(), key);
     if (!p_.supported) return false;
-    Tensor y = Tensor::zeros(DType::kF32, p_.out);
+    Tensor y = outputTensor(out, 0, DType::kF32, p_.out);
     RETURN_IF_ERROR(runPrimitive(p_.prim,
                                  {{DNNL_ARG_SRC, wrap(p_.a, a)},
                                   {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
                                   {DNNL_ARG_DST, wrap(p_.c, y)}},
                                  "matmul"));
-    out.push_back(std::move(y));
+    setOutput(out, 0, std::move(y));
     return true;
   }
 
@@ -123,14 +123,14 @@ class GemmKernel : public KernelOverride {
     if (key != p_.key) prepare(a.shape(), b.shape(), c != nullptr, key);
     if (!p_.supported) return false;
     int64_t m = p_.out[0], n = p_.out[1];
-    Tensor y = Tensor::zeros(DType::kF32, p_.out);
+    Tensor y = outputTensor(out, 0, DType::kF32, p_.out);
     if (c) fillBroadcast(*c, m, n, y.mutableData<float>());
     RETURN_IF_ERROR(runPrimitive(p_.prim,
                                  {{DNNL_ARG_SRC, wrap(p_.a, a)},
                                   {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
                                   {DNNL_ARG_DST, wrap(p_.c, y)}},
                                  "gemm"));
-    out.push_back(std::move(y));
+    setOutput(out, 0, std::move(y));
     return true;
   }
 

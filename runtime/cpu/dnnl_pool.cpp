@@ -31,12 +31,12 @@ class PoolKernel : public KernelOverride {
     std::string key = dimsToString(x.shape());
     if (key != key_) prepare(x.shape(), key);
     if (!supported_) return false;
-    Tensor y = Tensor::zeros(DType::kF32, outShape_);
+    Tensor y = outputTensor(out, 0, DType::kF32, outShape_);
     RETURN_IF_ERROR(runPrimitive(prim_,
                                  {{DNNL_ARG_SRC, wrap(src_, x)},
                                   {DNNL_ARG_DST, wrap(dst_, y)}},
                                  "pooling"));
-    out.push_back(std::move(y));
+    setOutput(out, 0, std::move(y));
     return true;
   }
 

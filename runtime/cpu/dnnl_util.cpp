@@ -52,4 +52,17 @@ Status dnnlError(const char* what, const dnnl::error& e) {
   return internalError("oneDNN ", what, ": ", e.what(), " (status ", static_cast<int>(e.status), ")");
 }
 
+Tensor outputTensor(std::vector<Tensor>& outputs, size_t k, DType dtype, const Dims& shape) {
+  if (k < outputs.size() && outputs[k].dtype() == dtype && outputs[k].shape() == shape) return outputs[k];
+  return Tensor::zeros(dtype, shape);
+}
+
+void setOutput(std::vector<Tensor>& outputs, size_t k, Tensor y) {
+  if (k < outputs.size()) {
+    outputs[k] = std::move(y);
+  } else {
+    outputs.push_back(std::move(y));
+  }
+}
+
 }  // namespace pcc::cpu

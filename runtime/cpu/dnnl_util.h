@@ -38,6 +38,14 @@ Status runPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl
 /// fast kernels take).
 bool allF32(const std::vector<const Tensor*>& inputs);
 
+/// \returns output `k` of a kernel: the tensor the caller preallocated in
+/// `outputs[k]` when it has type {dtype, shape} (the CPU backend passes views
+/// into the rank's arena, contents undefined: the kernel writes every element),
+/// else a new zeroed tensor.
+Tensor outputTensor(std::vector<Tensor>& outputs, size_t k, DType dtype, const Dims& shape);
+/// Stores `y` as output `k`: in place of a preallocated `outputs[k]`, else appended.
+void setOutput(std::vector<Tensor>& outputs, size_t k, Tensor y);
+
 /// \returns an internal error carrying oneDNN's message and status.
 Status dnnlError(const char* what, const dnnl::error& e);
 

@@ -7,6 +7,13 @@
 // reference evaluator, the constant folder and the plan's reference program
 // (`pcc-run --check`) keep the reference kernels, so every check compares the
 // fast path with the simple one.
+//
+// Beyond KernelOverride's contract, these kernels accept `outputs` arriving
+// with one preallocated tensor per output (the CPU backend passes views into
+// the rank's arena, contents undefined): they write every element of it
+// instead of allocating, and the elementwise ones (Add, Sub, Mul, Div, Relu,
+// Tanh, Pow) also accept output 0 sharing memory with input 0 (in place, as
+// the memory plan allows for elementwise ops; oneDNN computes in place).
 #pragma once
 
 #include <memory>

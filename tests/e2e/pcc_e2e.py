@@ -295,6 +295,70 @@ def decode_fields(buf):
     return fields
 
 
+def _signed(v):
+    """\returns a varint read as int64 (negative int32/int64 values use ten bytes)."""
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _ints(values):
+    """\returns the elements of a repeated integer field, packed or not."""
+    out = []
+    for v in values:
+        if isinstance(v, bytes):
+            pos = 0
+            while pos < len(v):
+                x, pos = _varint(v, pos)
+                out.append(_signed(x))
+        else:
+            out.append(_signed(v))
+    return out
+
+
+# Bytes per element of each dtype code (as runtime/support/dtype.cpp stores them).
+DTYPE_SIZES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8,
+               16: 2, 17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 1, 23: 1, 24: 1}
+
+
+def read_program(raw):
+    """\returns one RankProgram of plan.pb as a dict: buffers (id, name, nbytes,
+    dtype, shape, weight, arena_offset, in_place_of), instructions (kind, op,
+    node, inputs, outputs), input and output buffer ids, arena_bytes and
+    naive_arena_bytes. Field numbers are those of runtime/plan.proto."""
+    r = decode_fields(raw)
+    buffers = []
+    for b in r.get(6, []):
+        f = decode_fields(b)
+        desc = decode_fields(f.get(3, [b""])[0])
+        dtype = _signed(desc.get(1, [0])[0])
+        shape = _ints(desc.get(2, []))
+        n = 1
+        for d in shape:
+            n *= d
+        buffers.append({"id": _signed(f.get(1, [0])[0]), "name": f.get(2, [b""])[0].decode(),
+                        "dtype": dtype, "shape": shape, "nbytes": n * DTYPE_SIZES.get(dtype, 0),
+                        "weight": _signed(f.get(4, [0])[0]),
+                        "arena_offset": _signed(f.get(5, [0])[0]),
+                        "in_place_of": _signed(f.get(6, [0])[0])})
+    instructions = []
+    for i in r.get(7, []):
+        f = decode_fields(i)
+        instructions.append({"kind": f.get(1, [0])[0], "op": f.get(2, [b""])[0].decode(),
+                             "node": f.get(9, [b""])[0].decode(),
+                             "inputs": _ints(f.get(3, [])), "outputs": _ints(f.get(4, []))})
+    binding = lambda raw_b: _signed(decode_fields(raw_b).get(1, [0])[0])  # noqa: E731
+    return {"rank": r.get(1, [0])[0], "buffers": buffers, "instructions": instructions,
+            "inputs": [binding(b) for b in r.get(8, [])],
+            "outputs": [binding(b) for b in r.get(9, [])],
+            "arena_bytes": r.get(10, [0])[0], "naive_arena_bytes": r.get(11, [0])[0]}
+
+
+def read_programs(bundle):
+    """\returns (rank programs, reference program) of a bundle, as read_program gives them."""
+    with open(os.path.join(bundle, "plan.pb"), "rb") as f:
+        top = decode_fields(f.read())
+    return [read_program(r) for r in top.get(8, [])], read_program(top.get(9, [b""])[0])
+
+
 class PlanInfo:
     """The few facts of a plan bundle the tests check (fields of runtime/plan.proto)."""
 

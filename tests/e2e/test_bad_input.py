@@ -159,6 +159,18 @@ class BadInputTests:
         self.expect_error("unknown schema version (report)", "pcc-report", [plan],
                           [r"version", r"\b99\b"])
 
+    def old_schema_version(self):
+        plan = self.plan()
+        f = os.path.join(plan, "plan.pb")
+        data = bytearray(open(f, "rb").read())
+        if not self.suite.check("plan.pb starts with schema_version (0x08 <v>)",
+                                data[0] == 0x08 and data[1] < 0x80, f"  starts {data[:4].hex()}"):
+            return
+        data[1] = 0x01  # a plan written before the memory plan
+        open(f, "wb").write(data)
+        self.expect_error("old schema version", "pcc-run", [plan, "--check"],
+                          [r"version 1\b", r"recompile"])
+
     def missing_plan(self):
         self.expect_error("plan does not exist", "pcc-run", [self.path("none.pcc")],
                           [r"none\.pcc"])
@@ -203,6 +215,7 @@ def main():
             ("input garbage", t.input_garbage),
             ("flipped weight byte", t.flipped_weight_byte),
             ("schema version", t.unknown_schema_version),
+            ("old schema version", t.old_schema_version),
             ("missing plan", t.missing_plan),
             ("flags", t.flags),
         ]

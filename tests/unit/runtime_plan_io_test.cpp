@@ -142,7 +142,20 @@ TEST(RuntimePlanIo, UnknownSchemaVersionIsRefused) {
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
   EXPECT_EQ(lp.status().message(),
-            dir + "/plan.pb: plan schema version 7 is not supported by this runtime (supports 1)");
+            dir + "/plan.pb: plan schema version 7 is not supported by this runtime (supports 2)");
+}
+
+TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
+  plan::Plan p;
+  p.set_schema_version(1);  // before arena offsets
+  std::string dir = freshDir("v1");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
+  auto lp = loadPlanBundle(dir);
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 2 (it has "
+                                         "no memory plan); recompile the model with this pcc");
 }
 
 TEST(RuntimePlanIo, BadBundlesNameTheFile) {

@@ -38,6 +38,8 @@ class ProgBuilder {
     b->set_name(name);
     *b->mutable_desc() = toDesc(t);
     b->set_weight(-1);
+    b->set_arena_offset(-1);  // outside the arena unless the test plans memory
+    b->set_in_place_of(-1);
     return next_++;
   }
   /// \returns the id of a new buffer bound to weight `t`.

@@ -1,0 +1,119 @@
+// Backend: what the executor needs from a device. It allocates the rank's
+// memory (the arena the compiler planned, and the buffers outside it), moves
+// tensors between the host and the device, prepares and runs one kernel
+// instruction, and makes the communicators that carry the plan's collectives.
+// The executor never reads or writes device memory itself: every byte goes
+// through these calls, so a new device is a new Backend, not edits to the
+// executor. `cpu` (runtime/cpu_backend.cpp) is the first implementation; the
+// launcher picks one by name (see docs/runtime.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/communicator.h"
+#include "runtime/support/attribute.h"
+#include "runtime/support/status.h"
+#include "runtime/support/tensor.h"
+
+namespace pcc {
+
+class GlooStore;
+struct GlooOptions;
+
+/// A block of a backend's memory. `base` is a device address: the executor
+/// only offsets it, never dereferences it.
+struct DeviceMemory {
+  std::shared_ptr<const void> owner;  ///< releases the block
+  uintptr_t base = 0;
+  uint64_t bytes = 0;
+
+  /// \returns a tensor of type `t` at `byteOffset` (the caller checks bounds).
+  Tensor view(uint64_t byteOffset, const TensorType& t) const {
+    return Tensor::view(t.dtype, t.shape, reinterpret_cast<const void*>(base + byteOffset), owner);
+  }
+};
+
+/// One kernel instruction as the plan states it: types come from the plan's
+/// buffers, so nothing is inferred while the program runs.
+struct KernelDesc {
+  std::string op;
+  const AttrMap* attrs = nullptr;          ///< outlives the kernel
+  std::vector<TensorType> inputs;          ///< dtype kUndefined: absent optional input
+  /// Per input: the host value of a plan weight (same data on every run), or nullptr.
+  std::vector<const Tensor*> constInputs;
+  /// The outputs the program names (it may name fewer than the op makes);
+  /// dtype kUndefined: an output the program does not use.
+  std::vector<TensorType> outputs;
+  std::vector<std::string> outputNames;    ///< "buffer 1 'y'" per output, for messages
+  /// Output 0 is planned over input 0 (Buffer.in_place_of): the kernel must
+  /// accept aliased memory (only elementwise ops are planned in place).
+  bool inPlace = false;
+  std::string where;                       ///< "rank R: node 'N' (Op)", for messages
+};
+
+/// A kernel instruction prepared for one backend.
+class DeviceKernel {
+ public:
+  virtual ~DeviceKernel() = default;
+  /// Runs on `inputs` (device tensors of the planned types; nullptr for an
+  /// absent input), writing `outputs`: device tensors of the planned types
+  /// whose contents are undefined on entry (not zeroed); an undefined tensor
+  /// for an output the program does not use (its result is dropped).
+  /// \returns ok, or an error naming the op.
+  virtual Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// \returns the name the launcher knows it by ("cpu").
+  virtual std::string_view name() const = 0;
+
+  /// \returns `bytes` of device memory, 64-byte aligned, contents undefined
+  /// (the rank's arena is one such block, allocated once).
+  virtual StatusOr<DeviceMemory> allocate(uint64_t bytes) = 0;
+  /// \returns `host` on the device: a copy in device memory, or `host` itself
+  /// where the device reads host memory (weights and model inputs, which stay
+  /// outside the arena).
+  virtual StatusOr<Tensor> toDevice(const Tensor& host) = 0;
+  /// \returns the device tensor `t` as a host tensor that owns or shares its bytes.
+  virtual StatusOr<Tensor> toHost(const Tensor& t) = 0;
+  /// Copies device tensor `src` into device tensor `dst` (same type).
+  virtual Status copy(const Tensor& src, const Tensor& dst) = 0;
+
+  /// \returns the kernel for `k`, or an error (unsupported op, or a plan whose
+  /// types the op rejects) naming k.where.
+  virtual StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) = 0;
+
+  /// \returns the factory of this backend's communicators; ranks meet through
+  /// `store` and wait at most `options.timeout` (gloo on CPU ranks).
+  virtual std::unique_ptr<CommunicatorFactory> communicators(std::shared_ptr<GlooStore> store,
+                                                             const GlooOptions& options) = 0;
+};
+
+/// What a backend is made with.
+struct BackendOptions {
+  /// cpu: run ops on the oneDNN kernels where they have one (else every op
+  /// runs its reference kernel).
+  bool fastKernels = true;
+};
+
+using BackendMaker = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+
+/// Makes `name` known to makeBackend (a later registration of a name wins;
+/// tests register their own backends).
+void registerBackend(const std::string& name, BackendMaker make);
+
+/// \returns a new backend `name` (one per rank), or an invalid-input error
+/// listing the known names.
+StatusOr<std::unique_ptr<Backend>> makeBackend(std::string_view name, const BackendOptions& options);
+
+/// \returns the names makeBackend knows, sorted ("cpu" always).
+std::vector<std::string> backendNames();
+
+}  // namespace pcc

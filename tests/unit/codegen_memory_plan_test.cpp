@@ -1,0 +1,246 @@
+// The memory planner on small hand-built programs, and the executor running
+// what it plans.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+#include "codegen/memory_plan.h"
+#include "runtime/executor.h"
+#include "runtime/launcher.h"
+#include "runtime_test_util.h"
+
+namespace pcc {
+namespace {
+
+using namespace testing_rt;
+
+const plan::Buffer& buf(const plan::RankProgram& p, int id) { return p.buffers(id); }
+
+bool elementwise(std::string_view op) {
+  static const std::set<std::string_view> ops = {"Relu", "Tanh", "Add", "Cast", "Neg"};
+  return ops.count(op) > 0;
+}
+
+TEST(MemoryPlan, DisjointLifetimesShareAnOffset) {
+  plan::RankProgram p;
+  ProgBuilder b(&p, 0);
+  int x = b.buffer("x", f32({16})), a = b.buffer("a", f32({16})), c = b.buffer("c", f32({16}));
+  int d = b.buffer("d", f32({16})), y = b.buffer("y", f32({16}));
+  b.input(x, 0);
+  b.kernel("Softmax", {x}, {a});  // a: [0, 1]
+  b.kernel("Softmax", {a}, {c});  // c: [1, 2]
+  b.kernel("Softmax", {c}, {d});  // d: [2, 3]
+  b.kernel("Softmax", {d}, {y});
+  b.output(y, 0);
+  auto st = planMemory(&p, nullptr);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(buf(p, x).arena_offset(), -1);  // model input and output stay outside
+  EXPECT_EQ(buf(p, y).arena_offset(), -1);
+  EXPECT_EQ(buf(p, a).arena_offset(), buf(p, d).arena_offset());
+  EXPECT_NE(buf(p, a).arena_offset(), buf(p, c).arena_offset());
+  EXPECT_EQ(p.arena_bytes(), 128u);
+  EXPECT_EQ(p.naive_arena_bytes(), 192u);
+  EXPECT_EQ(st->inPlace, 0);
+}
+
+TEST(MemoryPlan, LargestFirstAtTheLowestFreeOffsetWith64ByteAlignment) {
+  // A (256 B) lives [0,1], B (4 B) [1,2], C (128 B) [2,3]. Largest first: A at
+  // 0; C does not meet A, so also 0; B meets both, so after A: 256. B's 4
+  // bytes take 64.
+  plan::RankProgram p;
+  ProgBuilder b(&p, 0);
+  int x = b.buffer("x", f32({64})), A = b.buffer("A", f32({64})), B = b.buffer("B", f32({1}));
+  int C = b.buffer("C", f32({32})), y = b.buffer("y", f32({32}));
+  b.input(x, 0);
+  b.kernel("Softmax", {x}, {A});
+  b.kernel("ReduceSum", {A}, {B});
+  b.kernel("Expand", {B}, {C});
+  b.kernel("Softmax", {C}, {y});
+  b.output(y, 0);
+  auto st = planMemory(&p, nullptr);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(buf(p, A).arena_offset(), 0);
+  EXPECT_EQ(buf(p, C).arena_offset(), 0);
+  EXPECT_EQ(buf(p, B).arena_offset(), 256);
+  EXPECT_EQ(p.arena_bytes(), 320u);
+  EXPECT_EQ(p.naive_arena_bytes(), 256u + 64u + 128u);
+}
+
+TEST(MemoryPlan, ElementwiseChainRunsInPlaceWhereEachInputDies) {
+  plan::RankProgram p;
+  ProgBuilder b(&p, 0);
+  int x = b.buffer("x", f32({4, 8})), a = b.buffer("a", f32({4, 8})), r = b.buffer("r", f32({4, 8}));
+  int t = b.buffer("t", f32({4, 8})), y = b.buffer("y", f32({4, 8}));
+  b.input(x, 0);
+  b.kernel("Softmax", {x}, {a});
+  b.kernel("Relu", {a}, {r});  // a dies here
+  b.kernel("Tanh", {r}, {t});  // r dies here
+  b.kernel("Softmax", {t}, {y});
+  b.output(y, 0);
+  auto st = planMemory(&p, elementwise);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(buf(p, r).in_place_of(), a);
+  EXPECT_EQ(buf(p, t).in_place_of(), r);
+  EXPECT_EQ(buf(p, a).in_place_of(), -1);
+  EXPECT_EQ(buf(p, r).arena_offset(), buf(p, a).arena_offset());
+  EXPECT_EQ(buf(p, t).arena_offset(), buf(p, a).arena_offset());
+  EXPECT_EQ(p.arena_bytes(), 128u);
+  EXPECT_EQ(st->inPlace, 2);
+}
+
+TEST(MemoryPlan, NoInPlaceWhereTheInputLivesOnTheTypesDifferOrTheOpIsNotElementwise) {
+  plan::RankProgram p;
+  ProgBuilder b(&p, 0);
+  int x = b.buffer("x", f32({4, 8})), s = b.buffer("s", f32({8}));
+  int a = b.buffer("a", f32({4, 8})), r = b.buffer("r", f32({4, 8})), sum = b.buffer("sum", f32({4, 8}));
+  int i = b.buffer("i", {DType::kI32, {4, 8}}), small = b.buffer("small", f32({8}));
+  int big = b.buffer("big", f32({4, 8})), sm = b.buffer("sm", f32({4, 8}));
+  int y = b.buffer("y", {DType::kI32, {4, 8}}), z = b.buffer("z", f32({4, 8}));
+  b.input(x, 0);
+  b.input(s, 1);
+  b.kernel("Softmax", {x}, {a});
+  b.kernel("Relu", {a}, {r});          // a is read again below: not in place
+  b.kernel("Add", {a, r}, {sum});      // a and r die; input 0 (a) has the type: in place
+  b.kernel("Cast", {sum}, {i});        // f32 -> i32: same size, other dtype: not in place
+  b.kernel("Neg", {s}, {small});
+  b.kernel("Add", {small, x}, {big});  // input 0 is [8], the output [4,8]: not in place
+  b.kernel("Softmax", {big}, {sm});    // not elementwise: not in place
+  b.kernel("Neg", {i}, {y});
+  b.kernel("Neg", {sm}, {z});
+  b.output(y, 0);
+  b.output(z, 1);
+  auto st = planMemory(&p, elementwise);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(buf(p, r).in_place_of(), -1);
+  EXPECT_EQ(buf(p, sum).in_place_of(), a);
+  EXPECT_EQ(buf(p, i).in_place_of(), -1);
+  EXPECT_EQ(buf(p, big).in_place_of(), -1);
+  EXPECT_EQ(buf(p, sm).in_place_of(), -1);
+  EXPECT_EQ(st->inPlace, 1);
+  // Live together, apart in memory.
+  EXPECT_NE(buf(p, r).arena_offset(), buf(p, a).arena_offset());
+  EXPECT_NE(buf(p, i).arena_offset(), buf(p, sum).arena_offset());
+}
+
+TEST(MemoryPlan, ABufferReadBeforeItIsWrittenIsAnError) {
+  plan::RankProgram p;
+  ProgBuilder b(&p, 0);
+  int a = b.buffer("a", f32({4})), y = b.buffer("y", f32({4}));
+  b.kernel("Relu", {a}, {y}, "relu");
+  b.output(y, 0);
+  auto st = planMemory(&p, elementwise);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("reads buffer 0 'a' before it is written"), std::string::npos)
+      << st.status().message();
+}
+
+/// x[4,8] -> MatMul w -> Relu -> Tanh -> Add(., x) -> MatMul w -> y, on one rank.
+plan::Plan chainPlan(WeightFileWriter& w0, WeightFileWriter& wr, const Tensor& w) {
+  plan::Plan p;
+  addIo(&p, true, "x", f32({4, 8}));
+  addIo(&p, false, "y", f32({4, 8}));
+  for (ProgBuilder b : {ProgBuilder(p.add_ranks(), 0, &w0), ProgBuilder(p.mutable_reference(), 0, &wr)}) {
+    int x = b.buffer("x", f32({4, 8})), wb = b.weight("w", w);
+    int a = b.buffer("a", f32({4, 8})), r = b.buffer("r", f32({4, 8})), t = b.buffer("t", f32({4, 8}));
+    int s = b.buffer("s", f32({4, 8})), y = b.buffer("y", f32({4, 8}));
+    b.input(x, 0);
+    b.kernel("MatMul", {x, wb}, {a});
+    b.kernel("Relu", {a}, {r});
+    b.kernel("Tanh", {r}, {t});
+    b.kernel("Add", {t, x}, {s});
+    b.kernel("MatMul", {s, wb}, {y});
+    b.output(y, 0);
+  }
+  p.mutable_reference()->set_weight_file("reference.bin");
+  return p;
+}
+
+TEST(MemoryPlan, PlannedProgramComputesWhatTheUnplannedOneDoes) {
+  Tensor w = pattern(f32({8, 8}), 0.3f), x = pattern(f32({4, 8}), 0.2f, 0.1f);
+  WeightFileWriter w0, wr, v0, vr;
+  plan::Plan unplanned = chainPlan(w0, wr, w);
+  plan::Plan planned = chainPlan(v0, vr, w);
+  auto st = planMemory(planned.mutable_ranks(0), elementwise);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->inPlace, 3);                 // Relu, Tanh and Add write over their input 0
+  EXPECT_EQ(planned.ranks(0).arena_bytes(), 128u);  // one [4,8] block for a, r, t, s
+  LoadedPlan a = writeAndLoad("unplanned", unplanned, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  LoadedPlan b = writeAndLoad("planned", planned, {{"rank0.bin", &v0}, {"reference.bin", &vr}});
+  for (bool reference : {false, true}) {
+    RunOptions o;
+    o.referenceKernels = reference;
+    o.iters = 2;  // the second run finds the arena holding the first run's values
+    auto ra = runPlan(a, {x}, o), rb = runPlan(b, {x}, o);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << (ra.ok() ? rb.status().message() : ra.status().message());
+    ASSERT_EQ(ra->outputs[0].type(), rb->outputs[0].type());
+    EXPECT_EQ(std::memcmp(ra->outputs[0].raw(), rb->outputs[0].raw(), ra->outputs[0].nbytes()), 0)
+        << (reference ? "reference" : "oneDNN") << " kernels: planned " << rb->outputs[0].str() << " vs "
+        << ra->outputs[0].str();
+  }
+}
+
+TEST(MemoryPlan, ReshapeTakesItsInputsBytesAndRunsAsNothing) {
+  auto build = [](plan::Plan& p, WeightFileWriter& w0, WeightFileWriter& wr) {
+    addIo(&p, true, "x", f32({4, 8}));
+    addIo(&p, false, "y", f32({8, 4}));
+    Tensor shape = Tensor::fromVector<int64_t>(DType::kI64, {2}, {8, 4});
+    for (ProgBuilder b : {ProgBuilder(p.add_ranks(), 0, &w0), ProgBuilder(p.mutable_reference(), 0, &wr)}) {
+      int x = b.buffer("x", f32({4, 8})), s = b.weight("shape", shape);
+      int a = b.buffer("a", f32({4, 8})), r = b.buffer("r", f32({8, 4})), y = b.buffer("y", f32({8, 4}));
+      b.input(x, 0);
+      b.kernel("Softmax", {x}, {a});
+      b.kernel("Reshape", {a, s}, {r});
+      b.kernel("Softmax", {r}, {y});
+      b.output(y, 0);
+    }
+    p.mutable_reference()->set_weight_file("reference.bin");
+  };
+  plan::Plan unplanned, planned;
+  WeightFileWriter w0, wr, v0, vr;
+  build(unplanned, w0, wr);
+  build(planned, v0, vr);
+  auto st = planMemory(planned.mutable_ranks(0), [](std::string_view op) { return op == "Reshape"; });
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(planned.ranks(0).buffers(3).in_place_of(), 2);  // r over a: same dtype and element count
+  EXPECT_EQ(planned.ranks(0).arena_bytes(), 128u);
+  Tensor x = pattern(f32({4, 8}), 0.4f);
+  LoadedPlan a = writeAndLoad("reshape_unplanned", unplanned, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  LoadedPlan b = writeAndLoad("reshape_planned", planned, {{"rank0.bin", &v0}, {"reference.bin", &vr}});
+  auto ra = runPlan(a, {x}, RunOptions()), rb = runPlan(b, {x}, RunOptions());
+  ASSERT_TRUE(ra.ok() && rb.ok()) << (ra.ok() ? rb.status().message() : ra.status().message());
+  EXPECT_EQ(std::memcmp(ra->outputs[0].raw(), rb->outputs[0].raw(), ra->outputs[0].nbytes()), 0);
+}
+
+TEST(MemoryPlan, ExecutorRefusesAnOverlapThePlanDoesNotDeclare) {
+  Tensor w = pattern(f32({8, 8}), 0.3f);
+  WeightFileWriter w0, wr;
+  plan::Plan p = chainPlan(w0, wr, w);
+  ASSERT_TRUE(planMemory(p.mutable_ranks(0), elementwise).ok());
+  p.mutable_ranks(0)->mutable_buffers(4)->set_in_place_of(-1);  // t over r, now undeclared
+  LoadedPlan lp = writeAndLoad("undeclared", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  auto e = Executor::create(lp, lp.plan.ranks(0), true);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(e.status().message().find("overlaps input buffer 3 in the arena, and the plan does not make it in place"),
+            std::string::npos)
+      << e.status().message();
+
+  p.mutable_ranks(0)->mutable_buffers(4)->set_in_place_of(3);
+  p.mutable_ranks(0)->set_arena_bytes(64);  // a [4,8] f32 buffer needs 128
+  LoadedPlan small = writeAndLoad("smallarena", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  auto f = Executor::create(small, small.plan.ranks(0), true);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("lie outside the 64-byte arena"), std::string::npos) << f.status().message();
+
+  p.mutable_ranks(0)->set_arena_bytes(uint64_t{1} << 62);  // corrupt: never allocated
+  LoadedPlan huge = writeAndLoad("hugearena", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
+  auto g = Executor::create(huge, huge.plan.ranks(0), true);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(g.status().message().find("exceeds the 512 bytes its buffers take"), std::string::npos)
+      << g.status().message();
+}
+
+}  // namespace
+}  // namespace pcc
