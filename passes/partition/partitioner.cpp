@@ -14,9 +14,11 @@
 //  4. In topological order, derive each node's output sharding from its
 //     inputs' shardings through the op's dimension map (dim_map.h): a split
 //     input dimension linked to an output dimension keeps it split, a split
-//     contraction dimension on both sides makes the output partial. Each input
-//     then gets the layout the node needs; constants follow for free (they are
-//     sliced offline), activations are converted at lowering.
+//     contraction dimension on both sides makes the output partial. An op that
+//     Ops.def marks Replicate links nothing (its split inputs are gathered, and
+//     a note says so). Each input then gets the layout the node needs;
+//     constants follow for free (they are sliced offline), activations are
+//     converted at lowering.
 #include "passes/partition/partitioner.h"
 
 #include <algorithm>
@@ -95,7 +97,9 @@ void planTensorParallel(const Graph& g, int tp, Hints& hints, Partition& p) {
 }
 
 // Step 4 for one node.
-void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p) {
+// `gathered` counts, per op, the nodes marked Replicate whose inputs arrive split.
+void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p,
+                   std::map<OpKind, int>& gathered) {
   OpDimMap map = dimMapFor(*n);
   const Dims& outShape = n->output()->type().shape;
   size_t outRank = outShape.size();
@@ -113,6 +117,9 @@ void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p) 
     if (h != hints.end()) cur[i] = h->second;
     else if (!v->isConstant()) cur[i] = v->sharding().value_or(replicated(v->type().shape.size()));
   }
+  if (opInfo(n->op()).shard == ShardRule::kReplicate &&
+      std::any_of(cur.begin(), cur.end(), [](const auto& s) { return s && !s->isReplicated(); }))
+    ++gathered[n->op()];
   auto linkHolds = [&](size_t i, size_t d, const DimLink& l, MeshAxis a) {
     if (!l.factor) return true;
     int parts = mesh.extent(a);
@@ -216,7 +223,12 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
       p.notes.push_back(strCat("tp=", p.mesh.tp,
                                ": no MatMul/Gemm chain to split; each tp group computes replicated"));
   }
-  for (Node* n : g.nodes()) propagateNode(n, p.mesh, hints, p);
+  std::map<OpKind, int> gathered;
+  for (Node* n : g.nodes()) propagateNode(n, p.mesh, hints, p, gathered);
+  for (const auto& [op, count] : gathered)
+    p.notes.push_back(strCat(count, " ", opName(op), " node", count == 1 ? "" : "s",
+                             " run replicated (Ops.def marks ", opName(op),
+                             " Replicate): their split inputs are gathered first"));
   return p;
 }
 
