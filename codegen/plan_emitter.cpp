@@ -5,6 +5,7 @@
 
 #include "codegen/plan_report.h"
 #include "runtime/plan_convert.h"
+#include "passes/partition/partitioner.h"
 
 namespace pcc {
 
