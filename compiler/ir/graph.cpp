@@ -2,7 +2,7 @@
 #include <unordered_set>
 
 #include "compiler/ir/ir.h"
-#include "runtime/ops/registry.h"
+#include "runtime/ops/schema.h"
 
 namespace pcc {
 
@@ -281,15 +281,15 @@ StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<
       s += strCat(i ? ", " : "", inputs[i] ? inputs[i]->type().str() : std::string("none"));
     return s + ")";
   };
-  const OpSchema* schema = findOpSchema(opName(op));
-  if (!schema || !schema->infer) return unsupported(describe(), ": no type inference for this op");
+  InferFn infer = findInferFn(opName(op));
+  if (!infer) return unsupported(describe(), ": no type inference for this op");
   InferArgs args;
   args.attrs = &attrs;
   for (Value* v : inputs) {
     args.inputs.push_back(v ? v->type() : TensorType{});
     args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
   }
-  auto r = schema->infer(args);
+  auto r = infer(args);
   if (!r.ok()) return r.status().withContext(describe());
   return r;
 }
