@@ -6,6 +6,7 @@
 #include "compiler/eval/evaluator.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
+#include "passes/partition/dim_map.h"
 #include "passes/partition/partitioner.h"
 #include "runtime/ops/registry.h"
 #include "runtime/tensor_slice.h"
@@ -361,6 +362,33 @@ TEST(Partition, AttentionSplitsWithTheBatch) {
       EXPECT_EQ(r.allGathers, 0) << "gpus " << gpus << "\n" << text;
       for (const std::string& n : r.notes) EXPECT_EQ(n.find("Attention"), std::string::npos) << n;
     }
+  }
+}
+
+TEST(Partition, AttentionDimensionMap) {
+  auto g4 = parse(kAttention4d);
+  const Node* a4 = g4->nodes()[0];
+  ASSERT_EQ(a4->op(), OpKind::Attention);
+  OpDimMap m = dimMapFor(*a4);
+  ASSERT_EQ(m.links.size(), 4u);
+  for (size_t i : {0, 1, 2}) {
+    EXPECT_EQ(m.links[i][0].outDim, 0) << "input " << i << ": batch";
+    EXPECT_FALSE(m.links[i][0].factor);
+    EXPECT_EQ(m.links[i][1].outDim, 1) << "input " << i << ": heads";
+    EXPECT_TRUE(m.links[i][1].factor) << "input " << i << ": heads split only where every count divides";
+    EXPECT_EQ(m.links[i][2].outDim, -1);
+    EXPECT_EQ(m.links[i][3].outDim, -1);
+  }
+  // The mask [4,1,3,5]: its batch follows, its broadcast head dim does not.
+  EXPECT_EQ(m.links[3][0].outDim, 0);
+  EXPECT_EQ(m.links[3][1].outDim, -1);
+  EXPECT_TRUE(m.contractions.empty());
+
+  auto g3 = parse(kAttention3d);
+  OpDimMap m3 = dimMapFor(*g3->nodes()[0]);
+  for (size_t i : {0, 1, 2}) {
+    EXPECT_EQ(m3.links[i][0].outDim, 0);
+    EXPECT_EQ(m3.links[i][2].outDim, -1) << "packed heads do not split";
   }
 }
 
