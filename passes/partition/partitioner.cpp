@@ -226,9 +226,9 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
   std::map<OpKind, int> gathered;
   for (Node* n : g.nodes()) propagateNode(n, p.mesh, hints, p, gathered);
   for (const auto& [op, count] : gathered)
-    p.notes.push_back(strCat(count, " ", opName(op), " node", count == 1 ? "" : "s",
-                             " run replicated (Ops.def marks ", opName(op),
-                             " Replicate): their split inputs are gathered first"));
+    p.notes.push_back(strCat(count, " ", opName(op), count == 1 ? " node runs" : " nodes run",
+                             " replicated (Ops.def marks ", opName(op), " Replicate): ",
+                             count == 1 ? "its" : "their", " split inputs are gathered first"));
   return p;
 }
 

@@ -405,7 +405,7 @@ graph @main(%x: f32[4,6], %axis: i64[] const dense<i64[]: 1>) -> (%y: f32[4,6]) 
   EXPECT_FALSE(r.outputs.empty());
   EXPECT_EQ(r.allGathers, 1);
   bool said = false;
-  for (const std::string& n : r.notes) said |= n.find("1 CumSum node run replicated") != std::string::npos;
+  for (const std::string& n : r.notes) said |= n.find("1 CumSum node runs replicated") != std::string::npos;
   EXPECT_TRUE(said);
 }
 
