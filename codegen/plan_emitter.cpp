@@ -7,6 +7,7 @@
 #include "passes/partition/dim_map.h"
 #include "report/plan_report.h"
 #include "runtime/plan_convert.h"
+#include "passes/partition/partitioner.h"
 
 namespace pcc {
 

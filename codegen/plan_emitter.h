@@ -2,15 +2,21 @@
 // weights, instructions, input/output bindings), plus the reference program.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/ir.h"
-#include "passes/partition/partitioner.h"
 #include "runtime/plan.pb.h"
 #include "runtime/plan_io.h"
 
 namespace pcc {
+
+// The partitioner's results, read by emitPlan (passes/partition/partitioner.h);
+// declared only, so that code generation does not include the partitioner.
+struct Partition;
+struct RankGraph;
 
 /// A plan in memory with the weight files it still has to write.
 struct EmittedPlan {

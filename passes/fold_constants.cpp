@@ -2,9 +2,10 @@
 // constants.
 //
 // Algorithm:
-//  1. Walk the nodes in topological order; skip collectives, nodes with a
-//     non-constant input, and nodes whose outputs together exceed the size
-//     limit (folding must not turn a small graph into large weights).
+//  1. Walk the nodes in topological order; skip collectives and the nodes
+//     that shouldFold (compiler/ir/fold_policy.h, the importer's policy too)
+//     refuses: a non-constant input, or outputs over the size limits (folding
+//     must not turn a small graph into large weights).
 //  2. Run the node's reference kernel (runOp) on the constant inputs. A
 //     kernel that fails leaves the node alone (reported to ctx.log): the
 //     graph still computes the same thing at run time.
@@ -16,6 +17,7 @@
 
 #include <memory>
 
+#include "compiler/ir/fold_policy.h"
 #include "passes/registry.h"
 #include "runtime/ops/registry.h"
 
@@ -25,19 +27,16 @@ namespace {
 
 class FoldConstantsPass : public Pass {
  public:
-  explicit FoldConstantsPass(int64_t maxOutputElements) : maxOutputElements_(maxOutputElements) {}
+  explicit FoldConstantsPass(FoldLimits limits) : limits_(limits) {}
   std::string_view name() const override { return "fold-constants"; }
 
   StatusOr<bool> run(Graph& g, PassContext& ctx) override {
     std::vector<Node*> folded;
     for (Node* n : g.nodes()) {
       if (isCollective(n->op())) continue;
-      bool allConstant = true;
-      for (const Value* v : n->inputs()) allConstant &= !v || v->isConstant();
-      if (!allConstant) continue;
-      int64_t outElements = 0;
-      for (const Value* o : n->outputs()) outElements += o->type().numel();
-      if (outElements > maxOutputElements_) continue;
+      std::vector<TensorType> outTypes;
+      for (const Value* o : n->outputs()) outTypes.push_back(o->type());
+      if (!shouldFold(n->inputs(), outTypes, limits_)) continue;
 
       std::vector<const Tensor*> args;
       for (const Value* v : n->inputs()) args.push_back(v ? &v->constantData() : nullptr);
@@ -67,13 +66,13 @@ class FoldConstantsPass : public Pass {
   }
 
  private:
-  int64_t maxOutputElements_;
+  FoldLimits limits_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> createFoldConstantsPass(int64_t maxOutputElements) {
-  return std::make_unique<FoldConstantsPass>(maxOutputElements);
+std::unique_ptr<Pass> createFoldConstantsPass(FoldLimits limits) {
+  return std::make_unique<FoldConstantsPass>(limits);
 }
 
 }  // namespace pcc

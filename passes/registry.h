@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/ir/fold_policy.h"
 #include "passes/pass.h"
 
 namespace pcc {
@@ -19,10 +20,9 @@ std::vector<std::string> passNames();
 
 // Factories of the individual passes (one file each).
 
-/// Default for FoldConstants: results larger than this many elements stay
-/// computed at run time, so folding cannot blow up the weights.
-inline constexpr int64_t kDefaultFoldMaxElements = int64_t{1} << 16;
-std::unique_ptr<Pass> createFoldConstantsPass(int64_t maxOutputElements = kDefaultFoldMaxElements);
+/// FoldConstants folds what shouldFold accepts under `limits` (by default the
+/// importer's limits, compiler/ir/fold_policy.h), so folding cannot blow up the weights.
+std::unique_ptr<Pass> createFoldConstantsPass(FoldLimits limits = {});
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createCsePass();
 

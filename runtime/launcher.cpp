@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "runtime/backend.h"
@@ -13,6 +12,7 @@
 #include "runtime/cpu/fast_kernels.h"
 #include "runtime/executor.h"
 #include "runtime/plan_convert.h"
+#include "runtime/support/random.h"
 #include "runtime/tensor_slice.h"
 
 namespace pcc {
@@ -282,22 +282,9 @@ StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vecto
 }
 
 std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::uniform_int_distribution<int> small(0, 3), bit(0, 1);
-  std::vector<Tensor> out;
-  for (const plan::IoDesc& d : plan.inputs()) {
-    TensorType type = fromDesc(d.desc());
-    Tensor t = Tensor::zeros(type);
-    int64_t n = t.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      if (isFloat(type.dtype)) t.setDouble(i, real(rng));
-      else if (type.dtype == DType::kBool) t.setInt(i, bit(rng));
-      else t.setInt(i, small(rng));
-    }
-    out.push_back(std::move(t));
-  }
-  return out;
+  std::vector<TensorType> types;
+  for (const plan::IoDesc& d : plan.inputs()) types.push_back(fromDesc(d.desc()));
+  return pseudoRandomTensors(types, seed);
 }
 
 

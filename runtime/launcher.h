@@ -78,8 +78,9 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 /// \returns its outputs, or an error (invalid-input when the plan has none).
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs);
 
-/// \returns one tensor per Plan.inputs entry, drawn from a generator seeded
-/// with `seed`: floats uniform in [-1, 1], integers in [0, 4), bools 0 or 1.
+/// \returns one tensor per Plan.inputs entry from pseudoRandomTensors
+/// (runtime/support/random.h), the generator of the evaluator's randomInputs:
+/// floats uniform in [-1, 1), integers in [0, 4), bools 0 or 1.
 std::vector<Tensor> randomInputsFor(const plan::Plan& plan, uint64_t seed);
 
 

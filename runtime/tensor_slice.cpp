@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/support/tensor_block.h"
+
 namespace pcc {
 
 namespace {
@@ -18,21 +20,10 @@ void geometry(const Dims& shape, int dim, DType dt, int64_t* outer, size_t* rowB
 StatusOr<Tensor> sliceAlong(const Tensor& t, int dim, int64_t offset, int64_t length) {
   if (dim < 0 || dim >= t.rank())
     return invalidInput("slice dim ", dim, " is out of range for ", t.type().str());
-  int64_t extent = t.shape()[dim];
-  if (offset < 0 || length < 0 || offset + length > extent)
-    return invalidInput("slice [", offset, ", ", offset + length, ") along dim ", dim,
-                        " is outside ", t.type().str());
-  Dims shape = t.shape();
-  shape[dim] = length;
-  Tensor out = Tensor::zeros(t.dtype(), shape);
-  int64_t outer;
-  size_t row;
-  geometry(t.shape(), dim, t.dtype(), &outer, &row);
-  const uint8_t* src = static_cast<const uint8_t*>(t.raw());
-  uint8_t* dst = out.mutableData<uint8_t>();
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * length * row, src + (o * extent + offset) * row, length * row);
-  return out;
+  Dims start(t.rank(), 0), extent = t.shape();
+  start[dim] = offset;
+  extent[dim] = length;
+  return sliceBlock(t, start, extent);
 }
 
 Status insertAlong(Tensor& dst, const Tensor& piece, int dim, int64_t offset) {

@@ -12,6 +12,7 @@
 
 #include "compiler/ir/text.h"
 #include "runtime/ops/registry.h"
+#include "runtime/support/random.h"
 
 namespace pcc {
 
@@ -77,10 +78,9 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
 }
 
 std::vector<Tensor> randomInputs(const Graph& g, uint64_t seed) {
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    out.push_back(pseudoRandomTensor(g.inputs()[i]->type(), seed * 0x9e3779b97f4a7c15ULL + i + 1));
-  return out;
+  std::vector<TensorType> types;
+  for (const Value* in : g.inputs()) types.push_back(in->type());
+  return pseudoRandomTensors(types, seed);
 }
 
 }  // namespace pcc

@@ -2,16 +2,25 @@
 #include <unordered_set>
 
 #include "compiler/ir/ir.h"
-#include "runtime/ops/registry.h"
+#include "runtime/ops/schema.h"
 
 namespace pcc {
 
+// --- The op table
 namespace {
+constexpr uint32_t shapeMask() { return 0; }
+template <typename... Rest>
+constexpr uint32_t shapeMask(int first, Rest... rest) {
+  return (1u << first) | shapeMask(rest...);
+}
+
 const OpInfo kOpInfos[] = {
-#define PCC_OP(Name, MinIn, MaxIn, NumOut) {#Name, MinIn, MaxIn, NumOut},
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) \
+  {#Name, MinIn, MaxIn, NumOut, OpClass::k##Kind, shapeMask ShapeOperands, ShardRule::k##Shard},
 #include "compiler/ir/Ops.def"
 #undef PCC_OP
 };
+static_assert(std::size(kOpInfos) == static_cast<size_t>(OpKind::kNumOps));
 }  // namespace
 
 const OpInfo& opInfo(OpKind op) { return kOpInfos[static_cast<int>(op)]; }
@@ -22,9 +31,18 @@ std::optional<OpKind> opFromName(std::string_view name) {
   return std::nullopt;
 }
 
-bool isCollective(OpKind op) {
-  return op == OpKind::AllReduce || op == OpKind::AllGather || op == OpKind::ReduceScatter;
+std::string_view opClassName(OpClass c) {
+  switch (c) {
+    case OpClass::kElementwise: return "elementwise";
+    case OpClass::kBroadcast: return "broadcast";
+    case OpClass::kInjective: return "injective";
+    case OpClass::kReduction: return "reduction";
+    case OpClass::kOpaque: return "opaque";
+    case OpClass::kCollective: return "collective";
+  }
+  return "?";
 }
+// --- end op table
 
 std::string_view meshAxisName(MeshAxis a) {
   switch (a) {
@@ -63,6 +81,20 @@ std::string Sharding::str() const {
   if (partial != MeshAxis::kNone) s += strCat(" partial(", meshAxisName(partial), ")");
   return s;
 }
+
+// --- Use lists
+void Value::removeUse(Node* n) {
+  auto it = std::find(uses_.begin(), uses_.end(), n);
+  if (it != uses_.end()) uses_.erase(it);
+}
+
+void Node::setInput(size_t i, Value* v) {
+  Value*& slot = inputs_.at(i);
+  if (slot) slot->removeUse(this);
+  slot = v;
+  if (v) v->addUse(this);
+}
+// --- end use lists
 
 std::string Node::describe() const {
   return strCat("node '", name_, "' (", pcc::opName(op_), ")");
@@ -106,6 +138,8 @@ Node* Graph::addNode(OpKind op, std::vector<Value*> inputs, std::vector<TensorTy
   n->op_ = op;
   n->name_ = std::move(name);
   n->inputs_ = std::move(inputs);
+  for (Value* in : n->inputs_)
+    if (in) in->addUse(n.get());
   n->attrs_ = std::move(attrs);
   for (size_t i = 0; i < outputTypes.size(); ++i) {
     std::string oname = i < outputNames.size() ? outputNames[i] : std::string();
@@ -141,8 +175,8 @@ size_t Graph::indexOf(const Node* n) const {
 
 std::vector<Node*> Graph::users(const Value* v) const {
   std::vector<Node*> out;
-  for (auto& n : nodes_)
-    if (std::find(n->inputs_.begin(), n->inputs_.end(), v) != n->inputs_.end()) out.push_back(n.get());
+  for (Node* n : v->uses_)
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   return out;
 }
 
@@ -156,9 +190,17 @@ std::unordered_map<const Value*, int> Graph::useCounts() const {
 }
 
 void Graph::replaceAllUsesWith(Value* from, Value* to) {
-  for (auto& n : nodes_)
+  if (from == to) return;
+  std::vector<Node*> readers = std::move(from->uses_);
+  from->uses_.clear();
+  // A node reading `from` twice is listed twice; its second visit finds no
+  // slot left to rewrite.
+  for (Node* n : readers)
     for (Value*& v : n->inputs_)
-      if (v == from) v = to;
+      if (v == from) {
+        v = to;
+        if (to) to->addUse(n);
+      }
   for (Value*& v : outputs_)
     if (v == from) v = to;
 }
@@ -168,6 +210,13 @@ void Graph::eraseNodes(const std::vector<Node*>& dead) {
   std::unordered_set<const Value*> deadValues;
   for (const Node* n : dead)
     for (Value* v : n->outputs_) deadValues.insert(v);
+  std::unordered_set<Value*> read;
+  for (Node* n : dead)
+    for (Value* v : n->inputs_)
+      if (v && !deadValues.count(v)) read.insert(v);
+  for (Value* v : read)
+    v->uses_.erase(std::remove_if(v->uses_.begin(), v->uses_.end(), [&](Node* u) { return deadSet.count(u) != 0; }),
+                   v->uses_.end());
   nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
                               [&](const std::unique_ptr<Node>& n) { return deadSet.count(n.get()) != 0; }),
                nodes_.end());
@@ -232,15 +281,15 @@ StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<
       s += strCat(i ? ", " : "", inputs[i] ? inputs[i]->type().str() : std::string("none"));
     return s + ")";
   };
-  const OpSchema* schema = findOpSchema(opName(op));
-  if (!schema || !schema->infer) return unsupported(describe(), ": no type inference for this op");
+  InferFn infer = findInferFn(opName(op));
+  if (!infer) return unsupported(describe(), ": no type inference for this op");
   InferArgs args;
   args.attrs = &attrs;
   for (Value* v : inputs) {
     args.inputs.push_back(v ? v->type() : TensorType{});
     args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
   }
-  auto r = schema->infer(args);
+  auto r = infer(args);
   if (!r.ok()) return r.status().withContext(describe());
   return r;
 }

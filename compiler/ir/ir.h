@@ -2,6 +2,7 @@
 // shapes. See docs/ir.md for the textual form.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,23 +17,46 @@
 
 namespace pcc {
 
+// --- The op table (compiler/ir/Ops.def; docs/adding-an-op.md)
 enum class OpKind : int {
-#define PCC_OP(Name, MinIn, MaxIn, NumOut) Name,
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) Name,
 #include "compiler/ir/Ops.def"
 #undef PCC_OP
   kNumOps
 };
 
+/// What fusion needs to know of an op (the Kind column of Ops.def).
+enum class OpClass : int8_t { kElementwise, kBroadcast, kInjective, kReduction, kOpaque, kCollective };
+/// \returns "elementwise", "broadcast", "injective", "reduction", "opaque" or "collective".
+std::string_view opClassName(OpClass c);
+
+/// How the partitioner splits an op (the Shard column of Ops.def).
+enum class ShardRule : int8_t {
+  kDimMap,     ///< passes/partition/dim_map.cpp maps input dims to output dims
+  kReplicate,  ///< runs on whole tensors: split inputs are gathered first
+};
+
 struct OpInfo {
   std::string_view name;
   int minInputs, maxInputs, numOutputs;  // -1: variadic / set by the node
+  OpClass opClass;
+  /// Bit i set: input i is a shape operand (its value decides the output type).
+  uint32_t shapeOperands;
+  ShardRule shard;
 };
 /// \returns the static description of `op` from Ops.def.
 const OpInfo& opInfo(OpKind op);
 inline std::string_view opName(OpKind op) { return opInfo(op).name; }
 /// \returns the op named `name`, or nullopt.
 std::optional<OpKind> opFromName(std::string_view name);
-bool isCollective(OpKind op);
+inline OpClass opClass(OpKind op) { return opInfo(op).opClass; }
+/// \returns whether `op` maps each output element from the elements at the
+/// same (broadcast) position of its inputs only.
+inline bool isElementwiseOp(OpKind op) { return opClass(op) == OpClass::kElementwise; }
+inline bool isCollective(OpKind op) { return opClass(op) == OpClass::kCollective; }
+/// \returns whether input `i` of `op` is a shape operand (see Ops.def).
+inline bool isShapeOperand(OpKind op, size_t i) { return i < 32 && ((opInfo(op).shapeOperands >> i) & 1u); }
+// --- end op table
 
 /// Axes of the logical device mesh pp × dp × tp (tp innermost).
 enum class MeshAxis : int8_t { kNone = -1, kDP = 0, kTP = 1, kPP = 2 };
@@ -71,9 +95,17 @@ class Value {
   /// Sharding annotation; nullopt until the partitioner runs.
   const std::optional<Sharding>& sharding() const { return sharding_; }
   void setSharding(std::optional<Sharding> s) { sharding_ = std::move(s); }
+  /// The nodes that read this value, one entry per input slot (a node reading
+  /// it twice appears twice), in the order the uses were made. Graph and
+  /// Node::setInput keep it; graph outputs are not in it.
+  const std::vector<Node*>& uses() const { return uses_; }
 
  private:
   friend class Graph;
+  friend class Node;
+  void addUse(Node* n) { uses_.push_back(n); }
+  void removeUse(Node* n);
+  std::vector<Node*> uses_;
   int id_ = -1;
   std::string name_;
   TensorType type_;
@@ -91,7 +123,8 @@ class Node {
   /// Inputs; an absent optional input is nullptr.
   const std::vector<Value*>& inputs() const { return inputs_; }
   Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
-  void setInput(size_t i, Value* v) { inputs_.at(i) = v; }
+  /// Makes input `i` read `v` (nullptr: absent), keeping the use lists.
+  void setInput(size_t i, Value* v);
   const std::vector<Value*>& outputs() const { return outputs_; }
   Value* output(size_t i = 0) const { return outputs_.at(i); }
   AttrMap& attrs() { return attrs_; }
@@ -146,11 +179,13 @@ class Graph {
   /// \returns the position of `n` in nodes().
   size_t indexOf(const Node* n) const;
 
-  /// \returns the nodes that read `v`, in order (a node reading v twice appears once).
+  /// \returns the nodes that read `v` in the order of Value::uses() (a node
+  /// reading v twice appears once). Costs the number of uses of `v`.
   std::vector<Node*> users(const Value* v) const;
   /// \returns a map from each value to its number of uses (nodes and graph outputs).
   std::unordered_map<const Value*, int> useCounts() const;
   /// Makes every reader of `from` (nodes and graph outputs) read `to` instead.
+  /// Costs the number of uses of `from` plus the number of graph outputs.
   void replaceAllUsesWith(Value* from, Value* to);
   /// Erases the given nodes; none of their outputs may still be used.
   void eraseNodes(const std::vector<Node*>& dead);

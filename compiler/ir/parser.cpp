@@ -25,13 +25,6 @@ constexpr int64_t kMaxSynthesizedElements = int64_t{1} << 28;
 bool isNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
 bool isIdentStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 /// A number as written: its text, and whether it reads as a float.
 struct NumberToken {
   std::string text;
@@ -642,21 +635,6 @@ uint64_t seedFromName(std::string_view name) {
     h *= 1099511628211ULL;
   }
   return h;
-}
-
-Tensor pseudoRandomTensor(const TensorType& type, uint64_t seed) {
-  Tensor t = Tensor::zeros(type);
-  uint64_t state = seed;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    uint64_t r = splitmix64(state);
-    // 53 random bits -> [0, 1) -> [-1, 1).
-    float f = static_cast<float>(static_cast<double>(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-    if (type.dtype == DType::kF64) t.mutableData<double>()[i] = static_cast<double>(r >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-    else if (isFloat(type.dtype)) t.setDouble(i, f);
-    else if (type.dtype == DType::kBool) t.setInt(i, static_cast<int64_t>(r & 1));
-    else t.setInt(i, static_cast<int64_t>(r % 4));
-  }
-  return t;
 }
 
 StatusOr<std::unique_ptr<Graph>> parseGraph(std::string_view text, const std::string& fileName, int firstLine) {

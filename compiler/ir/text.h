@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "compiler/ir/ir.h"
+#include "runtime/support/random.h"  // pseudoRandomTensor, for elided constants
 
 namespace pcc {
 
@@ -29,12 +30,6 @@ std::string printGraph(const Graph& g, const PrintOptions& options = {});
 /// \returns the graph, or an invalid-input error `FILE:LINE:COL: expected ...`.
 StatusOr<std::unique_ptr<Graph>> parseGraph(std::string_view text, const std::string& fileName = "<input>",
                                             int firstLine = 1);
-
-/// \returns deterministic pseudo-random data of type `type`: floats uniform in
-/// [-1, 1], integers in [0, 4), bools 0/1. Used for constants whose data the
-/// printer elides (seeded by seedFromName(value name)) and by the evaluator's
-/// random inputs.
-Tensor pseudoRandomTensor(const TensorType& type, uint64_t seed);
 
 /// \returns a stable 64-bit hash of `name` (FNV-1a), a seed for pseudoRandomTensor().
 uint64_t seedFromName(std::string_view name);

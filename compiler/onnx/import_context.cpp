@@ -140,20 +140,6 @@ void ImportContext::setOutput(size_t i, Value* v) {
   if (i < numOutputs() && !node_->output(static_cast<int>(i)).empty()) define(node_->output(static_cast<int>(i)), v);
 }
 
-bool ImportContext::shouldFold(const std::vector<Value*>& inputs, const std::vector<TensorType>& outTypes) const {
-  bool any = false, inputsSmall = true;
-  for (Value* v : inputs) {
-    if (!v) continue;
-    if (!v->isConstant()) return false;
-    any = true;
-    if (v->type().numel() > kMaxFoldElements) inputsSmall = false;
-  }
-  if (!any) return false;
-  int64_t outElems = 0;
-  for (const TensorType& t : outTypes) outElems += t.numel();
-  return outElems <= kMaxFoldElements || (inputsSmall && outElems <= kMaxFoldExpandElements);
-}
-
 StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*> inputs, AttrMap attrs,
                                                   std::vector<std::string> names, std::string_view tag) {
   const OpInfo& info = opInfo(op);

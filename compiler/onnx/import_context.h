@@ -12,21 +12,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "compiler/ir/fold_policy.h"
 #include "compiler/ir/ir.h"
 #include "runtime/onnx_tensor.h"
 
 namespace pcc {
-
-/// Folding limit: a node with constant inputs is evaluated at import when its
-/// outputs, or else all its inputs, have at most this many elements, so large
-/// weights are never duplicated by folding a transpose or a cast of them.
-inline constexpr int64_t kMaxFoldElements = 65536;
-/// A node with small constant inputs but larger outputs (ConstantOfShape,
-/// Expand, Tile, Range) is folded only up to this many output elements, so
-/// that weights a model generates (as ONNX's 'light' test models do with
-/// ConstantOfShape) become plan weights when reasonable, and run-time nodes
-/// beyond: hundreds of MiB of folded constants would be written to every plan.
-inline constexpr int64_t kMaxFoldExpandElements = int64_t(1) << 24;
 
 class ImportContext {
  public:
@@ -102,8 +92,6 @@ class ImportContext {
   std::string freshName(const std::string& base) const;
 
  private:
-  bool shouldFold(const std::vector<Value*>& inputs, const std::vector<TensorType>& outTypes) const;
-
   Graph& graph_;
   std::string file_;
   int64_t opset_;

@@ -20,6 +20,9 @@
 #include "compiler/onnx/import_util.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <unordered_map>
 
 namespace pcc {
@@ -294,15 +297,39 @@ const ImporterEntry kImporters[] = {
 
 }  // namespace
 
-ImportFn findImporter(std::string_view opType, int64_t opset) {
-  static const auto* table = [] {
-    // Family tables live in their own files; they are copied here once.
-    static std::vector<ImporterEntry> all(std::begin(kImporters), std::end(kImporters));
+const std::vector<ImporterEntry>& importerRows() {
+  static const std::vector<ImporterEntry> all = [] {
+    std::vector<ImporterEntry> rows(std::begin(kImporters), std::end(kImporters));
     for (auto family : {mathImporters, reduceNormImporters, tensorImporters, signalImporters, rnnImporters,
                         visionImporters})
-      for (const ImporterEntry& e : family()) all.push_back(e);
+      for (const ImporterEntry& e : family()) rows.push_back(e);
+    return rows;
+  }();
+  return all;
+}
+
+std::vector<std::string> duplicateImporterRows() {
+  std::map<std::string_view, int> count;
+  for (const ImporterEntry& e : importerRows()) ++count[e.opType];
+  std::vector<std::string> dups;
+  for (const auto& [op, n] : count)
+    if (n > 1) dups.emplace_back(op);
+  return dups;
+}
+
+ImportFn findImporter(std::string_view opType, int64_t opset) {
+  static const auto* table = [] {
+    // Two rows for one op_type would leave one of them dead depending on the
+    // order of the tables: a programming error, refused on first use.
+    std::vector<std::string> dups = duplicateImporterRows();
+    if (!dups.empty()) {
+      std::string names;
+      for (const std::string& d : dups) names += " " + d;
+      std::fprintf(stderr, "internal error: the importer tables have more than one row for:%s\n", names.c_str());
+      std::abort();
+    }
     auto* m = new std::unordered_map<std::string_view, const ImporterEntry*>();
-    for (const ImporterEntry& e : all) (*m)[e.opType] = &e;
+    for (const ImporterEntry& e : importerRows()) (*m)[e.opType] = &e;
     return m;
   }();
   // A row with minOpset 7 or less covers every opset from 1: what changed

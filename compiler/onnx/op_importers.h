@@ -1,6 +1,7 @@
 // The op table of the ONNX importer: one import function per ONNX op_type.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,5 +32,11 @@ std::vector<ImporterEntry> rnnImporters();
 std::vector<ImporterEntry> visionImporters();
 
 ImportFn findImporter(std::string_view opType, int64_t opset);
+
+/// \returns every row of the importer tables (the families merged).
+const std::vector<ImporterEntry>& importerRows();
+/// \returns the op_types with more than one row, sorted (findImporter refuses
+/// to start when there is one).
+std::vector<std::string> duplicateImporterRows();
 
 }  // namespace pcc

@@ -86,29 +86,112 @@ void gatherMap(const Node& n, OpDimMap& m) {
   for (size_t k = 0; k < idx.size(); ++k) m.links[1][k].outDim = static_cast<int>(axis + static_cast<int64_t>(k));
 }
 
-}  // namespace
+// Elementwise ops and Expand: inputs broadcast to the output; shape
+// operands (Expand's shape) link to nothing.
+void broadcastMap(const Node& n, OpDimMap& m) {
+  const Dims& out = n.output()->type().shape;
+  for (size_t i = 0; i < n.inputs().size(); ++i)
+    if (n.input(i) && !isShapeOperand(n.op(), i)) m.links[i] = broadcastLinks(shapeOf(n, i), out);
+}
 
-bool isElementwiseOp(OpKind k) {
-  switch (k) {
-    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-    case OpKind::Equal: case OpKind::Where: case OpKind::Sqrt: case OpKind::Erf: case OpKind::Tanh:
-    case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Gelu: case OpKind::Cast: case OpKind::Identity:
-    case OpKind::Abs: case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Reciprocal:
-    case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sign: case OpKind::Sin:
-    case OpKind::Cos: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
-    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
-    case OpKind::Softplus: case OpKind::Softsign: case OpKind::Not: case OpKind::IsNaN: case OpKind::IsInf:
-    case OpKind::BitwiseNot: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Selu: case OpKind::Celu:
-    case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Mish: case OpKind::ThresholdedRelu:
-    case OpKind::Shrink: case OpKind::Clip: case OpKind::And: case OpKind::Or: case OpKind::Xor:
-    case OpKind::Less: case OpKind::LessOrEqual: case OpKind::Greater: case OpKind::GreaterOrEqual:
-    case OpKind::Mod: case OpKind::BitShift: case OpKind::BitwiseAnd: case OpKind::BitwiseOr:
-    case OpKind::BitwiseXor: case OpKind::Min: case OpKind::Max: case OpKind::Sum: case OpKind::Mean:
-    case OpKind::CastLike: case OpKind::PRelu:
-      return true;
-    default: return false;
+void convMap(const Node& n, OpDimMap& m) { m.links[0][0].outDim = 0; }
+
+void poolMap(const Node& n, OpDimMap& m) {
+  // MaxPool's Indices are positions in the whole input: no split through it.
+  if (n.op() == OpKind::MaxPool && n.attrs().getInt("num_outputs", 1) == 2) return;
+  m.links[0][0].outDim = 0;
+  m.links[0][1].outDim = 1;
+}
+
+void batchNormMap(const Node& n, OpDimMap& m) {
+  m.links[0][0].outDim = 0;
+  m.links[0][1].outDim = 1;
+  for (size_t i = 1; i < 5; ++i) m.links[i][0].outDim = 1;
+}
+
+void softmaxMap(const Node& n, OpDimMap& m) {
+  size_t r = n.output()->type().shape.size();
+  m.links[0] = identityExcept(r, {normAxis(n.attrs().getInt("axis", -1), r)});
+}
+
+void layerNormMap(const Node& n, OpDimMap& m) {
+  size_t r = n.output()->type().shape.size();
+  int64_t axis = normAxis(n.attrs().getInt("axis", -1), r);
+  std::vector<int64_t> normalized;
+  for (int64_t d = axis; d < static_cast<int64_t>(r); ++d) normalized.push_back(d);
+  m.links[0] = identityExcept(r, normalized);
+}
+
+void reduceMap(const Node& n, OpDimMap& m) {
+  const AttrMap& at = n.attrs();
+  size_t r = shapeOf(n, 0).size();
+  std::vector<int64_t> axes;
+  if (n.input(1) && n.input(1)->isConstant()) {
+    for (int64_t a : n.input(1)->constantData().toInts()) axes.push_back(normAxis(a, r));
+  } else if (!n.input(1) && !at.getInt("noop_with_empty_axes", 0)) {
+    for (size_t d = 0; d < r; ++d) axes.push_back(static_cast<int64_t>(d));
+  }
+  bool keep = at.getInt("keepdims", 1) != 0;
+  int o = 0;
+  for (size_t d = 0; d < r; ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    if (!reduced) m.links[0][d].outDim = keep ? static_cast<int>(d) : o;
+    if (!reduced || keep) ++o;
   }
 }
+
+void reshapeMap(const Node& n, OpDimMap& m) { m.links[0] = reshapeLinks(shapeOf(n, 0), n.output()->type().shape); }
+
+void transposeMap(const Node& n, OpDimMap& m) {
+  size_t r = n.output()->type().shape.size();
+  std::vector<int64_t> perm = n.attrs().getInts("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+  for (size_t o = 0; o < r && o < perm.size(); ++o) m.links[0][perm[o]].outDim = static_cast<int>(o);
+}
+
+void concatMap(const Node& n, OpDimMap& m) {
+  size_t r = n.output()->type().shape.size();
+  int64_t axis = normAxis(n.attrs().getInt("axis", 0), r);
+  for (size_t i = 0; i < n.inputs().size(); ++i) m.links[i] = identityExcept(r, {axis});
+}
+
+void splitMap(const Node& n, OpDimMap& m) {
+  size_t r = n.output()->type().shape.size();
+  m.links[0] = identityExcept(r, {normAxis(n.attrs().getInt("axis", 0), r)});
+}
+
+// Attention (opset 23): Q, K, V, attn_mask, past_key, past_value,
+// nonpad_kv_seqlen. Every output (Y, present_key, present_value, qk) has the
+// batch first; with 4-D Q, K, V the heads come second (q heads in Y and qk,
+// kv heads in the presents). The batch always splits; the heads split when
+// every head count divides by the parts (a factor link), which keeps each
+// group of q heads with its kv head. With 3-D inputs the heads are packed in
+// the hidden dimension and the node's head-count attributes would have to
+// change, so only the batch splits.
+void attentionMap(const Node& n, OpDimMap& m) {
+  const Dims& q = shapeOf(n, 0);
+  bool heads = q.size() == 4 && shapeOf(n, 1).size() == 4 && shapeOf(n, 2).size() == 4;
+  for (size_t i : {0, 1, 2, 4, 5}) {
+    if (!n.input(i) || m.links[i].empty()) continue;
+    m.links[i][0].outDim = 0;
+    if (heads && m.links[i].size() == 4) m.links[i][1] = {1, true};
+  }
+  // The mask broadcasts to [batch, q heads, q seq, kv seq]: only its batch and
+  // head dims (where not broadcast) follow a split.
+  if (n.input(3)) {
+    const Dims& mask = shapeOf(n, 3);
+    size_t off = 4 - std::min<size_t>(4, mask.size());
+    for (size_t d = 0; d < mask.size(); ++d) {
+      size_t full = d + off;
+      if (full == 0 && mask[d] == q[0] && mask[d] != 1) m.links[3][d].outDim = 0;
+      if (full == 1 && heads && mask[d] == q[1] && mask[d] != 1) m.links[3][d] = {1, true};
+    }
+  }
+  if (n.input(6) && !m.links[6].empty()) m.links[6][0].outDim = 0;  // nonpad_kv_seqlen: [batch]
+}
+
+}  // namespace
 
 std::vector<DimLink> reshapeLinks(const Dims& in, const Dims& out) {
   std::vector<DimLink> l = none(in.size());
@@ -131,88 +214,34 @@ std::vector<DimLink> reshapeLinks(const Dims& in, const Dims& out) {
   return l;
 }
 
+DimMapRule dimMapRule(OpKind op) {
+  if (isElementwiseOp(op)) return &broadcastMap;
+  switch (op) {
+    case OpKind::MatMul: return &matmulMap;
+    case OpKind::Gemm: return &gemmMap;
+    case OpKind::Expand: return &broadcastMap;
+    case OpKind::Conv: return &convMap;
+    case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: return &poolMap;
+    case OpKind::BatchNormalization: return &batchNormMap;
+    case OpKind::Softmax: return &softmaxMap;
+    case OpKind::LayerNormalization: return &layerNormMap;
+    case OpKind::ReduceMean: return &reduceMap;
+    case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: return &reshapeMap;
+    case OpKind::Transpose: return &transposeMap;
+    case OpKind::Concat: return &concatMap;
+    case OpKind::Split: return &splitMap;
+    case OpKind::Slice: return &sliceMap;
+    case OpKind::Gather: return &gatherMap;
+    case OpKind::Attention: return &attentionMap;
+    default: return nullptr;  // marked Replicate in Ops.def (ops_table_test checks both agree)
+  }
+}
+
 OpDimMap dimMapFor(const Node& n) {
   OpDimMap m;
   for (Value* v : n.inputs()) m.links.push_back(none(v ? v->type().shape.size() : 0));
-  const Dims& out = n.output()->type().shape;
-  const AttrMap& at = n.attrs();
-  OpKind k = n.op();
-  if (isElementwiseOp(k)) {
-    for (size_t i = 0; i < n.inputs().size(); ++i)
-      if (n.input(i)) m.links[i] = broadcastLinks(shapeOf(n, i), out);
-    return m;
-  }
-  switch (k) {
-    case OpKind::MatMul: matmulMap(n, m); break;
-    case OpKind::Gemm: gemmMap(n, m); break;
-    case OpKind::Expand: m.links[0] = broadcastLinks(shapeOf(n, 0), out); break;
-    case OpKind::Conv:
-      m.links[0][0].outDim = 0;
-      break;
-    case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool:
-      // MaxPool's Indices are positions in the whole input: no split through it.
-      if (n.op() == OpKind::MaxPool && n.attrs().getInt("num_outputs", 1) == 2) break;
-      m.links[0][0].outDim = 0;
-      m.links[0][1].outDim = 1;
-      break;
-    case OpKind::BatchNormalization:
-      m.links[0][0].outDim = 0;
-      m.links[0][1].outDim = 1;
-      for (size_t i = 1; i < 5; ++i) m.links[i][0].outDim = 1;
-      break;
-    case OpKind::Softmax:
-      m.links[0] = identityExcept(out.size(), {normAxis(at.getInt("axis", -1), out.size())});
-      break;
-    case OpKind::LayerNormalization: {
-      size_t r = out.size();
-      int64_t axis = normAxis(at.getInt("axis", -1), r);
-      std::vector<int64_t> normalized;
-      for (int64_t d = axis; d < static_cast<int64_t>(r); ++d) normalized.push_back(d);
-      m.links[0] = identityExcept(r, normalized);
-      break;
-    }
-    case OpKind::ReduceMean: {
-      size_t r = shapeOf(n, 0).size();
-      std::vector<int64_t> axes;
-      if (n.input(1) && n.input(1)->isConstant()) {
-        for (int64_t a : n.input(1)->constantData().toInts()) axes.push_back(normAxis(a, r));
-      } else if (!n.input(1) && !at.getInt("noop_with_empty_axes", 0)) {
-        for (size_t d = 0; d < r; ++d) axes.push_back(static_cast<int64_t>(d));
-      }
-      bool keep = at.getInt("keepdims", 1) != 0;
-      int o = 0;
-      for (size_t d = 0; d < r; ++d) {
-        bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
-        if (!reduced) m.links[0][d].outDim = keep ? static_cast<int>(d) : o;
-        if (!reduced || keep) ++o;
-      }
-      break;
-    }
-    case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze:
-      m.links[0] = reshapeLinks(shapeOf(n, 0), out);
-      break;
-    case OpKind::Transpose: {
-      size_t r = out.size();
-      std::vector<int64_t> perm = at.getInts("perm");
-      if (perm.empty())
-        for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
-      for (size_t o = 0; o < r && o < perm.size(); ++o) m.links[0][perm[o]].outDim = static_cast<int>(o);
-      break;
-    }
-    case OpKind::Concat: {
-      int64_t axis = normAxis(at.getInt("axis", 0), out.size());
-      for (size_t i = 0; i < n.inputs().size(); ++i) m.links[i] = identityExcept(out.size(), {axis});
-      break;
-    }
-    case OpKind::Split: {
-      int64_t axis = normAxis(at.getInt("axis", 0), out.size());
-      m.links[0] = identityExcept(out.size(), {axis});
-      break;
-    }
-    case OpKind::Slice: sliceMap(n, m); break;
-    case OpKind::Gather: gatherMap(n, m); break;
-    default: break;  // Shape, ConstantOfShape, collectives: nothing is split through them
-  }
+  if (opInfo(n.op()).shard == ShardRule::kReplicate) return m;
+  if (DimMapRule rule = dimMapRule(n.op())) rule(n, m);
   return m;
 }
 

@@ -29,12 +29,15 @@ struct OpDimMap {
   int biasInput = -1;
 };
 
-/// \returns whether `k` maps each output element from the elements at the same
-/// (broadcast) position of its inputs only: unary math, binary arithmetic and
-/// logic, Where, Clip, Cast...
-bool isElementwiseOp(OpKind k);
+/// Fills `m` (its links rows arrive sized, all unlinked) with the dimension map of `n`.
+using DimMapRule = void (*)(const Node& n, OpDimMap& m);
 
-/// \returns the dimension map of `n`; every input has a links row sized to its rank.
+/// \returns the rule of `op`, or nullptr when it has none: exactly the ops
+/// that Ops.def marks Replicate (tests/unit/ops_table_test.cpp checks it).
+DimMapRule dimMapRule(OpKind op);
+
+/// \returns the dimension map of `n`; every input has a links row sized to its
+/// rank. An op marked Replicate links nothing: split inputs are gathered.
 OpDimMap dimMapFor(const Node& n);
 
 /// \returns the links of a reshape from `in` to `out` (row-major, same numel).

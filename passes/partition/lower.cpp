@@ -21,39 +21,21 @@
 #include <map>
 
 #include "passes/partition/partitioner.h"
+#include "runtime/support/tensor_block.h"
 
 namespace pcc {
 
 namespace {
 
 // Copies the block of `t` that `rank` holds under sharding `s`.
-Tensor sliceConstant(const Tensor& t, const Sharding& s, const Mesh& mesh, int rank) {
+StatusOr<Tensor> sliceConstant(const Tensor& t, const Sharding& s, const Mesh& mesh, int rank) {
   Dims local = localShape(t.shape(), s, mesh, rank);
   if (local == t.shape()) return t;
-  const Dims& g = t.shape();
-  size_t r = g.size(), es = dtypeSize(t.dtype());
-  Dims start(r, 0);
-  for (size_t d = 0; d < r; ++d)
+  Dims start(t.rank(), 0);
+  for (size_t d = 0; d < start.size(); ++d)
     if (s.dims[d] != MeshAxis::kNone)
-      start[d] = chunkOffset(g[d], mesh.extent(s.dims[d]), mesh.coord(rank, s.dims[d]));
-  Tensor out = Tensor::zeros(t.dtype(), local);
-  if (out.numel() == 0) return out;
-  // Copy contiguous runs along the innermost dimension.
-  Dims idx(r, 0);
-  const char* src = static_cast<const char*>(t.raw());
-  char* dst = static_cast<char*>(out.mutableData());
-  int64_t inner = r ? local[r - 1] : 1;
-  int64_t rows = out.numel() / std::max<int64_t>(inner, 1);
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t off = 0;
-    for (size_t d = 0; d < r; ++d) off = off * g[d] + start[d] + idx[d];
-    std::memcpy(dst + row * inner * es, src + off * es, inner * es);
-    for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
-      if (++idx[d] < local[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return out;
+      start[d] = chunkOffset(t.shape()[d], mesh.extent(s.dims[d]), mesh.coord(rank, s.dims[d]));
+  return sliceBlock(t, start, local);
 }
 
 class RankLowering {
@@ -116,7 +98,8 @@ class RankLowering {
     auto hit = cache_.find(key(v, req));
     if (hit != cache_.end()) return hit->second;
     if (v->isConstant()) {
-      Value* lc = lg_->addConstant(fresh(v->name()), sliceConstant(v->constantData(), req, p_.mesh, rank_));
+      ASSIGN_OR_RETURN(Tensor block, sliceConstant(v->constantData(), req, p_.mesh, rank_));
+      Value* lc = lg_->addConstant(fresh(v->name()), std::move(block));
       lc->setSharding(req);
       cache_[key(v, req)] = lc;
       return lc;

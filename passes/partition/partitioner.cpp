@@ -14,13 +14,18 @@
 //  4. In topological order, derive each node's output sharding from its
 //     inputs' shardings through the op's dimension map (dim_map.h): a split
 //     input dimension linked to an output dimension keeps it split, a split
-//     contraction dimension on both sides makes the output partial. Each input
-//     then gets the layout the node needs; constants follow for free (they are
-//     sliced offline), activations are converted at lowering.
+//     contraction dimension on both sides makes the output partial. An op that
+//     Ops.def marks Replicate links nothing (its split inputs are gathered, and
+//     a note says so). Each input then gets the layout the node needs;
+//     constants follow for free (they are sliced offline), activations are
+//     converted at lowering.
 #include "passes/partition/partitioner.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <set>
+#include <unordered_map>
 
 #include "passes/partition/dim_map.h"
 
@@ -45,18 +50,27 @@ int weightColumnDim(const Node* n) {
 }
 
 // Step 3: \returns the row-split partner of column-split candidate `first`, or
-// nullptr when the values between them are not purely elementwise.
-const Node* findRowPartner(const Graph& g, const Node* first) {
-  // In topological order every producer precedes its readers, so when a node
-  // is reached, whether each of its inputs is in the region is final.
+// nullptr when the values between them are not purely elementwise. `order`
+// gives each node's position in the topological order.
+const Node* findRowPartner(const Graph& g, const Node* first, const std::unordered_map<const Node*, size_t>& order) {
+  // The readers of the region are visited in topological order (a min-heap on
+  // their positions, fed from the use lists): every producer precedes its
+  // readers, so when a node is reached, whether each of its inputs is in the
+  // region is final. The walk costs the region's uses, not the graph.
   std::set<const Value*> region = {first->output()};
   std::set<const Value*> graphOutputs(g.outputs().begin(), g.outputs().end());
+  using Item = std::pair<size_t, const Node*>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> todo;
+  std::set<const Node*> queued;
+  auto enqueueReaders = [&](const Value* v) {
+    for (const Node* u : v->uses())
+      if (queued.insert(u).second) todo.push({order.at(u), u});
+  };
+  enqueueReaders(first->output());
   const Node* partner = nullptr;
-  std::vector<Node*> nodes = g.nodes();
-  for (size_t i = g.indexOf(first) + 1; i < nodes.size(); ++i) {
-    const Node* u = nodes[i];
-    bool reads = std::any_of(u->inputs().begin(), u->inputs().end(), [&](Value* v) { return region.count(v); });
-    if (!reads) continue;
+  while (!todo.empty()) {
+    const Node* u = todo.top().second;
+    todo.pop();
     if (isWeightMatmul(u) && region.count(u->input(0)) && !region.count(u->input(1))) {
       if (partner) return nullptr;
       partner = u;
@@ -65,7 +79,10 @@ const Node* findRowPartner(const Graph& g, const Node* first) {
     if (!isElementwiseOp(u->op())) return nullptr;
     for (Value* in : u->inputs())
       if (in && !in->isConstant() && !region.count(in)) return nullptr;
-    for (Value* o : u->outputs()) region.insert(o);
+    for (Value* o : u->outputs()) {
+      region.insert(o);
+      enqueueReaders(o);
+    }
   }
   // Nothing but the partner may read the region from outside, nor may the
   // graph return a value of it.
@@ -79,9 +96,12 @@ const Node* findRowPartner(const Graph& g, const Node* first) {
 
 void planTensorParallel(const Graph& g, int tp, Hints& hints, Partition& p) {
   std::set<const Node*> used;
-  for (const Node* n : g.nodes()) {
+  std::vector<Node*> nodes = g.nodes();
+  std::unordered_map<const Node*, size_t> order;
+  for (size_t i = 0; i < nodes.size(); ++i) order[nodes[i]] = i;
+  for (const Node* n : nodes) {
     if (!isWeightMatmul(n) || used.count(n)) continue;
-    const Node* partner = findRowPartner(g, n);
+    const Node* partner = findRowPartner(g, n, order);
     if (!partner || used.count(partner)) continue;
     int col = weightColumnDim(n);
     if (n->input(1)->type().shape[col] % tp != 0) continue;
@@ -95,7 +115,9 @@ void planTensorParallel(const Graph& g, int tp, Hints& hints, Partition& p) {
 }
 
 // Step 4 for one node.
-void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p) {
+// `gathered` counts, per op, the nodes marked Replicate whose inputs arrive split.
+void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p,
+                   std::map<OpKind, int>& gathered) {
   OpDimMap map = dimMapFor(*n);
   const Dims& outShape = n->output()->type().shape;
   size_t outRank = outShape.size();
@@ -113,6 +135,9 @@ void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p) 
     if (h != hints.end()) cur[i] = h->second;
     else if (!v->isConstant()) cur[i] = v->sharding().value_or(replicated(v->type().shape.size()));
   }
+  if (opInfo(n->op()).shard == ShardRule::kReplicate &&
+      std::any_of(cur.begin(), cur.end(), [](const auto& s) { return s && !s->isReplicated(); }))
+    ++gathered[n->op()];
   auto linkHolds = [&](size_t i, size_t d, const DimLink& l, MeshAxis a) {
     if (!l.factor) return true;
     int parts = mesh.extent(a);
@@ -216,7 +241,12 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
       p.notes.push_back(strCat("tp=", p.mesh.tp,
                                ": no MatMul/Gemm chain to split; each tp group computes replicated"));
   }
-  for (Node* n : g.nodes()) propagateNode(n, p.mesh, hints, p);
+  std::map<OpKind, int> gathered;
+  for (Node* n : g.nodes()) propagateNode(n, p.mesh, hints, p, gathered);
+  for (const auto& [op, count] : gathered)
+    p.notes.push_back(strCat(count, " ", opName(op), count == 1 ? " node runs" : " nodes run",
+                             " replicated (Ops.def marks ", opName(op), " Replicate): ",
+                             count == 1 ? "its" : "their", " split inputs are gathered first"));
   return p;
 }
 

@@ -54,6 +54,11 @@ const OpSchema* findOpSchema(std::string_view name) {
   return it == t.end() ? nullptr : &it->second;
 }
 
+InferFn findInferFn(std::string_view name) {
+  const OpSchema* s = findOpSchema(name);
+  return s ? s->infer : nullptr;
+}
+
 std::vector<std::string> registeredOps() {
   std::vector<std::string> names;
   for (const auto& [name, s] : table()) names.push_back(name);

@@ -10,26 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/ops/schema.h"
 #include "runtime/support/attribute.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
 
 namespace pcc {
-
-/// What type inference sees of a node.
-struct InferArgs {
-  /// Type of each input; an absent optional input has dtype kUndefined.
-  std::vector<TensorType> inputs;
-  /// Value of each input where it is a known constant, else nullptr. Ops whose
-  /// output shape depends on an input's value (Reshape, Slice, Expand, ...)
-  /// need it and fail with an invalid-input error otherwise.
-  std::vector<const Tensor*> constInputs;
-  const AttrMap* attrs = nullptr;
-  bool has(size_t i) const { return i < inputs.size() && inputs[i].dtype != DType::kUndefined; }
-};
-
-/// \returns the output types, or an error naming what is wrong with the inputs.
-using InferFn = StatusOr<std::vector<TensorType>> (*)(const InferArgs& args);
 
 /// Runs the op. `inputs[i]` is nullptr for an absent optional input; `outputs`
 /// arrives empty and the kernel appends one owning tensor per output.

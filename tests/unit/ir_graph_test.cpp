@@ -2,6 +2,8 @@
 // eraseNodes, eraseUnusedConstants.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "ir_test_util.h"
 
 namespace pcc {
@@ -62,6 +64,54 @@ TEST(IrGraph, ReplaceAllUsesWithRewritesNodesAndOutputs) {
   EXPECT_EQ(g.numNodes(), 1u);
   EXPECT_EQ(g.findValue(name), nullptr);
   EXPECT_TRUE(verifyGraph(g).ok()) << verifyGraph(g).message();
+}
+
+// Every value's use list holds exactly the (node, slot) reads a scan finds.
+void expectUseListsMatchAScan(const Graph& g, const std::vector<Value*>& values) {
+  for (Value* v : values) {
+    std::multiset<const Node*> scanned, listed(v->uses().begin(), v->uses().end());
+    for (Node* n : g.nodes())
+      for (Value* in : n->inputs())
+        if (in == v) scanned.insert(n);
+    EXPECT_EQ(listed, scanned) << v->name();
+  }
+}
+
+TEST(IrGraph, UseListsFollowEveryMutation) {
+  Graph g;
+  Value* x = g.addInput("x", {DType::kF32, {4}});
+  Value* y = g.addInput("y", {DType::kF32, {4}});
+  Node* a = addInferred(g, OpKind::Add, {x, x});
+  Node* r = addInferred(g, OpKind::Relu, {a->output()});
+  Node* m = addInferred(g, OpKind::Mul, {a->output(), y});
+  g.setOutputs({r->output(), m->output()});
+  std::vector<Value*> all = {x, y, a->output(), r->output(), m->output()};
+  EXPECT_EQ(x->uses().size(), 2u);  // one entry per slot
+  EXPECT_EQ(g.users(a->output()), (std::vector<Node*>{r, m}));
+  expectUseListsMatchAScan(g, all);
+
+  m->setInput(1, x);  // y loses its only use, x gains one
+  EXPECT_TRUE(y->uses().empty());
+  EXPECT_EQ(g.users(x), (std::vector<Node*>{a, m}));
+  expectUseListsMatchAScan(g, all);
+
+  g.replaceAllUsesWith(x, y);  // both of Add's slots and Mul's
+  EXPECT_TRUE(x->uses().empty());
+  EXPECT_EQ(y->uses().size(), 3u);
+  EXPECT_EQ(a->input(0), y);
+  EXPECT_EQ(a->input(1), y);
+  expectUseListsMatchAScan(g, all);
+
+  g.setOutputs({m->output()});
+  g.eraseNodes({r});  // its input keeps only Mul's use
+  EXPECT_EQ(g.users(a->output()), std::vector<Node*>{m});
+  expectUseListsMatchAScan(g, {x, y, a->output(), m->output()});
+
+  auto c = g.clone();  // the clone builds its own lists
+  Value* cy = c->findValue("y");
+  ASSERT_NE(cy, nullptr);
+  EXPECT_EQ(cy->uses().size(), 3u);
+  expectUseListsMatchAScan(*c, {cy, c->findValue(a->output()->name())});
 }
 
 TEST(IrGraph, EraseNodesKeepsOrderOfTheRest) {

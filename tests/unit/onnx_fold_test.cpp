@@ -81,7 +81,7 @@ TEST(OnnxFold, SmallInputsMayFoldToLargeOutput) {
 TEST(OnnxFold, HugeOutputsOfSmallInputsStayNodes) {
   ModelBuilder b(13);
   b.input("x", DType::kF32, {int64_t(5000), int64_t(4000)}).output("y");
-  b.initI64("shape", {5000, 4000});  // 20M elements: over kMaxFoldExpandElements
+  b.initI64("shape", {5000, 4000});  // 20M elements: over FoldLimits::maxExpandElements
   b.node("ConstantOfShape", {"shape"}, {"ones"}, "cos");
   b.node("Add", {"x", "ones"}, {"y"}, "add");
   PCC_IMPORT_OK(g, b);

@@ -7,7 +7,7 @@ namespace {
 
 TEST(OpsRegistry, EveryOpInOpsDefHasInferAndCompute) {
   std::vector<std::string> want;
-#define PCC_OP(Name, MinIn, MaxIn, NumOut) want.push_back(#Name);
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) want.push_back(#Name);
 #include "compiler/ir/Ops.def"
 #undef PCC_OP
   for (const std::string& op : want) {

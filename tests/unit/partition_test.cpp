@@ -6,6 +6,7 @@
 #include "compiler/eval/evaluator.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
+#include "passes/partition/dim_map.h"
 #include "passes/partition/partitioner.h"
 #include "runtime/ops/registry.h"
 #include "runtime/tensor_slice.h"
@@ -299,6 +300,113 @@ graph @main(%x: f32[4,4,8], %s: i64[2] const dense<i64[2]: 16, 8>, %w: f32[8,8] 
   auto got = simulate(*g, *p, *ranks, randomInputs(*g, 3));
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_TRUE(compareTensors((*got)[0], (*want)[0], 1e-5, 1e-6).ok);
+}
+
+// Attention splits with its batch (and, with 4-D inputs, its heads): under
+// data parallelism nothing is gathered around it.
+const char kAttention4d[] = R"(
+graph @main(%q: f32[4,4,3,8], %k: f32[4,2,5,8], %v: f32[4,2,5,8], %mask: f32[4,1,3,5],
+             %w: f32[8,8] const) -> (%y: f32[4,4,3,8]) {
+  %a = Attention(%q, %k, %v, %mask) : f32[4,4,3,8]
+  %y = MatMul(%a, %w) : f32[4,4,3,8]
+  return %y
+}
+)";
+
+const char kAttention3d[] = R"(
+graph @main(%q: f32[4,3,16], %k: f32[4,5,16], %v: f32[4,5,16]) -> (%y: f32[4,3,16], %pk: f32[4,2,5,8]) {
+  %y, %pk = Attention(%q, %k, %v) {q_num_heads = 2, kv_num_heads = 2, num_outputs = 2, is_causal = 1} : f32[4,3,16], f32[4,2,5,8]
+  return %y, %pk
+}
+)";
+
+struct Lowered {
+  std::vector<Tensor> outputs;
+  int allGathers = 0;  // in rank 0's program
+  std::vector<std::string> notes;
+};
+
+// Partitions `text` over `gpus` devices (data parallel), runs the ranks and
+// checks them against the unpartitioned graph.
+Lowered partitionAndRun(const char* text, int gpus) {
+  Lowered out;
+  auto g = parse(text);
+  auto want = evaluateGraph(*g, randomInputs(*g, 5));
+  EXPECT_TRUE(want.ok()) << want.status().message();
+  PartitionOptions o;
+  o.gpus = gpus;
+  auto p = partitionGraph(*g, o);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  if (!want.ok() || !p.ok()) return out;
+  out.notes = p->notes;
+  auto ranks = lowerToRanks(*g, *p);
+  EXPECT_TRUE(ranks.ok()) << ranks.status().message();
+  if (!ranks.ok()) return out;
+  for (Node* n : (*ranks)[0].graph->nodes()) out.allGathers += n->op() == OpKind::AllGather;
+  auto got = simulate(*g, *p, *ranks, randomInputs(*g, 5));
+  EXPECT_TRUE(got.ok()) << got.status().message();
+  if (!got.ok()) return out;
+  for (size_t i = 0; i < got->size(); ++i) {
+    Diff d = compareTensors((*got)[i], (*want)[i], 1e-5, 1e-6);
+    EXPECT_TRUE(d.ok) << "output " << i << ": " << d.where;
+  }
+  out.outputs = std::move(*got);
+  return out;
+}
+
+TEST(Partition, AttentionSplitsWithTheBatch) {
+  for (int gpus : {2, 3}) {
+    for (const char* text : {kAttention4d, kAttention3d}) {
+      Lowered r = partitionAndRun(text, gpus);
+      EXPECT_FALSE(r.outputs.empty());
+      EXPECT_EQ(r.allGathers, 0) << "gpus " << gpus << "\n" << text;
+      for (const std::string& n : r.notes) EXPECT_EQ(n.find("Attention"), std::string::npos) << n;
+    }
+  }
+}
+
+TEST(Partition, AttentionDimensionMap) {
+  auto g4 = parse(kAttention4d);
+  const Node* a4 = g4->nodes()[0];
+  ASSERT_EQ(a4->op(), OpKind::Attention);
+  OpDimMap m = dimMapFor(*a4);
+  ASSERT_EQ(m.links.size(), 4u);
+  for (size_t i : {0, 1, 2}) {
+    EXPECT_EQ(m.links[i][0].outDim, 0) << "input " << i << ": batch";
+    EXPECT_FALSE(m.links[i][0].factor);
+    EXPECT_EQ(m.links[i][1].outDim, 1) << "input " << i << ": heads";
+    EXPECT_TRUE(m.links[i][1].factor) << "input " << i << ": heads split only where every count divides";
+    EXPECT_EQ(m.links[i][2].outDim, -1);
+    EXPECT_EQ(m.links[i][3].outDim, -1);
+  }
+  // The mask [4,1,3,5]: its batch follows, its broadcast head dim does not.
+  EXPECT_EQ(m.links[3][0].outDim, 0);
+  EXPECT_EQ(m.links[3][1].outDim, -1);
+  EXPECT_TRUE(m.contractions.empty());
+
+  auto g3 = parse(kAttention3d);
+  OpDimMap m3 = dimMapFor(*g3->nodes()[0]);
+  for (size_t i : {0, 1, 2}) {
+    EXPECT_EQ(m3.links[i][0].outDim, 0);
+    EXPECT_EQ(m3.links[i][2].outDim, -1) << "packed heads do not split";
+  }
+}
+
+TEST(Partition, AnOpMarkedReplicateIsGatheredAndSaysSo) {
+  // CumSum has no dimension map (Ops.def marks it Replicate): its batch-split
+  // input is gathered first, and the partition notes say so.
+  Lowered r = partitionAndRun(R"(
+graph @main(%x: f32[4,6], %axis: i64[] const dense<i64[]: 1>) -> (%y: f32[4,6]) {
+  %c = CumSum(%x, %axis) : f32[4,6]
+  %y = Relu(%c) : f32[4,6]
+  return %y
+}
+)", 2);
+  EXPECT_FALSE(r.outputs.empty());
+  EXPECT_EQ(r.allGathers, 1);
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("1 CumSum node runs replicated") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 }  // namespace

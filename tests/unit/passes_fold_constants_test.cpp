@@ -65,7 +65,7 @@ TEST(PassesFoldConstants, RespectsTheSizeLimit) {
   ASSERT_NE(g, nullptr);
   auto before = g->clone();
   PassManager pm;
-  pm.add(createFoldConstantsPass(/*maxOutputElements=*/16));
+  pm.add(createFoldConstantsPass(FoldLimits{/*maxElements=*/16, /*maxExpandElements=*/16}));
   PassContext ctx;
   auto changed = pm.run(*g, ctx);
   ASSERT_TRUE(changed.ok()) << changed.status().message();
@@ -73,6 +73,32 @@ TEST(PassesFoldConstants, RespectsTheSizeLimit) {
   EXPECT_EQ(opNames(*g), std::vector<std::string>{"Add"});  // 64 elements > 16: stays
   EXPECT_TRUE(g->outputs()[1]->isConstant());
   expectNumericallyEquivalent(*before, *g);
+}
+
+TEST(PassesFoldConstants, SmallInputsMayExpandUpToTheExpandLimit) {
+  // The importer's policy (FoldLimits): 100 output elements are over
+  // maxElements, but the only input is small, so maxExpandElements decides.
+  const char* text =
+      "graph @gen(%x: f32[100], %s: i64[1] const dense<i64[1]: 100>) -> (%y: f32[100]) {\n"
+      "  %c = ConstantOfShape(%s) : f32[100]\n"
+      "  %y = Add(%x, %c) : f32[100]\n"
+      "  return %y\n"
+      "}\n";
+  for (int64_t expand : {50, 1000}) {
+    auto g = parseOrFail(text);
+    ASSERT_NE(g, nullptr);
+    auto before = g->clone();
+    PassManager pm;
+    pm.add(createFoldConstantsPass(FoldLimits{/*maxElements=*/16, /*maxExpandElements=*/expand}));
+    PassContext ctx;
+    auto changed = pm.run(*g, ctx);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+    EXPECT_EQ(*changed, expand >= 100) << expand;
+    std::vector<std::string> want = {"ConstantOfShape", "Add"};
+    if (expand >= 100) want = {"Add"};
+    EXPECT_EQ(opNames(*g), want);
+    expectNumericallyEquivalent(*before, *g);
+  }
 }
 
 TEST(PassesFoldConstants, FailingKernelLeavesTheNodeAndLogs) {

@@ -1,0 +1,49 @@
+#include "runtime/support/tensor_block.h"
+
+#include <cstring>
+
+namespace pcc {
+
+StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& extent) {
+  const Dims& g = t.shape();
+  size_t r = g.size();
+  if (start.size() != r || extent.size() != r)
+    return invalidInput("block of rank ", start.size(), "/", extent.size(), " for ", t.type().str());
+  for (size_t d = 0; d < r; ++d)
+    if (start[d] < 0 || extent[d] < 0 || start[d] + extent[d] > g[d])
+      return invalidInput("block [", start[d], ", ", start[d] + extent[d], ") along dim ", d, " is outside ",
+                          t.type().str());
+  Tensor out = Tensor::zeros(t.dtype(), extent);
+  if (out.numel() == 0) return out;
+  // Copy contiguous runs: the innermost dimensions the block takes whole
+  // (after the last one it cuts) are one run.
+  size_t es = dtypeSize(t.dtype());
+  size_t inner = r;  // dims [inner, r) are taken whole
+  while (inner > 0 && start[inner - 1] == 0 && extent[inner - 1] == g[inner - 1]) --inner;
+  int64_t run = 1;
+  for (size_t d = inner; d < r; ++d) run *= g[d];
+  size_t runDims = inner;  // dims [0, runDims) are iterated; the last of them contributes to the run
+  if (runDims > 0) {
+    run *= extent[runDims - 1];
+    --runDims;
+  }
+  const char* src = static_cast<const char*>(t.raw());
+  char* dst = static_cast<char*>(out.mutableData());
+  int64_t rows = out.numel() / run;
+  Dims idx(runDims, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d) {
+      int64_t i = d < runDims ? idx[d] : 0;
+      off = off * g[d] + start[d] + i;
+    }
+    std::memcpy(dst + row * run * es, src + off * es, run * es);
+    for (int d = static_cast<int>(runDims) - 1; d >= 0; --d) {
+      if (++idx[d] < extent[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace pcc

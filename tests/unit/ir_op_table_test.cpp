@@ -1,0 +1,101 @@
+// The op table (compiler/ir/Ops.def) against everything else that knows an op:
+// type inference and the reference kernel (runtime/ops), the importer tables
+// (compiler/onnx), the dimension maps of the partitioner (passes/partition).
+// Adding an op without one of them fails here (docs/adding-an-op.md).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "compiler/ir/ir.h"
+#include "compiler/onnx/op_importers.h"
+#include "passes/partition/dim_map.h"
+#include "runtime/ops/registry.h"
+
+namespace pcc {
+namespace {
+
+// The newest opset the importer reads (README: opsets 1 to 24).
+constexpr int64_t kNewestOpset = 24;
+
+std::vector<OpKind> allOps() {
+  std::vector<OpKind> ops;
+  for (int i = 0; i < static_cast<int>(OpKind::kNumOps); ++i) ops.push_back(static_cast<OpKind>(i));
+  return ops;
+}
+
+TEST(OpTable, NamesAreUniqueAndRoundTrip) {
+  std::set<std::string_view> seen;
+  for (OpKind op : allOps()) {
+    EXPECT_TRUE(seen.insert(opName(op)).second) << opName(op);
+    EXPECT_EQ(opFromName(opName(op)), op) << opName(op);
+  }
+}
+
+TEST(OpTable, EveryOpHasTypeInferenceAndAReferenceKernel) {
+  for (OpKind op : allOps()) {
+    const OpSchema* s = findOpSchema(opName(op));
+    ASSERT_NE(s, nullptr) << opName(op) << ": no schema in runtime/ops";
+    EXPECT_NE(s->infer, nullptr) << opName(op) << ": no type inference";
+    EXPECT_NE(s->compute, nullptr) << opName(op) << ": no reference kernel";
+  }
+}
+
+TEST(OpTable, EveryOnnxOpHasAnImporterRow) {
+  for (OpKind op : allOps()) {
+    if (isCollective(op)) continue;  // made by the partitioner, not an ONNX op
+    EXPECT_NE(findImporter(opName(op), kNewestOpset), nullptr)
+        << opName(op) << ": no row in the importer tables (compiler/onnx/import_*.cpp)";
+  }
+}
+
+TEST(OpTable, NoImporterRowIsDuplicated) {
+  EXPECT_EQ(duplicateImporterRows(), std::vector<std::string>{});
+  // The check itself: every row's op_type counted once.
+  std::set<std::string> names;
+  for (const ImporterEntry& e : importerRows()) names.insert(e.opType);
+  EXPECT_EQ(names.size(), importerRows().size());
+}
+
+TEST(OpTable, ShardRuleIsADimMapOrAnExplicitReplicate) {
+  for (OpKind op : allOps()) {
+    bool hasRule = dimMapRule(op) != nullptr;
+    if (opInfo(op).shard == ShardRule::kDimMap) {
+      EXPECT_TRUE(hasRule) << opName(op) << " is marked DimMap in Ops.def but dim_map.cpp has no rule";
+    } else {
+      EXPECT_FALSE(hasRule) << opName(op) << " is marked Replicate in Ops.def but dim_map.cpp has a rule";
+    }
+  }
+}
+
+TEST(OpTable, KindsAreConsistent) {
+  for (OpKind op : allOps()) {
+    const OpInfo& info = opInfo(op);
+    // An elementwise op always splits along with its inputs.
+    if (isElementwiseOp(op)) {
+      EXPECT_EQ(info.shard, ShardRule::kDimMap) << opName(op);
+    }
+    if (isCollective(op)) {
+      EXPECT_EQ(info.shard, ShardRule::kReplicate) << opName(op);
+    }
+    // Shape operands name inputs the op has.
+    int limit = info.maxInputs < 0 ? 32 : info.maxInputs;
+    EXPECT_EQ(info.shapeOperands >> limit, 0u) << opName(op) << ": a shape operand past its last input";
+    if (info.opClass == OpClass::kElementwise) {
+      EXPECT_EQ(info.shapeOperands, 0u) << opName(op);
+    }
+  }
+  EXPECT_TRUE(isElementwiseOp(OpKind::Add));
+  EXPECT_FALSE(isElementwiseOp(OpKind::MatMul));
+  EXPECT_EQ(opClass(OpKind::Expand), OpClass::kBroadcast);
+  EXPECT_EQ(opClass(OpKind::ReduceSum), OpClass::kReduction);
+  EXPECT_EQ(opClass(OpKind::Transpose), OpClass::kInjective);
+  EXPECT_TRUE(isCollective(OpKind::AllGather));
+  EXPECT_TRUE(isShapeOperand(OpKind::Reshape, 1));
+  EXPECT_FALSE(isShapeOperand(OpKind::Reshape, 0));
+  EXPECT_TRUE(isShapeOperand(OpKind::Slice, 4));
+  EXPECT_EQ(opClassName(OpClass::kOpaque), "opaque");
+}
+
+}  // namespace
+}  // namespace pcc
