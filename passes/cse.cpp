@@ -12,11 +12,17 @@
 //     merge in one pass.
 //  3. Erase the collected nodes after the walk, then the constants step 1 left
 //     unused.
+// Bodies of region nodes (If, Loop, Scan) are graphs of their own: steps 1-3
+// run inside each body, with keys of its own (a body's node never merges with
+// one of the enclosing graph or of another body), before the region node is
+// keyed; a region node's key includes its bodies' full text, so two region
+// nodes merge only when their bodies are identical.
 
 #include <memory>
 #include <string>
 #include <unordered_map>
 
+#include "compiler/ir/text.h"
 #include "passes/registry.h"
 
 namespace pcc {
@@ -38,14 +44,19 @@ std::string nodeKey(const Node* n) {
   for (const auto& [name, a] : n->attrs().all()) key += strCat(name, "=", a.index(), ":", attributeToString(a), ";");
   key += "|";
   for (const Value* o : n->outputs()) key += o->type().str() + " " + shardingKey(o) + ";";
+  PrintOptions full;
+  full.maxConstElements = -1;
+  for (const auto& b : n->bodies()) key += "|" + printGraph(*b, full);
   return key;
 }
 
-class CsePass : public Pass {
- public:
-  std::string_view name() const override { return "cse"; }
+/// Steps 1-3 on `g` and, first, on the bodies of its nodes. \returns true if it changed.
+bool cseGraph(Graph& g) {
+  bool bodiesChanged = false;
+  for (Node* n : g.nodes())
+    for (const auto& b : n->bodies()) bodiesChanged |= cseGraph(*b);
+  {
 
-  StatusOr<bool> run(Graph& g, PassContext& ctx) override {
     bool mergedConstants = false;
     std::unordered_map<std::string, Value*> constants;
     for (Value* c : g.constants()) {
@@ -70,8 +81,15 @@ class CsePass : public Pass {
     }
     if (!dead.empty()) g.eraseNodes(dead);
     if (mergedConstants) g.eraseUnusedConstants();
-    return mergedConstants || !dead.empty();
+    return bodiesChanged || mergedConstants || !dead.empty();
   }
+}
+
+class CsePass : public Pass {
+ public:
+  std::string_view name() const override { return "cse"; }
+
+  StatusOr<bool> run(Graph& g, PassContext& ctx) override { return cseGraph(g); }
 };
 
 }  // namespace

@@ -64,6 +64,16 @@ std::string Sharding::str() const {
   return s;
 }
 
+// --- Regions: node bodies ------------------------------------------------------
+Node::Node() = default;
+Node::~Node() = default;
+
+Graph* Node::addBody(std::unique_ptr<Graph> body) {
+  bodies_.push_back(std::move(body));
+  return bodies_.back().get();
+}
+// --- End of regions --------------------------------------------------------------
+
 std::string Node::describe() const {
   return strCat("node '", name_, "' (", pcc::opName(op_), ")");
 }
@@ -215,6 +225,8 @@ std::unique_ptr<Graph> Graph::clone() const {
     }
     Node* nn = g->addNode(n->op_, ins, types, n->attrs_, n->name_, names);
     nn->stage_ = n->stage_;
+    // Bodies read nothing of the enclosing graph, so each copies on its own.
+    for (const auto& b : n->bodies_) nn->bodies_.push_back(b->clone());
     for (size_t i = 0; i < n->outputs_.size(); ++i) {
       nn->outputs_[i]->sharding_ = n->outputs_[i]->sharding_;
       map[n->outputs_[i]] = nn->outputs_[i];

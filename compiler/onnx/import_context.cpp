@@ -36,8 +36,31 @@ ImportContext::ImportContext(Graph& g, std::string file, int64_t opset, std::str
       reserved_(std::move(reserved)) {}
 
 Value* ImportContext::lookup(const std::string& name) const {
-  auto it = values_.find(name);
-  return it == values_.end() ? nullptr : it->second;
+  for (const ImportContext* c = this; c; c = c->enclosing_) {
+    auto it = c->values_.find(name);
+    if (it != c->values_.end()) return it->second;
+  }
+  return nullptr;
+}
+
+ImportContext ImportContext::child(Graph& target, const onnx::GraphProto& body, bool seesEnclosing,
+                                   std::string prefix) const {
+  // A body's outputs are read by the node that owns it, never as graph
+  // outputs, so everything in it may fold.
+  std::unordered_set<std::string> consumed, reserved = reserved_;
+  for (const auto& n : body.node()) {
+    for (const std::string& s : n.input())
+      if (!s.empty()) consumed.insert(s);
+    for (const std::string& s : n.output()) reserved.insert(s);
+  }
+  for (const auto& o : body.output()) consumed.insert(o.name());
+  for (const auto& in : body.input()) reserved.insert(in.name());
+  for (const auto& t : body.initializer()) reserved.insert(t.name());
+  ImportContext c(target, file_, opset_, baseDir_, files_, {}, std::move(consumed), std::move(reserved));
+  c.enclosing_ = seesEnclosing ? this : nullptr;
+  c.namePrefix_ = std::move(prefix);
+  c.keepControlFlow_ = keepControlFlow_;
+  return c;
 }
 
 Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
@@ -46,6 +69,9 @@ Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
   attrs_ = AttrMap();
   using A = onnx::AttributeProto;
   for (const auto& a : n.attribute()) {
+    // Graph attributes (If's branches, Loop's and Scan's body) are read from
+    // the node by the control-flow importers.
+    if (a.type() == A::GRAPH || a.type() == A::GRAPHS || a.has_g() || a.graphs_size() > 0) continue;
     switch (attrKind(a)) {
       case A::FLOAT: attrs_.set(a.name(), a.f()); break;
       case A::INT: attrs_.set(a.name(), static_cast<int64_t>(a.i())); break;

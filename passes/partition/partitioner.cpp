@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <set>
 
+#include "compiler/ir/regions.h"
 #include "passes/partition/dim_map.h"
 
 namespace pcc {
@@ -96,6 +97,14 @@ void planTensorParallel(const Graph& g, int tp, Hints& hints, Partition& p) {
 
 // Step 4 for one node.
 void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p) {
+  // Region nodes (If, Loop, Scan) run whole on every rank: every input is
+  // gathered to replicated, every output is replicated.
+  if (isRegionOp(n->op())) {
+    for (size_t i = 0; i < n->inputs().size(); ++i)
+      if (Value* v = n->input(i)) p.inputSharding[{n, i}] = replicated(v->type().shape.size());
+    for (Value* o : n->outputs()) o->setSharding(replicated(o->type().shape.size()));
+    return;
+  }
   OpDimMap map = dimMapFor(*n);
   const Dims& outShape = n->output()->type().shape;
   size_t outRank = outShape.size();
