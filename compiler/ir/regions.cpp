@@ -58,6 +58,7 @@ Status checkIf(const Node& n, const std::string& what) {
 Status checkLoop(const Node& n, const std::string& what) {
   int64_t caps = numCaptures(n);
   int64_t numIn = static_cast<int64_t>(n.inputs().size());
+  if (numIn < 2) return invalidInput(what, ": has ", numIn, " inputs, expected the trip count and the condition (or '_') first");
   if (caps < 0 || caps > numIn - 2)
     return invalidInput(what, ": attribute captures = ", caps, " does not fit its ", numIn, " inputs");
   size_t carried = static_cast<size_t>(numIn - 2 - caps);

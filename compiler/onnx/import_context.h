@@ -123,7 +123,8 @@ class ImportContext {
   bool shouldFold(const std::vector<Value*>& inputs, const std::vector<TensorType>& outTypes) const;
 
   Graph& graph_;
-  const ImportContext* enclosing_ = nullptr;
+  const ImportContext* enclosing_ = nullptr;   // where names resolve next (inline bodies)
+  const ImportContext* reservedBy_ = nullptr;  // whose reserved names freshName avoids too
   std::string namePrefix_;
   bool keepControlFlow_ = false;
   std::string file_;

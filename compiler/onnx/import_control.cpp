@@ -171,7 +171,8 @@ StatusOr<Value*> stack(ImportContext& ctx, const std::vector<Value*>& parts, int
   Value* axes = ctx.constI64({axis}, "stack_axes");
   std::vector<Value*> us;
   for (Value* p : parts) {
-    ASSIGN_OR_RETURN(std::vector<Value*> u, ctx.emit(OpKind::Unsqueeze, {p, axes}, {}, {}, "stack"));
+    // Tags numbered by part: a fresh name is then found without probing.
+    ASSIGN_OR_RETURN(std::vector<Value*> u, ctx.emit(OpKind::Unsqueeze, {p, axes}, {}, {}, strCat("stack", us.size())));
     us.push_back(u[0]);
   }
   if (us.size() == 1) return us[0];
@@ -181,11 +182,13 @@ StatusOr<Value*> stack(ImportContext& ctx, const std::vector<Value*>& parts, int
   return c[0];
 }
 
-/// \returns index `i` of `x` along `axis`, that dimension removed.
-StatusOr<Value*> takeAt(ImportContext& ctx, Value* x, int64_t axis, int64_t i) {
+/// \returns index `i` of `x` along `axis`, that dimension removed; `tag`
+/// names the new values.
+StatusOr<Value*> takeAt(ImportContext& ctx, Value* x, int64_t axis, int64_t i, const std::string& tag) {
   AttrMap a;
   a.set("axis", axis);
-  ASSIGN_OR_RETURN(std::vector<Value*> g, ctx.emit(OpKind::Gather, {x, ctx.constant(Tensor::scalarI64(i), "index")}, a, {}, "slice"));
+  ASSIGN_OR_RETURN(std::vector<Value*> g,
+                   ctx.emit(OpKind::Gather, {x, ctx.constant(Tensor::scalarI64(i), tag + "_index")}, a, {}, tag));
   return g[0];
 }
 
@@ -221,7 +224,8 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
     RETURN_IF_ERROR(checkUnrollSize(ctx, before, t, strCat(" of ", trip)));
     std::vector<Value*> args = states;
     for (size_t j = 0; j < scans.size(); ++j) {
-      ASSIGN_OR_RETURN(Value* s, takeAt(ctx, scans[j], spec.inAxes[j], spec.inReverse[j] ? trip - 1 - t : t));
+      ASSIGN_OR_RETURN(Value* s, takeAt(ctx, scans[j], spec.inAxes[j], spec.inReverse[j] ? trip - 1 - t : t,
+                                        strCat(prefix, t, "/slice", j)));
       args.push_back(s);
     }
     ASSIGN_OR_RETURN(std::vector<Value*> outs, inlineGraph(ctx, body, args, strCat(prefix, t, "/")));
@@ -316,7 +320,8 @@ Status importLoop(ImportContext& ctx) {
   int64_t it = 0;
   for (; (trip < 0 || it < trip) && go; ++it) {
     RETURN_IF_ERROR(checkUnrollSize(ctx, before, it, trip < 0 ? std::string() : strCat(" of ", trip)));
-    std::vector<Value*> args{ctx.constant(flagTensor(iterType, it), "iter"), ctx.constant(flagTensor(condType, 1), "cond")};
+    std::vector<Value*> args{ctx.constant(flagTensor(iterType, it), strCat(it, "/iter")),
+                             ctx.constant(flagTensor(condType, 1), strCat(it, "/cond"))};
     args.insert(args.end(), vals.begin(), vals.end());
     ASSIGN_OR_RETURN(std::vector<Value*> outs, inlineGraph(ctx, *body, args, strCat(ctx.nodeName(), "/", it, "/")));
     vals.assign(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(numCarried));
@@ -445,11 +450,11 @@ Status importScan(ImportContext& ctx) {
     for (int64_t b = 0; b < batch; ++b) {
       std::vector<Value*> st, sc;
       for (Value* v : states) {
-        ASSIGN_OR_RETURN(Value* s, takeAt(ctx, v, 0, b));
+        ASSIGN_OR_RETURN(Value* s, takeAt(ctx, v, 0, b, strCat("batch", b, "_state", st.size())));
         st.push_back(s);
       }
       for (Value* v : scans) {
-        ASSIGN_OR_RETURN(Value* s, takeAt(ctx, v, 0, b));
+        ASSIGN_OR_RETURN(Value* s, takeAt(ctx, v, 0, b, strCat("batch", b, "_scan", sc.size())));
         sc.push_back(s);
       }
       ASSIGN_OR_RETURN(std::vector<Value*> r, unrollScan(ctx, *body, st, sc, spec, strCat(ctx.nodeName(), "/", b, "/")));
