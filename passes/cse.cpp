@@ -55,34 +55,31 @@ bool cseGraph(Graph& g) {
   bool bodiesChanged = false;
   for (Node* n : g.nodes())
     for (const auto& b : n->bodies()) bodiesChanged |= cseGraph(*b);
-  {
-
-    bool mergedConstants = false;
-    std::unordered_map<std::string, Value*> constants;
-    for (Value* c : g.constants()) {
-      const Tensor& t = c->constantData();
-      if (t.numel() > kMaxConstElements) continue;
-      std::string key = t.type().str() + "|" + shardingKey(c) + "|" +
-                        std::string(static_cast<const char*>(t.raw()), t.nbytes());
-      auto [it, inserted] = constants.emplace(std::move(key), c);
-      if (inserted) continue;
-      g.replaceAllUsesWith(c, it->second);
-      mergedConstants = true;
-    }
-
-    std::unordered_map<std::string, Node*> seen;
-    std::vector<Node*> dead;
-    for (Node* n : g.nodes()) {
-      auto [it, inserted] = seen.emplace(nodeKey(n), n);
-      if (inserted) continue;
-      Node* first = it->second;
-      for (size_t i = 0; i < n->outputs().size(); ++i) g.replaceAllUsesWith(n->output(i), first->output(i));
-      dead.push_back(n);
-    }
-    if (!dead.empty()) g.eraseNodes(dead);
-    if (mergedConstants) g.eraseUnusedConstants();
-    return bodiesChanged || mergedConstants || !dead.empty();
+  bool mergedConstants = false;
+  std::unordered_map<std::string, Value*> constants;
+  for (Value* c : g.constants()) {
+    const Tensor& t = c->constantData();
+    if (t.numel() > kMaxConstElements) continue;
+    std::string key = t.type().str() + "|" + shardingKey(c) + "|" +
+                      std::string(static_cast<const char*>(t.raw()), t.nbytes());
+    auto [it, inserted] = constants.emplace(std::move(key), c);
+    if (inserted) continue;
+    g.replaceAllUsesWith(c, it->second);
+    mergedConstants = true;
   }
+
+  std::unordered_map<std::string, Node*> seen;
+  std::vector<Node*> dead;
+  for (Node* n : g.nodes()) {
+    auto [it, inserted] = seen.emplace(nodeKey(n), n);
+    if (inserted) continue;
+    Node* first = it->second;
+    for (size_t i = 0; i < n->outputs().size(); ++i) g.replaceAllUsesWith(n->output(i), first->output(i));
+    dead.push_back(n);
+  }
+  if (!dead.empty()) g.eraseNodes(dead);
+  if (mergedConstants) g.eraseUnusedConstants();
+  return bodiesChanged || mergedConstants || !dead.empty();
 }
 
 class CsePass : public Pass {

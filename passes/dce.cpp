@@ -22,29 +22,27 @@ namespace {
 
 /// Steps 1-5 on `g`. \returns true if it changed.
 bool dceGraph(Graph& g) {
-  {
-    std::unordered_set<const Value*> live(g.outputs().begin(), g.outputs().end());
-    std::vector<Node*> nodes = g.nodes();
-    std::vector<Node*> dead;
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      Node* n = *it;
-      bool isLive = false;
-      for (const Value* o : n->outputs()) isLive |= live.count(o) != 0;
-      if (!isLive) {
-        dead.push_back(n);
-        continue;
-      }
-      for (const Value* v : n->inputs())
-        if (v) live.insert(v);
+  std::unordered_set<const Value*> live(g.outputs().begin(), g.outputs().end());
+  std::vector<Node*> nodes = g.nodes();
+  std::vector<Node*> dead;
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    bool isLive = false;
+    for (const Value* o : n->outputs()) isLive |= live.count(o) != 0;
+    if (!isLive) {
+      dead.push_back(n);
+      continue;
     }
-    size_t constantsBefore = g.constants().size();
-    if (!dead.empty()) g.eraseNodes(dead);
-    g.eraseUnusedConstants();
-    bool changed = !dead.empty() || g.constants().size() != constantsBefore;
-    for (Node* n : g.nodes())
-      for (const auto& b : n->bodies()) changed |= dceGraph(*b);
-    return changed;
+    for (const Value* v : n->inputs())
+      if (v) live.insert(v);
   }
+  size_t constantsBefore = g.constants().size();
+  if (!dead.empty()) g.eraseNodes(dead);
+  g.eraseUnusedConstants();
+  bool changed = !dead.empty() || g.constants().size() != constantsBefore;
+  for (Node* n : g.nodes())
+    for (const auto& b : n->bodies()) changed |= dceGraph(*b);
+  return changed;
 }
 
 class DcePass : public Pass {
