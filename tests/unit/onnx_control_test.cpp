@@ -3,6 +3,9 @@
 // evaluator), refused with one clear line when dynamic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "compiler/eval/evaluator.h"
 #include "compiler/ir/regions.h"
 #include "compiler/ir/verifier.h"
@@ -281,6 +284,61 @@ TEST(OnnxControl, ABodyReadingAnUndefinedNameIsInvalid) {
   EXPECT_NE(r.status().message().find("reads 'nowhere', which is not defined in it or an enclosing graph"),
             std::string::npos)
       << r.status().message();
+}
+
+/// The ONNX backend test data of If, Loop and Scan against the outputs the
+/// data set holds (computed by the ONNX reference implementation), through
+/// region nodes run by the evaluator (keepControlFlow) or, where a body's
+/// shapes depend on the iteration number (test_loop11 slices by it) or for
+/// Scan-8, unrolled. `frozen` names the inputs given as constants.
+struct DataCase {
+  const char* name;
+  std::vector<std::string> frozen;
+  bool keep;
+  OpKind region;  // the region op the kept graph holds
+};
+
+TEST(OnnxControl, RegionsMatchTheOnnxTestData) {
+  const std::string root = "/usr/share/libonnx-testdata/data/node/";
+  if (!std::filesystem::exists(root + "test_if")) GTEST_SKIP() << "no ONNX test data at " << root;
+  const DataCase cases[] = {
+      {"test_if", {}, true, OpKind::If},
+      {"test_loop11", {"trip_count", "cond"}, false, OpKind::Loop},
+      {"test_scan9_sum", {}, true, OpKind::Scan},
+      {"test_scan9_sum", {}, false, OpKind::Scan},
+      {"test_scan_sum", {}, false, OpKind::Scan},
+      {"test_range_float_type_positive_delta_expanded", {"start", "limit", "delta"}, true, OpKind::Loop},
+      {"test_range_int32_type_negative_delta_expanded", {"start", "limit", "delta"}, false, OpKind::Loop},
+  };
+  for (const DataCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string dir = root + c.name;
+    onnx::ModelProto m;
+    std::ifstream f(dir + "/model.onnx", std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&f));
+    std::vector<Tensor> inputs;
+    ImportOptions o;
+    o.keepControlFlow = c.keep;
+    for (int i = 0; i < m.graph().input_size(); ++i) {
+      auto t = readTensorFile(strCat(dir, "/test_data_set_0/input_", i, ".pb"));
+      ASSERT_TRUE(t.ok()) << t.status().message();
+      const std::string& name = m.graph().input(i).name();
+      if (std::find(c.frozen.begin(), c.frozen.end(), name) != c.frozen.end()) o.inputValues[name] = *t;
+      else inputs.push_back(*t);
+    }
+    auto g = importOnnxModel(m, dir, c.name, o);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    ASSERT_TRUE(verifyGraph(**g).ok()) << verifyGraph(**g).message();
+    EXPECT_EQ(nodesOf(**g, c.region).size(), c.keep ? 1u : 0u);
+    auto out = evaluateGraph(**g, inputs);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    for (size_t k = 0; k < out->size(); ++k) {
+      auto want = readTensorFile(strCat(dir, "/test_data_set_0/output_", k, ".pb"));
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      Diff d = compareTensors((*out)[k], *want, 1e-5, 1e-6);
+      EXPECT_TRUE(d.ok) << "output " << k << ": " << d.where;
+    }
+  }
 }
 
 }  // namespace
