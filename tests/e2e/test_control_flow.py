@@ -42,7 +42,7 @@ def scan_rnn():
                           [helper.make_tensor_value_info("h0", F, [4, 8]), helper.make_tensor_value_info("xs", F, [6, 4, 3])],
                           [helper.make_tensor_value_info("h_last", F, [4, 8]), helper.make_tensor_value_info("ys", F, [4, 6, 8])],
                           [rng_init("W", [3, 8], 1), rng_init("U", [8, 8], 2)])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
 
 
 def loop_decay(trip_as_input=False):
@@ -71,7 +71,7 @@ def loop_decay(trip_as_input=False):
     g = helper.make_graph([loop], "loop_decay", inputs,
                           [helper.make_tensor_value_info("v_final", F, [2, 3]), helper.make_tensor_value_info("vs", F, [5, 2, 3])],
                           inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 def if_on_shape():
@@ -88,7 +88,7 @@ def if_on_shape():
                           [helper.make_tensor_value_info("y", F, [4, 3])],
                           [numpy_helper.from_array(np.array(0, np.int64), "zero"),
                            numpy_helper.from_array(np.array(2, np.int64), "two")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 def run_model(suite, tools, name, model, work):
