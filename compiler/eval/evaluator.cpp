@@ -88,7 +88,7 @@ StatusOr<std::vector<Tensor>> runLoop(const Node& n, const std::vector<const Ten
   const Graph& body = *n.body(0);
   size_t caps = static_cast<size_t>(numCaptures(n));
   size_t carriedCount = args.size() - 2 - caps;
-  int64_t trip = args[0] ? args[0]->getInt(0) : -1;  // -1: no trip count
+  int64_t trip = args[0] ? std::max<int64_t>(0, args[0]->getInt(0)) : -1;  // -1: no trip count
   bool cond = args[1] ? args[1]->getInt(0) != 0 : true;
   std::vector<Tensor> carried;
   for (size_t i = 0; i < carriedCount; ++i) carried.push_back(*args[2 + i]);

@@ -8,12 +8,13 @@
 //     they are imported. If imports the taken branch once; Loop and Scan
 //     import their body once per iteration (Scan's slices are Gathers, scan
 //     outputs Unsqueeze + Concat).
-//   - as a region (ImportOptions::keepControlFlow, or never for Scan-8): its
+//   - as a region (ImportOptions::keepControlFlow; Scan-8 is always unrolled): its
 //     nodes go into a Graph of its own, the body of an If / Loop / Scan node.
 //     Outer values it reads by name become parameters (captures, passed as
 //     the node's trailing inputs); outer constants are copied in instead.
 #include "compiler/onnx/import_control.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "compiler/ir/regions.h"
@@ -301,7 +302,7 @@ Status importLoop(ImportContext& ctx) {
       return ctx.unsupportedHere("scan outputs of a Loop whose trip count is computed at run time (their shape is not static)");
     for (size_t k = 0; k < numScan; ++k) {
       TensorType t = r.bodies[0]->outputs()[1 + numCarried + k]->type();
-      t.shape.insert(t.shape.begin(), m->constantData().getInt(0));
+      t.shape.insert(t.shape.begin(), std::max<int64_t>(0, m->constantData().getInt(0)));
       types.push_back(t);
     }
     std::vector<Value*> inputs{m, cond};
@@ -312,7 +313,7 @@ Status importLoop(ImportContext& ctx) {
   if ((m && !m->isConstant()) || (cond && !cond->isConstant()))
     return ctx.unsupportedHere("dynamic trip count: the trip count M and the condition are computed at run time; they must be "
                                "a constant at compile time (pcc unrolls Loop and does not loop at run time yet)");
-  int64_t trip = m ? m->constantData().getInt(0) : -1;
+  int64_t trip = m ? std::max<int64_t>(0, m->constantData().getInt(0)) : -1;  // -1: no trip count
   bool go = cond ? cond->constantData().getInt(0) != 0 : true;
   std::vector<Value*> vals = carried;
   std::vector<std::vector<Value*>> scans(numScan);

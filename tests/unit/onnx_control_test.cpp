@@ -183,10 +183,10 @@ TEST(OnnxControl, LoopWithoutScanOutputsKeptWithARunTimeTripCount) {
   keep.keepControlFlow = true;
   PCC_IMPORT_OK(g, b, keep);
   ASSERT_TRUE(verifyGraph(*g).ok()) << verifyGraph(*g).message();
-  for (int64_t m : {0, 1, 4}) {
+  for (int64_t m : {-2, 0, 1, 4}) {  // a negative trip count runs no iteration
     auto out = evaluateGraph(*g, {Tensor::scalarI64(m), f32({2}, {1, 3})});
     ASSERT_TRUE(out.ok()) << out.status().message();
-    float f = static_cast<float>(1 << m);
+    float f = static_cast<float>(1 << std::max<int64_t>(m, 0));
     EXPECT_EQ(floatsOf((*out)[0]), (std::vector<float>{f, 3 * f}));
   }
 }
