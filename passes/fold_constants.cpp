@@ -14,10 +14,15 @@
 //     and chains fold in one pass.
 //  4. Collect the folded nodes; erase them after the walk, then drop the
 //     constants that became unused.
+// Region nodes: an If whose condition is a constant is replaced, before the
+// walk, by a copy of the branch it takes (inlineBody), whose nodes the walk
+// then folds. Other region nodes are not evaluated here; steps 1-4 run inside
+// each of their bodies, a graph of its own.
 
 #include <memory>
 
 #include "compiler/ir/fold_policy.h"
+#include "compiler/ir/regions.h"
 #include "passes/registry.h"
 #include "runtime/ops/registry.h"
 
@@ -30,10 +35,35 @@ class FoldConstantsPass : public Pass {
   explicit FoldConstantsPass(FoldLimits limits) : limits_(limits) {}
   std::string_view name() const override { return "fold-constants"; }
 
-  StatusOr<bool> run(Graph& g, PassContext& ctx) override {
+  StatusOr<bool> run(Graph& g, PassContext& ctx) override { return foldGraph(g, ctx); }
+
+ private:
+  /// Replaces each If of `g` whose condition is a constant by the branch it
+  /// takes. \returns true if any was.
+  StatusOr<bool> inlineConstantIfs(Graph& g) {
+    std::vector<Node*> inlined;
+    for (Node* n : g.nodes()) {
+      if (n->op() != OpKind::If || !n->input(0) || !n->input(0)->isConstant()) continue;
+      size_t taken = n->input(0)->constantData().getInt(0) != 0 ? 0 : 1;
+      std::vector<Value*> caps(n->inputs().begin() + 1, n->inputs().end());
+      ASSIGN_OR_RETURN(std::vector<Value*> results, inlineBody(g, n, taken, caps));
+      for (size_t i = 0; i < results.size(); ++i) g.replaceAllUsesWith(n->output(i), results[i]);
+      inlined.push_back(n);
+    }
+    if (inlined.empty()) return false;
+    g.eraseNodes(inlined);
+    return true;
+  }
+
+  StatusOr<bool> foldGraph(Graph& g, PassContext& ctx) {
+    ASSIGN_OR_RETURN(bool changed, inlineConstantIfs(g));
     std::vector<Node*> folded;
     for (Node* n : g.nodes()) {
-      if (isCollective(n->op())) continue;
+      for (const auto& b : n->bodies()) {
+        ASSIGN_OR_RETURN(bool bodyChanged, foldGraph(*b, ctx));
+        changed |= bodyChanged;
+      }
+      if (isCollective(n->op()) || isRegionOp(n->op())) continue;
       std::vector<TensorType> outTypes;
       for (const Value* o : n->outputs()) outTypes.push_back(o->type());
       if (!shouldFold(n->inputs(), outTypes, limits_)) continue;
@@ -59,13 +89,15 @@ class FoldConstantsPass : public Pass {
       }
       folded.push_back(n);
     }
-    if (folded.empty()) return false;
+    if (folded.empty()) {
+      if (changed) g.eraseUnusedConstants();
+      return changed;
+    }
     g.eraseNodes(folded);
     g.eraseUnusedConstants();
     return true;
   }
 
- private:
   FoldLimits limits_;
 };
 

@@ -5,16 +5,164 @@
 //     check the results against the node's recorded output types, then drop
 //     every input whose last use this was;
 //  4. return the graph outputs.
+// Region nodes (If, Loop, Scan) run their bodies with this same function:
+// If the taken branch, Loop and Scan their body once per iteration, slicing
+// Scan's inputs and stacking the scan outputs along their axes.
 
 #include "compiler/eval/evaluator.h"
 
+#include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
+#include "compiler/ir/regions.h"
 #include "compiler/ir/text.h"
 #include "runtime/ops/registry.h"
 #include "runtime/support/random.h"
 
 namespace pcc {
+
+namespace {
+
+/// Loops without a trip count stop when their condition does; a body that
+/// never says stop is cut at this many iterations (an error, not a hang).
+constexpr int64_t kMaxLoopIterations = int64_t{1} << 24;
+
+/// Splits `shape` at `axis` into the element counts before and after it.
+void splitAt(const Dims& shape, size_t axis, int64_t& outer, int64_t& inner) {
+  outer = inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+}
+
+/// \returns index `i` of `x` along `axis` (that dimension removed).
+Tensor sliceAt(const Tensor& x, size_t axis, int64_t i) {
+  Dims shape = x.shape();
+  int64_t n = shape[axis];
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  Tensor out = Tensor::zeros(x.dtype(), shape);
+  int64_t outer, inner;
+  splitAt(x.shape(), axis, outer, inner);
+  size_t bytes = static_cast<size_t>(inner) * dtypeSize(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(out.mutableData());
+  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * bytes, src + (o * n + i) * bytes, bytes);
+  return out;
+}
+
+/// \returns `parts` (equal types) stacked along a new dimension `axis`.
+Tensor stackAt(const std::vector<Tensor>& parts, const TensorType& partType, size_t axis) {
+  Dims shape = partType.shape;
+  int64_t n = static_cast<int64_t>(parts.size());
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(axis), n);
+  Tensor out = Tensor::zeros(partType.dtype, shape);
+  int64_t outer, inner;
+  splitAt(shape, axis, outer, inner);
+  size_t bytes = static_cast<size_t>(inner) * dtypeSize(partType.dtype);
+  char* dst = static_cast<char*>(out.mutableData());
+  for (int64_t i = 0; i < n; ++i) {
+    const char* src = static_cast<const char*>(parts[static_cast<size_t>(i)].raw());
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + (o * n + i) * bytes, src + o * bytes, bytes);
+  }
+  return out;
+}
+
+Tensor flag(const TensorType& t, int64_t v) {
+  Tensor x = Tensor::zeros(t);
+  x.setInt(0, v);
+  return x;
+}
+
+StatusOr<std::vector<Tensor>> runBody(const Graph& body, std::vector<Tensor> args, const std::string& what) {
+  auto r = evaluateGraph(body, args);
+  if (!r.ok()) return r.status().withContext(strCat(what, ": body @", body.name()));
+  return r;
+}
+
+StatusOr<std::vector<Tensor>> runIf(const Node& n, const std::vector<const Tensor*>& args, const std::string& what) {
+  std::vector<Tensor> caps;
+  for (size_t i = 1; i < args.size(); ++i) caps.push_back(*args[i]);
+  return runBody(*n.body(args[0]->getInt(0) != 0 ? 0 : 1), std::move(caps), what);
+}
+
+StatusOr<std::vector<Tensor>> runLoop(const Node& n, const std::vector<const Tensor*>& args, const std::string& what) {
+  const Graph& body = *n.body(0);
+  size_t caps = static_cast<size_t>(numCaptures(n));
+  size_t carriedCount = args.size() - 2 - caps;
+  int64_t trip = args[0] ? std::max<int64_t>(0, args[0]->getInt(0)) : -1;  // -1: no trip count
+  bool cond = args[1] ? args[1]->getInt(0) != 0 : true;
+  std::vector<Tensor> carried;
+  for (size_t i = 0; i < carriedCount; ++i) carried.push_back(*args[2 + i]);
+  size_t scanCount = body.outputs().size() - 1 - carriedCount;
+  std::vector<std::vector<Tensor>> scans(scanCount);
+  for (int64_t it = 0; (trip < 0 || it < trip) && cond; ++it) {
+    if (it >= kMaxLoopIterations)
+      return unsupported(what, ": ran ", kMaxLoopIterations, " iterations without its condition turning false");
+    std::vector<Tensor> in{flag(body.inputs()[0]->type(), it), flag(body.inputs()[1]->type(), 1)};
+    for (Tensor& t : carried) in.push_back(std::move(t));
+    for (size_t i = 0; i < caps; ++i) in.push_back(*args[2 + carriedCount + i]);
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, runBody(body, std::move(in), what));
+    cond = out[0].getInt(0) != 0;
+    carried.assign(out.begin() + 1, out.begin() + 1 + static_cast<std::ptrdiff_t>(carriedCount));
+    for (size_t k = 0; k < scanCount; ++k) scans[k].push_back(std::move(out[1 + carriedCount + k]));
+  }
+  std::vector<Tensor> results = std::move(carried);
+  for (size_t k = 0; k < scanCount; ++k) {
+    const TensorType& declared = n.output(carriedCount + k)->type();
+    if (static_cast<int64_t>(scans[k].size()) != declared.shape[0])
+      return invalidInput(what, ": ran ", scans[k].size(), " iterations but scan output ", k, " is declared as ",
+                          declared.str());
+    results.push_back(stackAt(scans[k], body.outputs()[1 + carriedCount + k]->type(), 0));
+  }
+  return results;
+}
+
+StatusOr<std::vector<Tensor>> runScan(const Node& n, const std::vector<const Tensor*>& args, const std::string& what) {
+  const Graph& body = *n.body(0);
+  size_t caps = static_cast<size_t>(numCaptures(n));
+  size_t m = static_cast<size_t>(n.attrs().getInt("num_scan_inputs", 0));
+  size_t states = args.size() - m - caps;
+  size_t scanCount = body.outputs().size() - states;
+  auto axesOr = scanAxes(n, scanCount);
+  if (!axesOr.ok()) return axesOr.status().withContext(what);
+  ScanAxes axes = *axesOr;
+  auto tripOr = scanTripCount(n);
+  if (!tripOr.ok()) return tripOr.status().withContext(what);
+  int64_t trip = *tripOr;
+  std::vector<Tensor> state;
+  for (size_t i = 0; i < states; ++i) state.push_back(*args[i]);
+  std::vector<std::vector<Tensor>> scans(scanCount);
+  for (int64_t t = 0; t < trip; ++t) {
+    std::vector<Tensor> in = std::move(state);
+    for (size_t j = 0; j < m; ++j)
+      in.push_back(sliceAt(*args[states + j], static_cast<size_t>(axes.inputAxes[j]), axes.inputReverse[j] ? trip - 1 - t : t));
+    for (size_t i = 0; i < caps; ++i) in.push_back(*args[states + m + i]);
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, runBody(body, std::move(in), what));
+    state.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(states));
+    for (size_t k = 0; k < scanCount; ++k) scans[k].push_back(std::move(out[states + k]));
+  }
+  std::vector<Tensor> results = std::move(state);
+  for (size_t k = 0; k < scanCount; ++k) {
+    if (axes.outputReverse[k]) std::reverse(scans[k].begin(), scans[k].end());
+    const TensorType& part = body.outputs()[states + k]->type();
+    int64_t r = part.rank() + 1, ax = axes.outputAxes[k];
+    results.push_back(stackAt(scans[k], part, static_cast<size_t>(ax < 0 ? ax + r : ax)));
+  }
+  return results;
+}
+
+/// Runs region node `n` on `args` (its inputs; absent ones nullptr).
+StatusOr<std::vector<Tensor>> runRegion(const Node& n, const std::vector<const Tensor*>& args, const std::string& what) {
+  RETURN_IF_ERROR(checkRegionNode(n, what));
+  switch (n.op()) {
+    case OpKind::If: return runIf(n, args, what);
+    case OpKind::Loop: return runLoop(n, args, what);
+    case OpKind::Scan: return runScan(n, args, what);
+    default: return internalError(what, ": not a region op");
+  }
+}
+
+}  // namespace
 
 StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Tensor>& inputs) {
   if (inputs.size() != g.inputs().size())
@@ -46,8 +194,8 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
       if (it == env.end()) return internalError(what, ": input ", valueRefText(v->name()), " has no value (graph not topologically ordered?)");
       args.push_back(&it->second);
     }
-    auto results = runOp(n->opName(), args, n->attrs());
-    if (!results.ok()) return results.status().withContext(what);
+    auto results = isRegionOp(n->op()) ? runRegion(*n, args, what) : runOp(n->opName(), args, n->attrs());
+    if (!results.ok()) return isRegionOp(n->op()) ? results.status() : results.status().withContext(what);
     if (results->size() != n->outputs().size())
       return internalError(what, ": kernel returned ", results->size(), " outputs, the node has ", n->outputs().size());
     for (size_t i = 0; i < results->size(); ++i) {

@@ -96,6 +96,16 @@ void Node::setInput(size_t i, Value* v) {
 }
 // --- end use lists
 
+// --- Regions: node bodies ------------------------------------------------------
+Node::Node() = default;
+Node::~Node() = default;
+
+Graph* Node::addBody(std::unique_ptr<Graph> body) {
+  bodies_.push_back(std::move(body));
+  return bodies_.back().get();
+}
+// --- End of regions --------------------------------------------------------------
+
 std::string Node::describe() const {
   return strCat("node '", name_, "' (", pcc::opName(op_), ")");
 }
@@ -264,6 +274,8 @@ std::unique_ptr<Graph> Graph::clone() const {
     }
     Node* nn = g->addNode(n->op_, ins, types, n->attrs_, n->name_, names);
     nn->stage_ = n->stage_;
+    // Bodies read nothing of the enclosing graph, so each copies on its own.
+    for (const auto& b : n->bodies_) nn->bodies_.push_back(b->clone());
     for (size_t i = 0; i < n->outputs_.size(); ++i) {
       nn->outputs_[i]->sharding_ = n->outputs_[i]->sharding_;
       map[n->outputs_[i]] = nn->outputs_[i];

@@ -79,6 +79,7 @@ struct Sharding {
 };
 
 class Node;
+class Graph;
 
 class Value {
  public:
@@ -135,6 +136,19 @@ class Node {
   /// \returns "node 'name' (Op)" for error messages.
   std::string describe() const;
 
+  /// Bodies (regions) the node owns: If's then and else branches, Loop's and
+  /// Scan's body. A body is a Graph: its inputs are the block parameters, its
+  /// outputs the results. A body reads nothing of the enclosing graph; values
+  /// it captures are passed as the node's trailing inputs (docs/ir.md#regions).
+  const std::vector<std::unique_ptr<Graph>>& bodies() const { return bodies_; }
+  size_t numBodies() const { return bodies_.size(); }
+  Graph* body(size_t i) const { return bodies_.at(i).get(); }
+  /// Appends `body`. \returns it.
+  Graph* addBody(std::unique_ptr<Graph> body);
+
+  Node();
+  ~Node();
+
  private:
   friend class Graph;
   OpKind op_ = OpKind::kNumOps;
@@ -143,6 +157,7 @@ class Node {
   std::vector<Value*> outputs_;
   AttrMap attrs_;
   int stage_ = 0;
+  std::vector<std::unique_ptr<Graph>> bodies_;
 };
 
 /// A graph owns its values and nodes. Nodes are kept in topological order;
@@ -195,8 +210,11 @@ class Graph {
   Value* findValue(std::string_view name) const;
   /// \returns `base` if no value has that name, else base + "_N".
   std::string uniqueName(const std::string& base) const;
-  /// \returns a deep copy (constants share their buffers).
+  /// \returns a deep copy (constants share their buffers; bodies are copied).
   std::unique_ptr<Graph> clone() const;
+  /// Replaces the graph inputs (block parameters of a body) by `ins`, values
+  /// of this graph that are neither constants nor node outputs.
+  void setInputs(std::vector<Value*> ins) { inputs_ = std::move(ins); }
 
  private:
   Value* newValue(std::string name, TensorType type);

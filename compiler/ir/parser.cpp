@@ -251,14 +251,21 @@ class Parser {
   Status parseNode();
   StatusOr<Value*> parseOperand();
   Status checkFreshName(const std::string& name, size_t at);
+  /// Reads `@NAME(args) -> (results) { nodes return ... }` (after the keyword
+  /// `graph`) into `g`, which becomes the graph names are looked up in.
+  Status parseGraphInto(Graph& g);
 
   std::string_view text_;
   std::string fileName_;
   int firstLine_;
   size_t pos_ = 0;
   size_t numberStart_ = 0;
-  std::unique_ptr<Graph> graph_;
+  Graph* graph_ = nullptr;  // the graph (or body) being read
+  int depth_ = 0;           // nesting of bodies, bounded so no input overflows the stack
 };
+
+/// Bodies nest at most this deep in the text.
+constexpr int kMaxBodyDepth = 64;
 
 StatusOr<TensorType> Parser::parseType() {
   skipSpace();
@@ -555,15 +562,41 @@ Status Parser::parseNode() {
     stage = static_cast<int>(s);
     RETURN_IF_ERROR(expect(")", "to close '@stage('"));
   }
+  // Bodies: '{' graph {graph} '}'. Each is a graph of its own: it sees none of
+  // the enclosing graph's names.
+  std::vector<std::unique_ptr<Graph>> bodies;
+  if (consume("{")) {
+    if (depth_ >= kMaxBodyDepth) return error(strCat("expected bodies nested at most ", kMaxBodyDepth, " deep"));
+    do {
+      if (!consumeKeyword("graph")) return error(strCat("expected a body ('graph @name(...)'), found ", found()));
+      auto body = std::make_unique<Graph>();
+      Graph* enclosing = graph_;
+      ++depth_;
+      Status st = parseGraphInto(*body);
+      --depth_;
+      graph_ = enclosing;
+      RETURN_IF_ERROR(st);
+      bodies.push_back(std::move(body));
+    } while (peek() != '}');
+    RETURN_IF_ERROR(expect("}", "to close the node's bodies"));
+  }
   Node* n = graph_->addNode(*op, std::move(inputs), std::move(types), std::move(attrs), std::move(nodeName), names);
   n->setStage(stage);
+  for (auto& b : bodies) n->addBody(std::move(b));
   for (size_t i = 0; i < shardings.size(); ++i) n->output(i)->setSharding(std::move(shardings[i]));
   return Status::OK();
 }
 
 StatusOr<std::unique_ptr<Graph>> Parser::parse() {
-  graph_ = std::make_unique<Graph>();
+  auto g = std::make_unique<Graph>();
   if (!consumeKeyword("graph")) return error(strCat("expected 'graph', found ", found()));
+  RETURN_IF_ERROR(parseGraphInto(*g));
+  if (!atEnd()) return error(strCat("expected end of input after the graph, found ", found()));
+  return g;
+}
+
+Status Parser::parseGraphInto(Graph& g) {
+  graph_ = &g;
   RETURN_IF_ERROR(expect("@", "before the graph name"));
   if (pos_ >= text_.size() || !(isNameChar(text_[pos_]) || text_[pos_] == '"'))
     return error(strCat("expected a graph name after '@', found ", found()));
@@ -612,7 +645,6 @@ StatusOr<std::unique_ptr<Graph>> Parser::parse() {
     } while (consume(","));
   }
   RETURN_IF_ERROR(expect("}", "to close the graph body"));
-  if (!atEnd()) return error(strCat("expected end of input after the graph, found ", found()));
   if (outputs.size() != results.size())
     return error(strCat("expected ", results.size(), " returned values as the signature says, found ", outputs.size()),
                  returnAt);
@@ -623,7 +655,7 @@ StatusOr<std::unique_ptr<Graph>> Parser::parse() {
                    results[i].at);
   }
   graph_->setOutputs(std::move(outputs));
-  return std::move(graph_);
+  return Status::OK();
 }
 
 }  // namespace

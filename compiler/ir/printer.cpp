@@ -93,6 +93,10 @@ std::string argText(const Value* v, const PrintOptions& options) {
   return s;
 }
 
+/// Prints `g` with every line indented by `indent` spaces; bodies of region
+/// nodes print nested, four spaces deeper than their node.
+std::string printGraphAt(const Graph& g, const PrintOptions& options, size_t indent);
+
 }  // namespace
 
 bool isBareName(std::string_view name) {
@@ -102,7 +106,12 @@ bool isBareName(std::string_view name) {
   });
 }
 
-std::string printGraph(const Graph& g, const PrintOptions& options) {
+std::string printGraph(const Graph& g, const PrintOptions& options) { return printGraphAt(g, options, 0); }
+
+namespace {
+
+std::string printGraphAt(const Graph& g, const PrintOptions& options, size_t indent) {
+  const std::string pad(indent, ' ');
   // Inputs and constants share the signature, in creation order (value ids), so
   // a graph prints its arguments the way its builder declared them.
   std::vector<Value*> args = g.inputs();
@@ -123,19 +132,19 @@ std::string printGraph(const Graph& g, const PrintOptions& options) {
   outSig += ")";
 
   std::string graphName = isBareName(g.name()) ? g.name() : quoteIrString(g.name());
-  std::string s = "graph @" + graphName + "(";
+  std::string s = pad + "graph @" + graphName + "(";
   // Short signatures stay on one line; long ones (over 120 columns) put one argument per line.
   bool multiline = total + s.size() + outSig.size() > 120;
   for (size_t i = 0; i < argTexts.size(); ++i) {
-    if (multiline) s += "\n    ";
+    if (multiline) s += "\n    " + pad;
     s += argTexts[i];
     if (i + 1 < argTexts.size()) s += multiline ? "," : ", ";
   }
-  s += multiline ? ")\n    -> " : ") -> ";
+  s += multiline ? ")\n    " + pad + "-> " : std::string(") -> ");
   s += outSig + " {\n";
 
   for (const Node* n : g.nodes()) {
-    s += "  ";
+    s += pad + "  ";
     for (size_t i = 0; i < n->outputs().size(); ++i) s += (i ? ", " : "") + valueRef(n->output(i));
     s += strCat(" = ", n->opName(), "(");
     for (size_t i = 0; i < n->inputs().size(); ++i) s += (i ? ", " : "") + valueRef(n->input(i));
@@ -143,12 +152,19 @@ std::string printGraph(const Graph& g, const PrintOptions& options) {
     for (size_t i = 0; i < n->outputs().size(); ++i) s += (i ? ", " : "") + typeAnnotation(n->output(i));
     if (!n->name().empty()) s += " loc(" + quoteIrString(n->name()) + ")";
     if (n->stage() != 0) s += strCat(" @stage(", n->stage(), ")");
+    if (!n->bodies().empty()) {
+      s += " {\n";
+      for (const auto& b : n->bodies()) s += printGraphAt(*b, options, indent + 4);
+      s += pad + "  }";
+    }
     s += "\n";
   }
-  s += "  return";
+  s += pad + "  return";
   for (size_t i = 0; i < g.outputs().size(); ++i) s += (i ? ", " : " ") + valueRef(g.outputs()[i]);
-  s += "\n}\n";
+  s += "\n" + pad + "}\n";
   return s;
 }
+
+}  // namespace
 
 }  // namespace pcc

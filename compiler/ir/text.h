@@ -23,7 +23,8 @@ struct PrintOptions {
 /// \returns `g` in the textual form, ending with a newline.
 std::string printGraph(const Graph& g, const PrintOptions& options = {});
 
-/// Parses one graph in the textual form. `//` comments are skipped. The parser
+/// Parses one graph in the textual form (bodies of region nodes included,
+/// each with names of its own). `//` comments are skipped. The parser
 /// infers nothing: node output types are the printed ones (run verifyGraph()
 /// to check them). `fileName` and `firstLine` (the line `text` starts on in
 /// that file) only feed error locations.

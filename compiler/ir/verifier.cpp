@@ -3,8 +3,10 @@
 
 #include "compiler/ir/verifier.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/ir/regions.h"
 #include "compiler/ir/text.h"
 
 namespace pcc {
@@ -33,7 +35,36 @@ Status checkSharding(const Value* v, const std::string& where) {
   return Status::OK();
 }
 
-Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined) {
+/// What a graph's walk knows of the values around it: those of the enclosing
+/// graphs (a body may not read them) and those defined inside the bodies met
+/// so far (the enclosing graph may not read them). Only for error messages:
+/// the check itself is that a value is defined in the graph being walked.
+struct Scope {
+  const Scope* outer = nullptr;
+  const std::unordered_set<const Value*>* defined = nullptr;  // the enclosing graph's values so far
+  std::string where;                                          // "body @then of node 'if' (If)"
+  bool definesOutside(const Value* v) const {
+    for (const Scope* s = this; s && s->defined; s = s->outer)
+      if (s->defined->count(v)) return true;
+    return false;
+  }
+};
+
+/// \returns why `v`, read at `what` but not defined before it, is out of scope.
+std::string outOfScope(const Value* v, const Scope& scope,
+                       const std::unordered_map<const Value*, std::string>& insideBodies) {
+  if (auto it = insideBodies.find(v); it != insideBodies.end())
+    return strCat(" is defined inside ", it->second, " and cannot be used outside it");
+  if (scope.definesOutside(v))
+    return strCat(" is defined outside ", scope.where,
+                  "; a body reads outer values only as parameters (pass them as the node's captured inputs)");
+  return " is not defined before the node (nodes must be in topological order)";
+}
+
+Status verifyGraphIn(const Graph& g, const Scope& scope);
+
+Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined, const Scope& scope,
+                  std::unordered_map<const Value*, std::string>& insideBodies) {
   const OpInfo& info = opInfo(n->op());
   std::string what = describeNode(n);
   int numIn = static_cast<int>(n->inputs().size());
@@ -54,14 +85,33 @@ Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined
       continue;
     }
     if (!defined.count(v))
-      return invalidInput("verifier: ", what, ": input ", i, " ", valueRefText(v->name()),
-                          " is not defined before the node (nodes must be in topological order)");
+      return invalidInput("verifier: ", what, ": input ", i, " ", valueRefText(v->name()), outOfScope(v, scope, insideBodies));
   }
   if (n->stage() < 0) return invalidInput("verifier: ", what, ": negative stage ", n->stage());
   for (const Value* o : n->outputs()) {
     if (!o) return invalidInput("verifier: ", what, ": has a null output");
     if (o->producer() != n) return invalidInput("verifier: ", what, ": output ", valueRefText(o->name()), " names another producer");
     RETURN_IF_ERROR(checkSharding(o, what));
+  }
+
+  // Region nodes: their bodies first (each a graph of its own, seeing nothing
+  // of this one), then the node's signature against them.
+  if (n->numBodies() != numBodiesOf(n->op()))
+    return invalidInput("verifier: ", what, ": has ", n->numBodies(), " bodies, ", n->opName(), " takes ", numBodiesOf(n->op()));
+  if (isRegionOp(n->op())) {
+    for (const auto& b : n->bodies()) {
+      Scope inner{&scope, &defined, strCat("body @", b->name(), " of ", what)};
+      RETURN_IF_ERROR(verifyGraphIn(*b, inner));
+    }
+    RETURN_IF_ERROR(checkRegionNode(*n, what).withContext("verifier"));
+    for (const auto& b : n->bodies()) {
+      std::string where = strCat("body @", b->name(), " of ", what);
+      for (const Value* v : b->inputs()) insideBodies.emplace(v, where);
+      for (const Value* v : b->constants()) insideBodies.emplace(v, where);
+      for (const Node* bn : b->nodes())
+        for (const Value* o : bn->outputs()) insideBodies.emplace(o, where);
+    }
+    return Status::OK();
   }
 
   std::string inferName = n->name().empty() ? valueRefText(n->output(0)->name()) : n->name();
@@ -87,10 +137,9 @@ Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined
   return Status::OK();
 }
 
-}  // namespace
-
-Status verifyGraph(const Graph& g) {
+Status verifyGraphIn(const Graph& g, const Scope& scope) {
   std::unordered_set<const Value*> defined;
+  std::unordered_map<const Value*, std::string> insideBodies;
   std::unordered_set<std::string> names;
   auto define = [&](const Value* v, const std::string& where) -> Status {
     if (v->name().empty()) return invalidInput("verifier: ", where, ": a value has an empty name");
@@ -115,15 +164,23 @@ Status verifyGraph(const Graph& g) {
     RETURN_IF_ERROR(checkSharding(c, "constant"));
   }
   for (const Node* n : g.nodes()) {
-    RETURN_IF_ERROR(verifyNode(n, defined));
+    RETURN_IF_ERROR(verifyNode(n, defined, scope, insideBodies));
     for (const Value* o : n->outputs()) RETURN_IF_ERROR(define(o, describeNode(n)));
   }
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const Value* v = g.outputs()[i];
     if (!v) return invalidInput("verifier: graph output ", i, " is null");
-    if (!defined.count(v)) return invalidInput("verifier: graph output ", i, " ", valueRefText(v->name()), " is not defined in the graph");
+    if (!defined.count(v))
+      return invalidInput("verifier: ", scope.defined ? scope.where + " result " : std::string("graph output "), i, " ",
+                          valueRefText(v->name()),
+                          scope.defined || insideBodies.count(v) ? outOfScope(v, scope, insideBodies)
+                                                                 : std::string(" is not defined in the graph"));
   }
   return Status::OK();
 }
+
+}  // namespace
+
+Status verifyGraph(const Graph& g) { return verifyGraphIn(g, Scope{}); }
 
 }  // namespace pcc

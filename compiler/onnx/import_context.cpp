@@ -36,8 +36,32 @@ ImportContext::ImportContext(Graph& g, std::string file, int64_t opset, std::str
       reserved_(std::move(reserved)) {}
 
 Value* ImportContext::lookup(const std::string& name) const {
-  auto it = values_.find(name);
-  return it == values_.end() ? nullptr : it->second;
+  for (const ImportContext* c = this; c; c = c->enclosing_) {
+    auto it = c->values_.find(name);
+    if (it != c->values_.end()) return it->second;
+  }
+  return nullptr;
+}
+
+ImportContext ImportContext::child(Graph& target, const onnx::GraphProto& body, bool seesEnclosing,
+                                   std::string prefix) const {
+  // A body's outputs are read by the node that owns it, never as graph
+  // outputs, so everything in it may fold.
+  std::unordered_set<std::string> consumed, reserved;  // this context's names; freshName also asks the enclosing ones
+  for (const auto& n : body.node()) {
+    for (const std::string& s : n.input())
+      if (!s.empty()) consumed.insert(s);
+    for (const std::string& s : n.output()) reserved.insert(s);
+  }
+  for (const auto& o : body.output()) consumed.insert(o.name());
+  for (const auto& in : body.input()) reserved.insert(in.name());
+  for (const auto& t : body.initializer()) reserved.insert(t.name());
+  ImportContext c(target, file_, opset_, baseDir_, files_, {}, std::move(consumed), std::move(reserved));
+  c.enclosing_ = seesEnclosing ? this : nullptr;
+  c.reservedBy_ = this;
+  c.namePrefix_ = std::move(prefix);  // node and value names: region bodies use it for node names only
+  c.keepControlFlow_ = keepControlFlow_;
+  return c;
 }
 
 Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
@@ -46,6 +70,9 @@ Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
   attrs_ = AttrMap();
   using A = onnx::AttributeProto;
   for (const auto& a : n.attribute()) {
+    // Graph attributes (If's branches, Loop's and Scan's body) are read from
+    // the node by the control-flow importers.
+    if (a.type() == A::GRAPH || a.type() == A::GRAPHS || a.has_g() || a.graphs_size() > 0) continue;
     switch (attrKind(a)) {
       case A::FLOAT: attrs_.set(a.name(), a.f()); break;
       case A::INT: attrs_.set(a.name(), static_cast<int64_t>(a.i())); break;
@@ -106,7 +133,12 @@ AttrMap ImportContext::keep(std::initializer_list<std::string_view> names) const
 }
 
 std::string ImportContext::freshName(const std::string& base) const {
-  auto taken = [&](const std::string& s) { return graph_.findValue(s) || reserved_.count(s); };
+  auto taken = [&](const std::string& s) {
+    if (graph_.findValue(s)) return true;
+    for (const ImportContext* c = this; c; c = c->reservedBy_)
+      if (c->reserved_.count(s)) return true;
+    return false;
+  };
   if (!taken(base)) return base;
   for (int i = 1;; ++i) {
     std::string s = base + "_" + std::to_string(i);
@@ -131,7 +163,7 @@ Status ImportContext::constantOutput(size_t i, Tensor t) {
     setOutput(i, outs[0]);
     return Status::OK();
   }
-  std::string vname = name.empty() ? freshName(strCat(nodeName_, "_value")) : name;
+  std::string vname = name.empty() ? freshName(strCat(nodeName_, "_value")) : namePrefix_ + name;
   setOutput(i, graph_.addConstant(vname, std::move(t)));
   return Status::OK();
 }
@@ -165,6 +197,10 @@ StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*>
   }
   std::vector<TensorType> types = std::move(inferred).value();
   names.resize(types.size());
+  // Values of an inlined body carry its prefix ("loop/3/"), so that each
+  // unrolled iteration names its values apart without probing for free names.
+  for (std::string& n : names)
+    if (!n.empty() && !graphOutputs_.count(n)) n = namePrefix_ + n;
   bool feedsGraphOutput = false;
   for (const std::string& n : names) feedsGraphOutput |= !n.empty() && graphOutputs_.count(n);
   std::string base = strCat(nodeName_, "_", tag.empty() ? info.name : tag);

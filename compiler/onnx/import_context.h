@@ -29,8 +29,26 @@ class ImportContext {
   // ---- Values by ONNX name ----------------------------------------------------
   /// Makes ONNX name `name` refer to `v`.
   void define(const std::string& name, Value* v) { values_[name] = v; }
-  /// \returns the value of ONNX name `name`, or nullptr.
+  /// \returns the value of ONNX name `name` (looked up in the enclosing
+  /// contexts too, for a body imported inline), or nullptr.
   Value* lookup(const std::string& name) const;
+
+  // ---- Bodies of If, Loop and Scan (import_control.cpp) -----------------------
+  /// \returns a context that imports the nodes of ONNX graph `body` into
+  /// `target`. When `seesEnclosing`, names the body does not define resolve in
+  /// this context (a body inlined into this graph); otherwise the caller
+  /// defines every name the body reads from outside (a body that becomes a
+  /// region). Node names get `prefix`.
+  ImportContext child(Graph& target, const onnx::GraphProto& body, bool seesEnclosing, std::string prefix) const;
+  /// \returns tensor `t` (an initializer of a body), external data resolved
+  /// as the model's.
+  StatusOr<Tensor> loadTensor(const onnx::TensorProto& t) const { return tensorFromProto(t, baseDir_, &files_); }
+  /// Prefix of the names of the nodes this context imports ("" at top level).
+  const std::string& namePrefix() const { return namePrefix_; }
+  /// Import If, Loop and Scan as region nodes instead of folding or unrolling
+  /// them (ImportOptions::keepControlFlow).
+  bool keepControlFlow() const { return keepControlFlow_; }
+  void setKeepControlFlow(bool keep) { keepControlFlow_ = keep; }
 
   // ---- The node being imported ----------------------------------------------
   /// Starts importing `n`, named `name`; converts its attributes.
@@ -93,6 +111,10 @@ class ImportContext {
 
  private:
   Graph& graph_;
+  const ImportContext* enclosing_ = nullptr;   // where names resolve next (inline bodies)
+  const ImportContext* reservedBy_ = nullptr;  // whose reserved names freshName avoids too
+  std::string namePrefix_;
+  bool keepControlFlow_ = false;
   std::string file_;
   int64_t opset_;
   std::string baseDir_;

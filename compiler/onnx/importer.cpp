@@ -4,12 +4,13 @@
 //      every value defined once and before it is read (a truncated file can
 //      still parse);
 //   2. list every unsupported op of the model in one error: ops the table
-//      lacks, ops of other domains (also in a model that imports no default
-//      opset at all), and ops with graph attributes (If, Loop, Scan);
+//      lacks and ops of other domains (also in a model that imports no default
+//      opset at all), in the graph and in the bodies of If, Loop and Scan;
 //   3. initializers become constants (external data mmapped, never copied);
 //   4. inputs get static shapes from --shape / --batch (symbols bound by name);
 //   5. nodes are imported in order through the op table (op_importers.cpp),
-//      folding constant subgraphs as they appear; before opset 7, binary
+//      folding constant subgraphs as they appear (If, Loop and Scan are
+//      folded, unrolled or kept as region nodes: import_control.h); before opset 7, binary
 //      ops with broadcast = 1 (and PRelu's per-channel slope) are first
 //      rewritten to numpy broadcasting;
 //   6. graph outputs keep the ONNX order; one that is an input or a constant
@@ -23,6 +24,7 @@
 #include <unordered_set>
 
 #include "compiler/onnx/import_context.h"
+#include "compiler/onnx/import_control.h"
 #include "compiler/onnx/op_importers.h"
 #include "runtime/support/mapped_file.h"
 
@@ -110,21 +112,39 @@ bool hasGraphAttribute(const onnx::NodeProto& n) {
   });
 }
 
-/// Step 2: \returns one error listing every op the importer has no function
-/// for. `opset` is absent when the model imports no default-domain opset.
-Status checkSupported(const onnx::GraphProto& g, const std::string& file, std::optional<int64_t> opset) {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<std::string>> nodesOf;
-  bool controlFlow = false;
+/// Collects, for checkSupported, the ops of `g` and of the bodies of its
+/// If / Loop / Scan nodes that the importer has no function for.
+void collectUnsupported(const onnx::GraphProto& g, std::optional<int64_t> opset, std::vector<std::string>& order,
+                        std::map<std::string, std::vector<std::string>>& nodesOf) {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
-    bool graphAttr = hasGraphAttribute(n);
-    controlFlow |= graphAttr;
-    if (!graphAttr && opset && isDefaultDomain(n.domain()) && findImporter(n.op_type(), *opset)) continue;
+    bool known = opset && isDefaultDomain(n.domain());
+    if (known && isControlFlowOp(n.op_type())) {
+      known = n.op_type() != "Scan" || *opset >= 8;
+      if (known) {
+        for (const auto& a : n.attribute()) {
+          if (a.has_g()) collectUnsupported(a.g(), opset, order, nodesOf);
+          for (const auto& sub : a.graphs()) collectUnsupported(sub, opset, order, nodesOf);
+        }
+        continue;
+      }
+    } else if (known) {
+      known = !hasGraphAttribute(n) && findImporter(n.op_type(), *opset);
+    }
+    if (known) continue;
     std::string op = isDefaultDomain(n.domain()) ? n.op_type() : strCat(n.domain(), ".", n.op_type());
     if (!nodesOf.count(op)) order.push_back(op);
     nodesOf[op].push_back(nodeLabel(n, i));
   }
+}
+
+/// Step 2: \returns one error listing every op the importer has no function
+/// for, in the graph and in the bodies of its If, Loop and Scan nodes.
+/// `opset` is absent when the model imports no default-domain opset.
+Status checkSupported(const onnx::GraphProto& g, const std::string& file, std::optional<int64_t> opset) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> nodesOf;
+  collectUnsupported(g, opset, order, nodesOf);
   if (order.empty()) return Status::OK();
   constexpr size_t kMaxNames = 3;
   std::string list;
@@ -136,8 +156,7 @@ Status checkSupported(const onnx::GraphProto& g, const std::string& file, std::o
     list += ")";
   }
   std::string where = opset ? strCat("opset ", *opset) : std::string("no default-domain opset");
-  return unsupported(file, ": unsupported operators (", where, "): ", list,
-                     controlFlow ? "; ops with graph attributes (If, Loop, Scan) are not supported" : "");
+  return unsupported(file, ": unsupported operators (", where, "): ", list);
 }
 
 /// Binary ops that, before opset 7, broadcast only with attribute broadcast = 1.
@@ -294,6 +313,46 @@ Status checkGivenValue(const InputDecl& d, const Tensor& t, const ImportOptions&
 
 }  // namespace
 
+Status importOnnxNode(ImportContext& ctx, const onnx::NodeProto& n, int i) {
+  onnx::NodeProto legacy;  // the node rewritten to opset-7 broadcasting
+  if (ctx.opset() < 7 && hasLegacyBroadcast(n.op_type())) {
+    legacy = n;
+    int64_t broadcast = 0, axis = 0;
+    bool hasAxis = false;
+    auto* attrs = legacy.mutable_attribute();
+    for (int k = attrs->size() - 1; k >= 0; --k) {
+      const onnx::AttributeProto& a = attrs->Get(k);
+      if (a.name() != "broadcast" && a.name() != "axis") continue;
+      (a.name() == "broadcast" ? broadcast : axis) = a.i();
+      hasAxis |= a.name() == "axis";
+      attrs->DeleteSubrange(k, 1);
+    }
+    RETURN_IF_ERROR(ctx.beginNode(legacy, ctx.namePrefix() + nodeLabel(n, i)));
+    if (broadcast != 0) RETURN_IF_ERROR(legacyBroadcast(ctx, legacy, axis, hasAxis));
+  } else if (ctx.opset() < 7 && n.op_type() == "PRelu" && n.input_size() == 2) {
+    // PRelu before 7: a 1-D slope of C values is per channel (dim 1).
+    legacy = n;
+    RETURN_IF_ERROR(ctx.beginNode(legacy, ctx.namePrefix() + nodeLabel(n, i)));
+    Value* x = ctx.input(0);
+    Value* slope = ctx.input(1);
+    if (x && slope && x->type().rank() > 2 && slope->type().rank() == 1 && slope->type().shape[0] != 1)
+      RETURN_IF_ERROR(legacyBroadcast(ctx, legacy, 1, true));
+  } else {
+    RETURN_IF_ERROR(ctx.beginNode(n, ctx.namePrefix() + nodeLabel(n, i)));
+  }
+  if (isControlFlowOp(n.op_type())) {
+    RETURN_IF_ERROR(importControlFlow(ctx));
+  } else {
+    ImportFn fn = findImporter(n.op_type(), ctx.opset());
+    if (!fn) return internalError(ctx.file(), ": no importer for ", n.op_type(), " after the support check");
+    RETURN_IF_ERROR(fn(ctx));
+  }
+  for (size_t k = 0; k < ctx.numOutputs(); ++k)
+    if (ctx.outputUsed(k) && !ctx.lookup(n.output(static_cast<int>(k))))
+      return ctx.error(StatusCode::kInternal, strCat("the importer did not define output ", k));
+  return Status::OK();
+}
+
 StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, const std::string& baseDir,
                                                  const std::string& displayName, const ImportOptions& opts) {
   const std::string& file = displayName;
@@ -309,11 +368,15 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
     for (const std::string& s : n.input())
       if (!s.empty()) consumed.insert(s);
     for (const std::string& s : n.output()) reserved.insert(s);
+    for (const auto& a : n.attribute())  // outer values read by bodies
+      if (a.has_g())
+        for (const std::string& s : freeNames(a.g())) consumed.insert(s);
   }
 
   auto g = std::make_unique<Graph>();
   ExternalDataFiles files;
   ImportContext ctx(*g, file, opset, baseDir, files, graphOutputs, consumed, reserved);
+  ctx.setKeepControlFlow(opts.keepControlFlow);
 
   // Step 4 first, so inputs come before constants in the graph's value order.
   std::vector<InputDecl> decls;
@@ -349,41 +412,7 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
   }
 
   // Step 5.
-  for (int i = 0; i < gp.node_size(); ++i) {
-    const onnx::NodeProto& n = gp.node(i);
-    onnx::NodeProto legacy;  // the node rewritten to opset-7 broadcasting
-    if (opset < 7 && hasLegacyBroadcast(n.op_type())) {
-      legacy = n;
-      int64_t broadcast = 0, axis = 0;
-      bool hasAxis = false;
-      auto* attrs = legacy.mutable_attribute();
-      for (int k = attrs->size() - 1; k >= 0; --k) {
-        const onnx::AttributeProto& a = attrs->Get(k);
-        if (a.name() != "broadcast" && a.name() != "axis") continue;
-        (a.name() == "broadcast" ? broadcast : axis) = a.i();
-        hasAxis |= a.name() == "axis";
-        attrs->DeleteSubrange(k, 1);
-      }
-      RETURN_IF_ERROR(ctx.beginNode(legacy, nodeLabel(n, i)));
-      if (broadcast != 0) RETURN_IF_ERROR(legacyBroadcast(ctx, legacy, axis, hasAxis));
-    } else if (opset < 7 && n.op_type() == "PRelu" && n.input_size() == 2) {
-      // PRelu before 7: a 1-D slope of C values is per channel (dim 1).
-      legacy = n;
-      RETURN_IF_ERROR(ctx.beginNode(legacy, nodeLabel(n, i)));
-      Value* x = ctx.input(0);
-      Value* slope = ctx.input(1);
-      if (x && slope && x->type().rank() > 2 && slope->type().rank() == 1 && slope->type().shape[0] != 1)
-        RETURN_IF_ERROR(legacyBroadcast(ctx, legacy, 1, true));
-    } else {
-      RETURN_IF_ERROR(ctx.beginNode(n, nodeLabel(n, i)));
-    }
-    ImportFn fn = findImporter(n.op_type(), opset);
-    if (!fn) return internalError(file, ": no importer for ", n.op_type(), " after the support check");
-    RETURN_IF_ERROR(fn(ctx));
-    for (size_t k = 0; k < ctx.numOutputs(); ++k)
-      if (ctx.outputUsed(k) && !ctx.lookup(n.output(static_cast<int>(k))))
-        return ctx.error(StatusCode::kInternal, strCat("the importer did not define output ", k));
-  }
+  for (int i = 0; i < gp.node_size(); ++i) RETURN_IF_ERROR(importOnnxNode(ctx, gp.node(i), i));
 
   // Step 6.
   std::vector<Value*> outs;

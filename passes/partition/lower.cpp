@@ -20,6 +20,7 @@
 //     one rank per distinct piece writes it.
 #include <map>
 
+#include "compiler/ir/regions.h"
 #include "passes/partition/partitioner.h"
 #include "runtime/support/tensor_block.h"
 
@@ -167,7 +168,12 @@ class RankLowering {
         p_.mesh.coord(rank_, os.partial) != 0)
       ins[2] = lg_->addConstant(fresh(n->input(2)->name() + ".zero"), Tensor::zeros(ins[2]->type()));
     // Step 4.
-    ASSIGN_OR_RETURN(auto types, inferOutputTypes(n->op(), ins, n->attrs(), n->name()));
+    // Region nodes are replicated (partitioner.cpp): their local types are the global ones.
+    std::vector<TensorType> types;
+    for (const Value* o : n->outputs()) types.push_back(o->type());
+    if (!isRegionOp(n->op())) {
+      ASSIGN_OR_RETURN(types, inferOutputTypes(n->op(), ins, n->attrs(), n->name()));
+    }
     for (size_t i = 0; i < types.size(); ++i)
       if (types[i].shape != expected[i])
         return internalError("rank ", rank_, ": ", n->describe(), " output ", i, " has local shape ",
@@ -177,6 +183,7 @@ class RankLowering {
     for (Value* o : n->outputs()) names.push_back(o->name());
     Node* ln = lg_->addNode(n->op(), ins, types, n->attrs(), n->name(), names);
     ln->setStage(n->stage());
+    for (const auto& b : n->bodies()) ln->addBody(b->clone());
     for (size_t i = 0; i < n->outputs().size(); ++i) {
       const Value* o = n->output(i);
       ln->output(i)->setSharding(o->sharding());

@@ -27,6 +27,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "compiler/ir/regions.h"
 #include "passes/partition/dim_map.h"
 
 namespace pcc {
@@ -118,6 +119,14 @@ void planTensorParallel(const Graph& g, int tp, Hints& hints, Partition& p) {
 // `gathered` counts, per op, the nodes marked Replicate whose inputs arrive split.
 void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p,
                    std::map<OpKind, int>& gathered) {
+  // Region nodes (If, Loop, Scan) run whole on every rank: every input is
+  // gathered to replicated, every output is replicated.
+  if (isRegionOp(n->op())) {
+    for (size_t i = 0; i < n->inputs().size(); ++i)
+      if (Value* v = n->input(i)) p.inputSharding[{n, i}] = replicated(v->type().shape.size());
+    for (Value* o : n->outputs()) o->setSharding(replicated(o->type().shape.size()));
+    return;
+  }
   OpDimMap map = dimMapFor(*n);
   const Dims& outShape = n->output()->type().shape;
   size_t outRank = outShape.size();

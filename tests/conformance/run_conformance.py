@@ -21,8 +21,9 @@ Each case ends as one of:
   unsupported    pcc refused the model with exit 2 and an 'unsupported' message
                  (unknown op, op of another domain, dtype, opset beyond range);
   out-of-scope   the model needs what pcc does not aim at: sequence, optional
-                 or map types, string tensors, the training domain, graph-valued
-                 attributes (If/Loop/Scan), or weights to download.
+                 or map types (also inside If/Loop/Scan bodies), string tensors,
+                 the training domain, graph-valued attributes of ops other than
+                 If/Loop/Scan (SequenceMap), or weights to download.
 
 Symbolic input dims are bound with --shape from each data set's inputs. When
 pcc says an input must be a constant (a shape-like run-time input of Reshape,
@@ -266,10 +267,28 @@ def out_of_scope(model: onnx.ModelProto) -> str:
     if any(o.domain == TRAINING_DOMAIN for o in model.opset_import) or any(
             n.domain == TRAINING_DOMAIN for n in _nodes(model.graph)):
         return "training domain"
-    for n in model.graph.node:
-        for a in n.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) or a.HasField("g") or a.graphs:
-                return f"graph-valued attribute ({n.op_type})"
+    # If, Loop and Scan are in scope; their bodies may not hold sequences or
+    # optionals either. Other ops with graph attributes (SequenceMap) are not.
+    def body_out_of_scope(g: onnx.GraphProto, is_body: bool) -> str:
+        for v in (list(g.input) + list(g.output) + list(g.value_info)) if is_body else []:
+            kind = v.type.WhichOneof("value")
+            if kind in ("sequence_type", "map_type", "optional_type"):
+                return f"{kind.split('_')[0]} type in a body ('{v.name}')"
+        for n in g.node:
+            if is_body and n.op_type in SEQUENCE_OPS:
+                return f"sequence/optional op in a body ({n.op_type})"
+            for a in n.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    if n.op_type not in ("If", "Loop", "Scan"):
+                        return f"graph-valued attribute ({n.op_type})"
+                    why = body_out_of_scope(sub, True)
+                    if why:
+                        return why
+        return ""
+
+    why = body_out_of_scope(model.graph, False)
+    if why:
+        return why
     for name, t in _value_types(model):
         kind = t.WhichOneof("value")
         if kind in ("sequence_type", "map_type", "optional_type"):

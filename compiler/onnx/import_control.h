@@ -1,0 +1,38 @@
+// Import of ONNX control flow: If, Loop and Scan, whose bodies are
+// graph-valued attributes reading outer values by name.
+//
+// By default the importer removes them: an If whose condition is a constant
+// (after binding shapes and folding constants) becomes the branch it takes;
+// a Loop whose trip count and conditions are constants, and every Scan, is
+// unrolled, up to kMaxUnrolledNodes nodes per loop. What remains (a condition
+// or trip count computed at run time) is refused with an 'unsupported' error,
+// unless ImportOptions::keepControlFlow asks for region nodes (If, Loop, Scan
+// with bodies, compiler/ir/regions.h), which the reference evaluator runs.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/onnx/import_context.h"
+
+namespace pcc {
+
+/// A Loop or Scan is unrolled into at most this many nodes (and iterations).
+inline constexpr int64_t kMaxUnrolledNodes = 65536;
+
+/// Imports ONNX node `n`, number `index` of its graph, through `ctx`:
+/// legacy (opset < 7) broadcasting rewritten first, then the op table or,
+/// for If, Loop and Scan, importControlFlow. Defined in importer.cpp.
+Status importOnnxNode(ImportContext& ctx, const onnx::NodeProto& n, int index);
+
+/// \returns true for the ops importControlFlow handles (If, Loop, Scan).
+bool isControlFlowOp(std::string_view opType);
+/// Imports the current node of `ctx`, an If, Loop or Scan.
+Status importControlFlow(ImportContext& ctx);
+
+/// \returns the names that nodes of `g` (and of bodies nested in it) read and
+/// that `g` does not define: its captures of outer values, in first-use order.
+std::vector<std::string> freeNames(const onnx::GraphProto& g);
+
+}  // namespace pcc
