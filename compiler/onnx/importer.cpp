@@ -395,10 +395,12 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
     givenValues.emplace_back(d.name, given->second);
   }
   if (valuesFound != opts.inputValues.size())
-    for (const auto& [name, t] : opts.inputValues)
+    for (const auto& entry : opts.inputValues) {
+      const std::string& name = entry.first;
       if (!std::any_of(gp.input().begin(), gp.input().end(), [&](const auto& in) { return in.name() == name; }) ||
           initNames.count(name))
         return invalidInput(file, ": a value is given for '", name, "', which is not an input of the model");
+    }
   ASSIGN_OR_RETURN(std::vector<Dims> shapes, bindShapes(decls, opts, file));
   for (size_t k = 0; k < decls.size(); ++k)
     ctx.define(decls[k].name, g->addInput(decls[k].name, TensorType{decls[k].dtype, shapes[k]}));
