@@ -24,7 +24,7 @@ class Tensor {
   template <typename T>
   static Tensor fromVector(DType dtype, Dims shape, const std::vector<T>& values) {
     Tensor t = zeros(dtype, std::move(shape));
-    std::memcpy(t.mutableData(), values.data(), t.nbytes());
+    if (t.nbytes()) std::memcpy(t.mutableData(), values.data(), t.nbytes());  // an empty vector's data() may be null
     return t;
   }
   static Tensor scalarI64(int64_t v) { return fromVector<int64_t>(DType::kI64, {}, {v}); }
