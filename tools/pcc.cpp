@@ -102,7 +102,7 @@ int toolMain(int argc, char** argv) {
   cli::addChoice(app, "--emit", opts.emit, {"ir", "report", "json"},
                  "print the partitioned IR, the text report or the JSON\n"
                  "report instead of writing a plan (unless -o is given)");
-  app.add_option("-o,--output", opts.outputPath, "plan bundle directory (default: MODEL.pcc in the\nworking directory)")
+  CLI::Option* outputOpt = app.add_option("-o,--output", opts.outputPath, "plan bundle directory (default: MODEL.pcc in the\nworking directory)")
       ->type_name("PLAN.pcc");
   app.add_option("--print-after", opts.printAfter, "print the IR after pass PASS to stderr")->type_name("PASS");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
@@ -111,6 +111,8 @@ int toolMain(int argc, char** argv) {
                              [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
     return *code;
   if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
+  if (outputOpt->count() > 0 && opts.outputPath.empty())
+    return fail(invalidInput("-o: the plan bundle path is empty"));
 
   // Progress goes live to a terminal; otherwise it is held back and shown
   // only on success, so a failure prints exactly one line.
