@@ -120,16 +120,19 @@ int toolMain(int argc, char** argv) {
   std::ostringstream held;
   auto c = compileModel(opts, tty ? static_cast<std::ostream*>(&std::cerr) : &held);
   if (!c.ok()) return fail(c.status());
-  std::cerr << held.str();
 
   if (opts.emit == "ir") std::cout << emitIr(*c);
   if (opts.emit == "report") std::cout << planReportText(c->plan.plan);
   if (opts.emit == "json") std::cout << planReportJson(c->plan.plan);
-  if (!opts.emit.empty() && opts.outputPath.empty()) return 0;
+  if (!opts.emit.empty() && opts.outputPath.empty()) {
+    std::cerr << held.str();
+    return 0;
+  }
 
   std::string out = opts.outputPath;
   if (out.empty()) out = std::filesystem::path(opts.modelPath).stem().string() + ".pcc";
-  if (Status s = writeEmittedPlan(out, c->plan); !s.ok()) return fail(s);
+  if (Status s = writeEmittedPlan(out, c->plan); !s.ok()) return fail(s);  // one line: progress held back
+  std::cerr << held.str();
   if (!opts.quiet) std::cerr << "pcc: wrote " << out << " (" << c->ranks.size() << " ranks)\n";
   return 0;
 }
