@@ -250,6 +250,8 @@ Status WeightFileWriter::finish(const std::string& path) const {
   return Status::OK();
 }
 
+Status checkBundleTarget(const std::string& dir) { return bundleTarget(dir).status(); }
+
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
                        const std::string& reportJson) {

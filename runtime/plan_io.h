@@ -64,6 +64,11 @@ Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
                        const std::string& reportJson);
 
+/// \returns ok when writePlanBundle may write `dir` (new, empty, or an existing
+/// bundle it may replace), or the invalid-input error it would return; lets a
+/// tool refuse a bad output path before it compiles.
+Status checkBundleTarget(const std::string& dir);
+
 /// A plan bundle in memory: the plan and its weight files, memory-mapped.
 struct LoadedPlan {
   plan::Plan plan;

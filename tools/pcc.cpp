@@ -9,6 +9,7 @@
 
 #include "compiler/driver.h"
 #include "report/plan_report.h"
+#include "runtime/plan_io.h"
 #include "tools/cli.h"
 
 using namespace pcc;
@@ -113,6 +114,10 @@ int toolMain(int argc, char** argv) {
   if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
   if (outputOpt->count() > 0 && opts.outputPath.empty())
     return fail(invalidInput("-o: the plan bundle path is empty"));
+  std::string out = opts.outputPath;
+  if (out.empty()) out = std::filesystem::path(opts.modelPath).stem().string() + ".pcc";
+  // A bad -o fails before the compile (checked again when the plan is written).
+  if (Status s = checkBundleTarget(out); !s.ok() && (opts.emit.empty() || !opts.outputPath.empty())) return fail(s);
 
   // Progress goes live to a terminal; otherwise it is held back and shown
   // only on success, so a failure prints exactly one line.
@@ -129,8 +134,6 @@ int toolMain(int argc, char** argv) {
     return 0;
   }
 
-  std::string out = opts.outputPath;
-  if (out.empty()) out = std::filesystem::path(opts.modelPath).stem().string() + ".pcc";
   if (Status s = writeEmittedPlan(out, c->plan); !s.ok()) return fail(s);  // one line: progress held back
   std::cerr << held.str();
   if (!opts.quiet) std::cerr << "pcc: wrote " << out << " (" << c->ranks.size() << " ranks)\n";
