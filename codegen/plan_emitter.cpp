@@ -135,7 +135,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   EmittedPlan out;
   plan::Plan& p = out.plan;
   p.set_schema_version(kPlanSchemaVersion);
-  p.set_model(modelPath);
+  p.set_model(utf8OrEscaped(modelPath));  // informational: a path need not be UTF-8
   p.set_producer("pcc 0.1.0");
   for (Value* v : partitioned.inputs()) {
     plan::IoDesc* d = p.add_inputs();
@@ -189,6 +189,9 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
 Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p) {
   std::map<std::string, WeightFileWriter*> files;
   for (const auto& [name, w] : p.weights) files[name] = w.get();
+  // Every plan pcc writes must read back: a plan the reader would refuse is a
+  // compiler bug, reported before anything is written.
+  if (Status st = validatePlan(p.plan); !st.ok()) return internalError("the emitted plan is invalid: ", st.message());
   return writePlanBundle(dir, p.plan, files, planReportJson(p.plan));
 }
 

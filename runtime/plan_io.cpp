@@ -1,14 +1,22 @@
 #include "runtime/plan_io.h"
 
+#include <google/protobuf/stubs/logging.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include "runtime/plan_convert.h"
+#include "runtime/support/confined_path.h"
 
 namespace pcc {
 
@@ -40,6 +48,159 @@ Status ensureParent(const std::string& path) {
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   if (ec) return invalidInput(parent.string(), ": cannot create directory: ", ec.message());
+  return Status::OK();
+}
+
+
+// libprotobuf logs its complaints (invalid UTF-8 in a string field, ...) on
+// stderr by itself. While plan_io parses or serializes, they are caught here
+// and become part of its one error message instead.
+class ProtobufLogCapture {
+ public:
+  ProtobufLogCapture() { previous_ = google::protobuf::SetLogHandler(&ProtobufLogCapture::handle); }
+  ~ProtobufLogCapture() {
+    google::protobuf::SetLogHandler(previous_);
+    last().clear();
+  }
+  ProtobufLogCapture(const ProtobufLogCapture&) = delete;
+  ProtobufLogCapture& operator=(const ProtobufLogCapture&) = delete;
+  /// \returns " (what libprotobuf said)", or "" when it said nothing.
+  static std::string said() { return last().empty() ? std::string() : " (" + last() + ")"; }
+
+ private:
+  static std::string& last() {
+    static thread_local std::string s;
+    return s;
+  }
+  static void handle(google::protobuf::LogLevel, const char*, int, const std::string& message) {
+    if (last().empty()) last() = message;
+  }
+  google::protobuf::LogHandler* previous_;
+};
+
+// plan.pb's last 5 bytes: field 12 (Plan.plan_crc32, fixed32) = tag 0x65, then
+// the crc32 of every byte before them, little-endian.
+constexpr uint8_t kPlanCrcTag = (12 << 3) | 5;
+constexpr size_t kPlanCrcTrailer = 5;
+
+void appendPlanCrc(std::string& bytes) {
+  uint32_t crc = crc32Of(bytes.data(), bytes.size());
+  bytes.push_back(static_cast<char>(kPlanCrcTag));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+}
+
+/// \returns the first position of `s` that is not valid UTF-8, or npos.
+size_t invalidUtf8At(const std::string& s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) { ++i; continue; }
+    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+    else return i;
+    if (n - i < len) return i;
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF.
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+/// \returns `s` with every byte outside printable ASCII as \xNN: safe to print.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// A bundle directory that may be replaced: plan.pb, report.json, weight files
+// (*.bin) and kernels/, nothing else.
+bool bundleEntry(const fs::directory_entry& e) {
+  std::error_code ec;
+  std::string name = e.path().filename().string();
+  if (e.is_directory(ec)) return name == "kernels";
+  if (!e.is_regular_file(ec) || e.is_symlink(ec)) return false;
+  return name == "plan.pb" || name == "report.json" ||
+         (name.size() > 4 && name.compare(name.size() - 4, 4, ".bin") == 0);
+}
+
+/// Checks that `dir` may become (or be replaced by) a bundle.
+/// \returns the target path, normalized, or an invalid-input error.
+StatusOr<fs::path> bundleTarget(const std::string& dir) {
+  if (dir.empty()) return invalidInput("the plan bundle path is empty");
+  fs::path target = fs::path(dir).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "out.pcc/" -> "out.pcc"
+  std::string leaf = target.filename().string();
+  if (target.empty() || leaf.empty() || leaf == "." || leaf == ".." || target == target.root_path())
+    return invalidInput(dir, ": not a usable plan bundle path (name a new or existing NAME.pcc directory)");
+  std::error_code ec;
+  fs::file_status st = fs::symlink_status(target, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st))
+      return invalidInput(dir, ": exists and is not a plan bundle directory; refusing to replace it");
+    fs::directory_iterator it(target, ec), end;
+    if (ec) return invalidInput(dir, ": cannot list it: ", ec.message());
+    bool hasPlan = false, empty = true;
+    for (; it != end; it.increment(ec)) {
+      if (ec) return invalidInput(dir, ": cannot list it: ", ec.message());
+      empty = false;
+      if (!bundleEntry(*it))
+        return invalidInput(dir, ": exists and is not a plan bundle (it holds '",
+                            escaped(it->path().filename().string()), "'); refusing to replace it");
+      hasPlan = hasPlan || it->path().filename() == "plan.pb";
+    }
+    if (!empty && !hasPlan)
+      return invalidInput(dir, ": exists and is not a plan bundle (no plan.pb); refusing to replace it");
+  }
+  return target;
+}
+
+/// \returns a new, empty directory next to `target` named .LEAF.WHAT-XXXXXX.
+StatusOr<fs::path> siblingTempDir(const fs::path& target, const char* what) {
+  fs::path parent = target.parent_path();
+  std::string templ = (parent / ("." + target.filename().string() + "." + what + "-XXXXXX")).string();
+  if (!mkdtemp(templ.data()))
+    return invalidInput(target.string(), ": cannot create a temporary directory next to it: ",
+                        std::error_code(errno, std::generic_category()).message());
+  return fs::path(templ);
+}
+
+// Writes the bundle's files into `dir` (a fresh directory).
+Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, const std::string& planBytes,
+                        const std::map<std::string, WeightFileWriter*>& weightFiles,
+                        const std::string& reportJson) {
+  auto shown = [&](const std::string& name) { return joinPath(shownDir, name); };
+  if (Status st = writeBytes((dir / "plan.pb").string(), planBytes); !st.ok())
+    return invalidInput(shown("plan.pb"), ": write failed");
+  for (const auto& [name, writer] : weightFiles) {
+    if (!writer) return internalError(shown(name), ": no writer");
+    fs::path rel(name);
+    bool confined = !name.empty() && rel.is_relative() && !rel.has_root_name() &&
+                    std::none_of(rel.begin(), rel.end(), [](const fs::path& c) { return c == ".."; });
+    if (!confined) return internalError(shown(name), ": a weight file name must stay inside the bundle");
+    if (Status st = writer->finish((dir / rel).string()); !st.ok())
+      return invalidInput(shown(name), ": write failed");
+  }
+  if (Status st = writeBytes((dir / "report.json").string(), reportJson); !st.ok())
+    return invalidInput(shown("report.json"), ": write failed");
   return Status::OK();
 }
 
@@ -89,29 +250,338 @@ Status WeightFileWriter::finish(const std::string& path) const {
   return Status::OK();
 }
 
+Status checkBundleTarget(const std::string& dir) { return bundleTarget(dir).status(); }
+
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
                        const std::string& reportJson) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return invalidInput(dir, ": cannot create directory: ", ec.message());
+  ASSIGN_OR_RETURN(fs::path target, bundleTarget(dir));
   if (plan.schema_version() != 0 && plan.schema_version() != kPlanSchemaVersion)
     return internalError(dir, ": refusing to write plan schema version ", plan.schema_version(),
                          " (this build writes ", kPlanSchemaVersion, ")");
+  RETURN_IF_ERROR(checkPlanStrings(plan));
   std::string bytes;
-  if (plan.schema_version() == 0) {
+  {
     plan::Plan stamped = plan;
-    stamped.set_schema_version(kPlanSchemaVersion);
-    if (!stamped.SerializeToString(&bytes)) return internalError(dir, "/plan.pb: cannot serialize");
-  } else if (!plan.SerializeToString(&bytes)) {
-    return internalError(dir, "/plan.pb: cannot serialize");
+    if (stamped.schema_version() == 0) stamped.set_schema_version(kPlanSchemaVersion);
+    stamped.clear_plan_crc32();
+    ProtobufLogCapture capture;
+    if (!stamped.SerializeToString(&bytes))
+      return internalError(dir, "/plan.pb: cannot serialize", ProtobufLogCapture::said());
   }
-  RETURN_IF_ERROR(writeBytes(joinPath(dir, "plan.pb"), bytes));
-  for (const auto& [name, writer] : weightFiles) {
-    if (!writer) return internalError(joinPath(dir, name), ": no writer");
-    RETURN_IF_ERROR(writer->finish(joinPath(dir, name)));
+  appendPlanCrc(bytes);
+
+  // Everything goes into a fresh directory next to the target, renamed into
+  // place when complete: a failed write leaves any old bundle whole, and the
+  // files of a bundle a running pcc-run maps are never rewritten.
+  std::error_code ec;
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) return invalidInput(target.parent_path().string(), ": cannot create directory: ", ec.message());
   }
-  return writeBytes(joinPath(dir, "report.json"), reportJson);
+  ASSIGN_OR_RETURN(fs::path tmp, siblingTempDir(target, "tmp"));
+  auto abandon = [&](Status st) {
+    fs::remove_all(tmp, ec);
+    return st;
+  };
+  if (Status st = writeBundleFiles(tmp, dir, bytes, weightFiles, reportJson); !st.ok()) return abandon(st);
+  ::chmod(tmp.c_str(), 0755);  // mkdtemp made it 0700; a bundle is an ordinary directory (best effort)
+
+  bool replacing = fs::exists(fs::symlink_status(target, ec));
+  if (!replacing) {
+    fs::rename(tmp, target, ec);
+    if (ec) return abandon(invalidInput(dir, ": cannot move the new bundle into place: ", ec.message()));
+    return Status::OK();
+  }
+  // The old bundle is moved aside, the new one in, and the old one removed
+  // (a process that maps its files keeps them until it unmaps them).
+  auto asideOr = siblingTempDir(target, "old");
+  if (!asideOr.ok()) return abandon(asideOr.status());
+  fs::path aside = *asideOr;
+  fs::rename(target, aside, ec);
+  if (ec) {
+    fs::remove(aside, ec);
+    return abandon(invalidInput(dir, ": cannot move the old bundle aside: ", ec.message()));
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    std::string why = ec.message();
+    std::error_code back;
+    fs::rename(aside, target, back);
+    return abandon(invalidInput(dir, ": cannot move the new bundle into place: ", why));
+  }
+  fs::remove_all(aside, ec);
+  return Status::OK();
+}
+
+namespace {
+
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
+
+/// \returns the byte size of `d`, or an error for an unknown dtype, a negative
+/// dim, or a size over 2^48 bytes (checked without overflow).
+StatusOr<uint64_t> descBytes(const plan::TensorDesc& d) {
+  std::optional<DType> t = dtypeFromOnnx(d.dtype());
+  if (!t || *t == DType::kUndefined) return invalidInput("unknown dtype code ", d.dtype());
+  uint64_t bytes = dtypeSize(*t);
+  for (int64_t dim : d.shape()) {
+    if (dim < 0) return invalidInput("negative dim ", dim);
+    if (dim != 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(dim))
+      return invalidInput("more than 2^48 bytes");
+    bytes *= static_cast<uint64_t>(dim);
+  }
+  return bytes;
+}
+
+Status checkDesc(const plan::TensorDesc& d, const std::string& ctx) {
+  auto b = descBytes(d);
+  return b.ok() ? Status::OK() : b.status().withContext(ctx);
+}
+
+bool sameDesc(const plan::TensorDesc& a, const plan::TensorDesc& b) {
+  return a.dtype() == b.dtype() && std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end());
+}
+
+struct MeshShape {
+  int64_t pp, dp, tp;
+  std::array<int64_t, 3> coord(int64_t r) const { return {r / (tp * dp), (r / tp) % dp, r % tp}; }
+  int64_t rankOf(const std::array<int64_t, 3>& c) const { return (c[0] * dp + c[1]) * tp + c[2]; }
+};
+
+const char* const kAxes[3] = {"pp", "dp", "tp"};
+
+Status checkBinding(const plan::IoBinding& b, const google::protobuf::RepeatedPtrField<plan::IoDesc>& io,
+                    const std::map<int, const plan::Buffer*>& byId, const std::string& ctx) {
+  if (b.index() < 0 || b.index() >= io.size())
+    return invalidInput(ctx, ": index ", b.index(), " is out of range (the plan has ", io.size(), ")");
+  auto it = byId.find(b.buffer());
+  if (it == byId.end()) return invalidInput(ctx, ": no buffer with id ", b.buffer());
+  const plan::TensorDesc& full = io.Get(b.index()).desc();
+  if (b.split_dim() == -1) return Status::OK();
+  if (b.split_dim() < 0 || b.split_dim() >= full.shape_size())
+    return invalidInput(ctx, ": split dim ", b.split_dim(), " is out of range for rank ", full.shape_size());
+  int64_t extent = full.shape(b.split_dim());
+  if (b.offset() < 0 || b.length() < 0 || b.offset() > extent || b.length() > extent - b.offset())
+    return invalidInput(ctx, ": slice [", b.offset(), ", +", b.length(), ") along dim ", b.split_dim(),
+                        " is outside the extent ", extent);
+  return Status::OK();
+}
+
+/// One program. `n` is the world size; `groups` null for the reference
+/// program (which has no collectives or transfers).
+Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const std::string& who, int64_t n,
+                    bool reference) {
+  for (int w = 0; w < prog.weights_size(); ++w)
+    RETURN_IF_ERROR(checkDesc(prog.weights(w).desc(), strCat(who, ": weight ", w, " '", prog.weights(w).name(), "'")));
+  if (prog.weights_size() > 0 && prog.weight_file().empty())
+    return invalidInput(who, ": has ", prog.weights_size(), " weights but no weight file");
+  std::map<int, const plan::Buffer*> byId;
+  for (const plan::Buffer& b : prog.buffers()) {
+    std::string ctx = strCat(who, ": buffer ", b.id(), " '", b.name(), "'");
+    if (b.id() < 0) return invalidInput(ctx, ": a buffer id must not be negative");
+    if (!byId.emplace(b.id(), &b).second) return invalidInput(ctx, ": id ", b.id(), " is defined twice");
+    ASSIGN_OR_RETURN(uint64_t bytes, [&]() -> StatusOr<uint64_t> {
+      auto r = descBytes(b.desc());
+      if (!r.ok()) return r.status().withContext(ctx);
+      return r;
+    }());
+    if (b.weight() < -1 || b.weight() >= prog.weights_size())
+      return invalidInput(ctx, ": weight index ", b.weight(), " is out of range (", prog.weights_size(), " weights)");
+    if (b.weight() >= 0 && !sameDesc(b.desc(), prog.weights(b.weight()).desc()))
+      return invalidInput(ctx, ": its type differs from its weight '", prog.weights(b.weight()).name(), "'");
+    if (b.arena_offset() < -1) return invalidInput(ctx, ": arena offset ", b.arena_offset(), " is negative");
+    if (b.arena_offset() >= 0) {
+      if (b.weight() >= 0) return invalidInput(ctx, ": a weight placed in the arena");
+      uint64_t off = static_cast<uint64_t>(b.arena_offset());
+      if (off > prog.arena_bytes() || bytes > prog.arena_bytes() - off)
+        return invalidInput(ctx, ": bytes [", off, ", +", bytes, ") lie outside the ", prog.arena_bytes(),
+                            "-byte arena");
+    }
+  }
+  for (const plan::Buffer& b : prog.buffers())
+    if (b.in_place_of() != -1 && !byId.count(b.in_place_of()))
+      return invalidInput(who, ": buffer ", b.id(), " '", b.name(), "': in_place_of names no buffer (",
+                          b.in_place_of(), ")");
+  for (int k = 0; k < prog.inputs_size(); ++k)
+    RETURN_IF_ERROR(checkBinding(prog.inputs(k), plan.inputs(), byId, strCat(who, ": input binding ", k)));
+  for (int k = 0; k < prog.outputs_size(); ++k)
+    RETURN_IF_ERROR(checkBinding(prog.outputs(k), plan.outputs(), byId, strCat(who, ": output binding ", k)));
+
+  for (int i = 0; i < prog.instructions_size(); ++i) {
+    const plan::Instruction& ins = prog.instructions(i);
+    std::string ctx = strCat(who, ": instruction #", i);
+    if (!ins.node().empty()) ctx += strCat(" (node '", ins.node(), "')");
+    using K = plan::Instruction;
+    bool kernel = ins.kind() == K::KERNEL;
+    for (int id : ins.inputs())
+      if (!byId.count(id) && !(kernel && id == -1)) return invalidInput(ctx, ": input names no buffer (", id, ")");
+    for (int id : ins.outputs())
+      if (!byId.count(id) && !(kernel && id == -1)) return invalidInput(ctx, ": output names no buffer (", id, ")");
+    int needIn = 0, needOut = 0;
+    switch (ins.kind()) {
+      case K::KERNEL:
+        if (ins.op().empty()) return invalidInput(ctx, ": a kernel without an op");
+        continue;
+      case K::FREE:
+        if (ins.outputs_size() != 0) return invalidInput(ctx, ": FREE has outputs");
+        continue;
+      case K::ALL_REDUCE: case K::ALL_GATHER: case K::REDUCE_SCATTER: needIn = needOut = 1; break;
+      case K::SEND: needIn = 1; break;
+      case K::RECV: needOut = 1; break;
+      default: return invalidInput(ctx, ": unknown instruction kind ", static_cast<int>(ins.kind()));
+    }
+    const char* kind = K::Kind_Name(ins.kind()).c_str();
+    if (ins.inputs_size() != needIn || ins.outputs_size() != needOut)
+      return invalidInput(ctx, ": ", kind, " takes ", needIn, " input(s) and ", needOut, " output(s), the plan gives ",
+                          ins.inputs_size(), " and ", ins.outputs_size());
+    if (reference) return invalidInput(ctx, ": the reference program has a ", kind);
+    if (ins.kind() == K::SEND || ins.kind() == K::RECV) {
+      if (ins.peer() < 0 || ins.peer() >= n || ins.peer() == prog.rank())
+        return invalidInput(ctx, ": ", kind, " peer ", ins.peer(), " is not another rank of ", n);
+      continue;
+    }
+    if (ins.group() < 0 || ins.group() >= plan.groups_size())
+      return invalidInput(ctx, ": group ", ins.group(), " does not exist (the plan has ", plan.groups_size(), ")");
+    const auto& members = plan.groups(ins.group()).ranks();
+    if (std::find(members.begin(), members.end(), prog.rank()) == members.end())
+      return invalidInput(ctx, ": rank ", prog.rank(), " is not in group ", ins.group());
+    const plan::TensorDesc& in = byId.at(ins.inputs(0))->desc();
+    const plan::TensorDesc& out = byId.at(ins.outputs(0))->desc();
+    if (in.dtype() != out.dtype() || in.shape_size() != out.shape_size())
+      return invalidInput(ctx, ": ", kind, " input and output differ in dtype or rank");
+    if (ins.kind() == K::ALL_REDUCE && !sameDesc(in, out))
+      return invalidInput(ctx, ": ALL_REDUCE input and output differ in shape");
+    if (ins.kind() != K::ALL_REDUCE && (ins.dim() < 0 || ins.dim() >= in.shape_size()))
+      return invalidInput(ctx, ": ", kind, " dim ", ins.dim(), " is out of range for rank ", in.shape_size());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status validatePlan(const plan::Plan& plan) {
+  for (int k = 0; k < plan.inputs_size(); ++k)
+    RETURN_IF_ERROR(checkDesc(plan.inputs(k).desc(), strCat("input ", k, " '", plan.inputs(k).name(), "'")));
+  for (int k = 0; k < plan.outputs_size(); ++k)
+    RETURN_IF_ERROR(checkDesc(plan.outputs(k).desc(), strCat("output ", k, " '", plan.outputs(k).name(), "'")));
+  // The mesh, the ranks and the groups agree.
+  const plan::Mesh& m = plan.mesh();
+  if (m.pp() < 1 || m.dp() < 1 || m.tp() < 1)
+    return invalidInput("mesh pp=", m.pp(), " dp=", m.dp(), " tp=", m.tp(), " has an extent below 1");
+  const int64_t n = plan.ranks_size();
+  const MeshShape mesh{m.pp(), m.dp(), m.tp()};
+  if (n == 0) return invalidInput("the plan has no rank programs");
+  if (mesh.pp * mesh.dp * mesh.tp != n)  // each extent is an int32: no overflow in int64
+    return invalidInput("mesh pp=", m.pp(), " dp=", m.dp(), " tp=", m.tp(), " has ", mesh.pp * mesh.dp * mesh.tp,
+                        " ranks, the plan has ", n, " rank programs");
+  std::vector<const plan::RankProgram*> byRank(n, nullptr);
+  for (const plan::RankProgram& r : plan.ranks()) {
+    if (r.rank() < 0 || r.rank() >= n || byRank[r.rank()])
+      return invalidInput("rank ", r.rank(), " is out of range or repeated (", n, " ranks)");
+    byRank[r.rank()] = &r;
+    std::array<int64_t, 3> c = mesh.coord(r.rank());
+    if (r.mesh_coord_size() != 3 || r.mesh_coord(0) != c[0] || r.mesh_coord(1) != c[1] || r.mesh_coord(2) != c[2])
+      return invalidInput("rank ", r.rank(), ": mesh_coord is not (", c[0], ", ", c[1], ", ", c[2],
+                          "), its place in the mesh");
+  }
+  for (int g = 0; g < plan.groups_size(); ++g) {
+    const plan::Group& grp = plan.groups(g);
+    int axis = static_cast<int>(std::find(std::begin(kAxes), std::end(kAxes), grp.axis()) - std::begin(kAxes));
+    if (axis == 3) return invalidInput("group ", g, ": unknown axis '", grp.axis(), "' (pp, dp or tp)");
+    std::vector<int64_t> want;
+    if (grp.ranks_size() > 0 && grp.ranks(0) >= 0 && grp.ranks(0) < n) {
+      std::array<int64_t, 3> c = mesh.coord(grp.ranks(0));
+      int64_t extent = axis == 0 ? mesh.pp : axis == 1 ? mesh.dp : mesh.tp;
+      for (int64_t i = 0; i < extent; ++i) {
+        c[axis] = i;
+        want.push_back(mesh.rankOf(c));
+      }
+    }
+    if (!std::equal(grp.ranks().begin(), grp.ranks().end(), want.begin(), want.end())) {
+      std::string got;
+      for (int r : grp.ranks()) got += strCat(got.empty() ? "" : ",", r);
+      return invalidInput("group ", g, " (", grp.axis(), "): ranks [", got, "] are not a ", grp.axis(),
+                          " group of mesh pp=", m.pp(), " dp=", m.dp(), " tp=", m.tp());
+    }
+  }
+  for (const plan::RankProgram& r : plan.ranks())
+    RETURN_IF_ERROR(checkProgram(plan, r, strCat("rank ", r.rank()), n, false));
+  if (plan.has_reference()) RETURN_IF_ERROR(checkProgram(plan, plan.reference(), "reference program", 1, true));
+
+  // Transfers between each pair of ranks match in program order: the k-th
+  // SEND from a to b and the k-th RECV on b from a carry the same type.
+  std::map<std::pair<int, int>, std::vector<const plan::TensorDesc*>> sends, recvs;
+  for (const plan::RankProgram& r : plan.ranks()) {
+    std::map<int, const plan::TensorDesc*> desc;
+    for (const plan::Buffer& b : r.buffers()) desc[b.id()] = &b.desc();
+    for (const plan::Instruction& ins : r.instructions()) {
+      if (ins.kind() == plan::Instruction::SEND) sends[{r.rank(), ins.peer()}].push_back(desc.at(ins.inputs(0)));
+      if (ins.kind() == plan::Instruction::RECV) recvs[{ins.peer(), r.rank()}].push_back(desc.at(ins.outputs(0)));
+    }
+  }
+  auto pairName = [](const std::pair<int, int>& p) { return strCat("rank ", p.first, " to rank ", p.second); };
+  for (const auto& [pair, s] : sends) {
+    const auto& r = recvs[pair];
+    if (s.size() != r.size())
+      return invalidInput("transfers from ", pairName(pair), ": ", s.size(), " SEND(s) but ", r.size(), " RECV(s)");
+    for (size_t k = 0; k < s.size(); ++k)
+      if (!sameDesc(*s[k], *r[k]))
+        return invalidInput("transfer ", k, " from ", pairName(pair), ": SEND and RECV differ in type");
+  }
+  for (const auto& [pair, r] : recvs)
+    if (!r.empty() && !sends.count(pair))
+      return invalidInput("transfers from ", pairName(pair), ": ", r.size(), " RECV(s) but no SEND");
+  return Status::OK();
+}
+
+namespace {
+
+/// Calls `f(where, string)` for every string field of the plan that libprotobuf
+/// checks as UTF-8.
+template <typename F>
+void forEachString(const plan::Plan& p, F&& f) {
+  for (int k = 0; k < p.inputs_size(); ++k) f(strCat("input ", k), p.inputs(k).name());
+  for (int k = 0; k < p.outputs_size(); ++k) f(strCat("output ", k), p.outputs(k).name());
+  f(std::string("the model path"), p.model());
+  f(std::string("the producer"), p.producer());
+  for (const std::string& s : p.notes()) f(std::string("a partitioning note"), s);
+  for (const std::string& s : p.tensor_parallel_pairs()) f(std::string("a tensor-parallel pair"), s);
+  for (int g = 0; g < p.groups_size(); ++g) f(strCat("group ", g, " axis"), p.groups(g).axis());
+  auto prog = [&](const plan::RankProgram& r, const std::string& who) {
+    f(who + ": weight file", r.weight_file());
+    for (const plan::Weight& w : r.weights()) f(who + ": weight name", w.name());
+    for (const plan::Buffer& b : r.buffers()) f(strCat(who, ": buffer ", b.id(), " name"), b.name());
+    for (const plan::Instruction& ins : r.instructions()) {
+      f(who + ": node name", ins.node());
+      f(who + ": op", ins.op());
+      for (const plan::Attr& a : ins.attrs()) {
+        f(who + ": attribute name", a.name());
+        if (a.has_s()) f(strCat(who, ": attribute '", a.name(), "'"), a.s());
+        if (a.has_strings())
+          for (const std::string& s : a.strings().v()) f(strCat(who, ": attribute '", a.name(), "'"), s);
+      }
+    }
+  };
+  for (const plan::RankProgram& r : p.ranks()) prog(r, strCat("rank ", r.rank()));
+  if (p.has_reference()) prog(p.reference(), "reference program");
+}
+
+}  // namespace
+
+std::string utf8OrEscaped(const std::string& s) {
+  return invalidUtf8At(s) == std::string::npos ? s : escaped(s);
+}
+
+Status checkPlanStrings(const plan::Plan& plan) {
+  Status first;
+  forEachString(plan, [&](const std::string& where, const std::string& s) {
+    if (!first.ok()) return;
+    size_t at = invalidUtf8At(s);
+    if (at != std::string::npos)
+      first = invalidInput(where, " '", escaped(s), "' is not valid UTF-8 (byte ", at,
+                           "); a plan holds names as UTF-8: rename it in the model");
+  });
+  return first;
 }
 
 StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
@@ -125,26 +595,44 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
     return invalidInput(planPath, ": too large to parse (", planFile->size(), " bytes)");
   LoadedPlan lp;
   lp.dir = dir;
-  if (!lp.plan.ParseFromArray(planFile->data(), static_cast<int>(planFile->size())))
-    return invalidInput(planPath, ": cannot parse as a pcc plan");
+  {
+    ProtobufLogCapture capture;
+    if (!lp.plan.ParseFromArray(planFile->data(), static_cast<int>(planFile->size())))
+      return invalidInput(planPath, ": cannot parse as a pcc plan", ProtobufLogCapture::said());
+  }
   if (lp.plan.schema_version() > 0 && lp.plan.schema_version() < kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),
-                        " is older than this runtime's ", kPlanSchemaVersion,
-                        " (it has no memory plan); recompile the model with this pcc");
+                        " is older than this runtime's ", kPlanSchemaVersion, " (it has no ",
+                        lp.plan.schema_version() == 1 ? "memory plan" : "checksum of plan.pb",
+                        "); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),
                         " is not supported by this runtime (supports ", kPlanSchemaVersion, ")");
-  auto openFile = [&](const plan::RankProgram& prog) -> Status {
+  // The checksum: the file ends in field 12 over every byte before it.
+  const uint8_t* bytes = planFile->data();
+  size_t n = planFile->size();
+  if (n < kPlanCrcTrailer || bytes[n - kPlanCrcTrailer] != kPlanCrcTag)
+    return invalidInput(planPath, ": does not end in its checksum (plan_crc32); the file is truncated or was "
+                        "not written by pcc");
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(bytes[n - 4 + i]) << (8 * i);
+  uint32_t computed = crc32Of(bytes, n - kPlanCrcTrailer);
+  if (stored != computed)
+    return invalidInput(planPath, ": checksum mismatch (stored ", hex32(stored), ", computed ", hex32(computed),
+                        "): the plan is corrupt or was edited");
+  if (Status st = validatePlan(lp.plan); !st.ok()) return st.withContext(planPath);
+  auto openFile = [&](const plan::RankProgram& prog, const std::string& who) -> Status {
     const std::string& name = prog.weight_file();
     if (name.empty() || lp.files.count(name)) return Status::OK();
-    std::string path = joinPath(dir, name);
+    ASSIGN_OR_RETURN(std::string path, confinedPath(dir, name, strCat(planPath, ": ", who, ": weight file")));
     if (!fs::is_regular_file(path, ec))
-      return invalidInput(path, ": weight file of rank ", prog.rank(), " is missing");
+      return invalidInput(joinPath(dir, name), ": weight file of ", who, " is missing");
     ASSIGN_OR_RETURN(lp.files[name], MappedFile::open(path));
     return Status::OK();
   };
-  for (const plan::RankProgram& prog : lp.plan.ranks()) RETURN_IF_ERROR(openFile(prog));
-  if (lp.plan.has_reference()) RETURN_IF_ERROR(openFile(lp.plan.reference()));
+  for (const plan::RankProgram& prog : lp.plan.ranks())
+    RETURN_IF_ERROR(openFile(prog, strCat("rank ", prog.rank())));
+  if (lp.plan.has_reference()) RETURN_IF_ERROR(openFile(lp.plan.reference(), "the reference program"));
   return lp;
 }
 

@@ -18,7 +18,8 @@ namespace pcc {
 
 /// The plan schema this runtime reads and writes. Bump it on any change that an
 /// older reader would misinterpret; readers refuse versions they do not know.
-constexpr uint32_t kPlanSchemaVersion = 2;
+/// Version 3 added the checksum of plan.pb (Plan.plan_crc32).
+constexpr uint32_t kPlanSchemaVersion = 3;
 
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;
@@ -48,13 +49,25 @@ class WeightFileWriter {
 /// \returns zlib's crc32 of `n` bytes at `data` (any size).
 uint32_t crc32Of(const void* data, size_t n);
 
-/// Creates `dir` (and its parents) and writes plan.pb, every weight file
+/// Writes the bundle `dir`: plan.pb (ending in its checksum), every weight file
 /// (`weightFiles` maps a file name relative to `dir` to its writer) and
-/// report.json. A plan with schema_version 0 is stamped kPlanSchemaVersion.
-/// \returns ok, or an error naming the file that could not be written.
+/// report.json, all into a new directory next to `dir` that is renamed to
+/// `dir` when complete. An existing `dir` is replaced only when it is a plan
+/// bundle (or empty): it is moved aside, the new one moved in, the old one
+/// removed, so a process running the old plan keeps its mapped files and a
+/// failed write leaves the old plan whole. Parents are created. A plan with
+/// schema_version 0 is stamped kPlanSchemaVersion.
+/// \returns ok, or an invalid-input error for an empty path, `/`, a path that
+/// exists and is not a bundle, a name that is not valid UTF-8, or a file that
+/// could not be written.
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
                        const std::string& reportJson);
+
+/// \returns ok when writePlanBundle may write `dir` (new, empty, or an existing
+/// bundle it may replace), or the invalid-input error it would return; lets a
+/// tool refuse a bad output path before it compiles.
+Status checkBundleTarget(const std::string& dir);
 
 /// A plan bundle in memory: the plan and its weight files, memory-mapped.
 struct LoadedPlan {
@@ -64,11 +77,36 @@ struct LoadedPlan {
   std::map<std::string, std::shared_ptr<MappedFile>> files;
 };
 
-/// Reads DIR/plan.pb and maps the weight files its programs name.
+/// Reads DIR/plan.pb, checks its checksum, validates it (validatePlan) and maps
+/// the weight files its programs name (confined to DIR: no absolute path, no
+/// '..', no symbolic link leading out).
 /// \returns the plan, or an invalid-input error naming the file when DIR is not
-/// a directory, plan.pb is missing or unparsable, its schema version is not
-/// kPlanSchemaVersion, or a weight file is missing.
+/// a directory, plan.pb is missing, unparsable, of another schema version,
+/// fails its checksum or its validation, or a weight file is missing or
+/// lies outside DIR.
 StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir);
+
+/// Checks everything about a plan that does not need its weight files: the
+/// mesh, ranks and groups agree (pp*dp*tp rank programs, each rank once at its
+/// mesh_coord, each group exactly the ranks of one mesh line along its axis),
+/// every tensor type is known and at most 2^48 bytes, every buffer id, weight
+/// index, group index, peer and input/output index is in range, instructions
+/// have the operand counts of their kind (collectives' types and dims agree,
+/// the reference program has no collectives or transfers), arena buffers lie
+/// inside the arena, and the SENDs from each rank to another match that rank's
+/// RECVs in number and types. Kernel types are checked when a backend
+/// prepares them.
+/// \returns ok or an invalid-input error naming the rank, buffer or instruction.
+Status validatePlan(const plan::Plan& plan);
+
+/// \returns ok, or an invalid-input error naming the first string of the plan
+/// (a name, an op, a string attribute) that is not valid UTF-8, which
+/// libprotobuf would write but refuse to read back.
+Status checkPlanStrings(const plan::Plan& plan);
+
+/// \returns `s` when it is valid UTF-8, else `s` with every byte outside
+/// printable ASCII written as \xNN.
+std::string utf8OrEscaped(const std::string& s);
 
 /// \returns weight `weightIndex` of `prog` as a Tensor::view into the mapped
 /// weight file (never copied), after checking that it lies inside the file, is

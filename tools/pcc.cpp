@@ -9,6 +9,7 @@
 
 #include "compiler/driver.h"
 #include "report/plan_report.h"
+#include "runtime/plan_io.h"
 #include "tools/cli.h"
 
 using namespace pcc;
@@ -102,7 +103,7 @@ int toolMain(int argc, char** argv) {
   cli::addChoice(app, "--emit", opts.emit, {"ir", "report", "json"},
                  "print the partitioned IR, the text report or the JSON\n"
                  "report instead of writing a plan (unless -o is given)");
-  app.add_option("-o,--output", opts.outputPath, "plan bundle directory (default: MODEL.pcc in the\nworking directory)")
+  CLI::Option* outputOpt = app.add_option("-o,--output", opts.outputPath, "plan bundle directory (default: MODEL.pcc in the\nworking directory)")
       ->type_name("PLAN.pcc");
   app.add_option("--print-after", opts.printAfter, "print the IR after pass PASS to stderr")->type_name("PASS");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
@@ -111,6 +112,12 @@ int toolMain(int argc, char** argv) {
                              [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
     return *code;
   if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
+  if (outputOpt->count() > 0 && opts.outputPath.empty())
+    return fail(invalidInput("-o: the plan bundle path is empty"));
+  std::string out = opts.outputPath;
+  if (out.empty()) out = std::filesystem::path(opts.modelPath).stem().string() + ".pcc";
+  // A bad -o fails before the compile (checked again when the plan is written).
+  if (Status s = checkBundleTarget(out); !s.ok() && (opts.emit.empty() || !opts.outputPath.empty())) return fail(s);
 
   // Progress goes live to a terminal; otherwise it is held back and shown
   // only on success, so a failure prints exactly one line.
@@ -118,16 +125,17 @@ int toolMain(int argc, char** argv) {
   std::ostringstream held;
   auto c = compileModel(opts, tty ? static_cast<std::ostream*>(&std::cerr) : &held);
   if (!c.ok()) return fail(c.status());
-  std::cerr << held.str();
 
   if (opts.emit == "ir") std::cout << emitIr(*c);
   if (opts.emit == "report") std::cout << planReportText(c->plan.plan);
   if (opts.emit == "json") std::cout << planReportJson(c->plan.plan);
-  if (!opts.emit.empty() && opts.outputPath.empty()) return 0;
+  if (!opts.emit.empty() && opts.outputPath.empty()) {
+    std::cerr << held.str();
+    return 0;
+  }
 
-  std::string out = opts.outputPath;
-  if (out.empty()) out = std::filesystem::path(opts.modelPath).stem().string() + ".pcc";
-  if (Status s = writeEmittedPlan(out, c->plan); !s.ok()) return fail(s);
+  if (Status s = writeEmittedPlan(out, c->plan); !s.ok()) return fail(s);  // one line: progress held back
+  std::cerr << held.str();
   if (!opts.quiet) std::cerr << "pcc: wrote " << out << " (" << c->ranks.size() << " ranks)\n";
   return 0;
 }

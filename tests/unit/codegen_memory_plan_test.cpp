@@ -228,10 +228,13 @@ TEST(MemoryPlan, ExecutorRefusesAnOverlapThePlanDoesNotDeclare) {
 
   p.mutable_ranks(0)->mutable_buffers(4)->set_in_place_of(3);
   p.mutable_ranks(0)->set_arena_bytes(64);  // a [4,8] f32 buffer needs 128
-  LoadedPlan small = writeAndLoad("smallarena", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});
-  auto f = Executor::create(small, small.plan.ranks(0), true);
+  // The plan reader refuses it before any executor sees it.
+  auto f = loadPlanBundle(writeBundle("smallarena", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}}));
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.status().message().find("lie outside the 64-byte arena"), std::string::npos) << f.status().message();
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(f.status().message().find("lie outside the 64-byte arena"),
+            std::string::npos)
+      << f.status().message();
 
   p.mutable_ranks(0)->set_arena_bytes(uint64_t{1} << 62);  // corrupt: never allocated
   LoadedPlan huge = writeAndLoad("hugearena", p, {{"rank0.bin", &w0}, {"reference.bin", &wr}});

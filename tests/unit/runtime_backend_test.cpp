@@ -298,6 +298,7 @@ TEST(RuntimeBackend, GatherScatterSendAndRecvCrossTheSeam) {
   addIo(&p, true, "x", f32({4, 3}));
   addIo(&p, false, "y", f32({4, 3}));
   addGroup(&p, "dp", {0, 1});
+  setMesh(&p, 1, 2, 1);
   for (int r = 0; r < 2; ++r) {
     ProgBuilder b(p.add_ranks(), r);
     int x = b.buffer("x", f32({2, 3})), a = b.buffer("a", f32({2, 3})), g = b.buffer("g", f32({4, 3}));

@@ -133,6 +133,7 @@ TEST(RuntimeLauncher, FourRanksInTwoTensorParallelGroups) {
   addIo(&p, false, "y", f32({4, 5}));
   addGroup(&p, "tp", {0, 1});
   addGroup(&p, "tp", {2, 3});
+  setMesh(&p, 1, 2, 2);
   WeightFileWriter ws[4];
   std::map<std::string, WeightFileWriter*> files;
   for (int r = 0; r < 4; ++r) {
@@ -173,6 +174,7 @@ void checkAllGather(const std::string& name, std::vector<int64_t> rows) {
   std::vector<int> all;
   for (int r = 0; r < n; ++r) all.push_back(r);
   addGroup(&p, "dp", all);
+  setMesh(&p, 1, static_cast<int>(all.size()), 1);
   int64_t off = 0;
   for (int r = 0; r < n; ++r) {
     ProgBuilder b(p.add_ranks(), r);

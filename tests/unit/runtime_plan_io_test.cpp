@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
+#include <functional>
 
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
@@ -98,8 +101,7 @@ TEST(RuntimePlanIo, WeightWriterRoundTripIsAlignedAndMapped) {
 
 TEST(RuntimePlanIo, FlippedByteIsAChecksumError) {
   TwoWeights tw;
-  std::string dir = freshDir("flipped");
-  ASSERT_TRUE(writePlanBundle(dir, tw.plan, {{"rank0.bin", &tw.writer}}, "{}").ok());
+  std::string dir = writeBundle("flipped", tw.plan, {{"rank0.bin", &tw.writer}});
   {
     std::fstream f(dir + "/rank0.bin", std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(5);
@@ -142,7 +144,7 @@ TEST(RuntimePlanIo, UnknownSchemaVersionIsRefused) {
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
   EXPECT_EQ(lp.status().message(),
-            dir + "/plan.pb: plan schema version 7 is not supported by this runtime (supports 2)");
+            dir + "/plan.pb: plan schema version 7 is not supported by this runtime (supports 3)");
 }
 
 TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
@@ -154,8 +156,314 @@ TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 2 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 3 (it has "
                                          "no memory plan); recompile the model with this pcc");
+}
+
+TEST(RuntimePlanIo, PlanWithoutAChecksumIsRefusedWithRecompile) {
+  plan::Plan p;
+  p.set_schema_version(2);  // before plan_crc32
+  std::string dir = freshDir("v2");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
+  auto lp = loadPlanBundle(dir);
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 2 is older than this runtime's 3 (it has "
+                                         "no checksum of plan.pb); recompile the model with this pcc");
+}
+
+/// x -> Relu -> y on one rank, with one weight the program does not read.
+struct ReluPlan {
+  plan::Plan plan;
+  WeightFileWriter writer;
+  ReluPlan() {
+    addIo(&plan, true, "x", f32({2, 3}));
+    addIo(&plan, false, "y", f32({2, 3}));
+    ProgBuilder b(plan.add_ranks(), 0, &writer);
+    int x = b.buffer("x", f32({2, 3})), y = b.buffer("y", f32({2, 3}));
+    b.weight("w", pattern(f32({4})));
+    b.input(x, 0);
+    b.kernel("Relu", {x}, {y}, "act");
+    b.output(y, 0);
+  }
+  std::string write(const std::string& name) { return writeBundle(name, plan, {{"rank0.bin", &writer}}); }
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+/// Rewrites DIR/plan.pb as `edit` leaves it, with a correct checksum: what
+/// someone editing a plan on purpose would do.
+void editPlan(const std::string& dir, const std::function<void(plan::Plan&)>& edit) {
+  plan::Plan p;
+  ASSERT_TRUE(p.ParseFromString(readFile(dir + "/plan.pb")));
+  edit(p);
+  p.clear_plan_crc32();
+  std::string bytes = p.SerializeAsString();
+  uint32_t crc = crc32Of(bytes.data(), bytes.size());
+  bytes.push_back(static_cast<char>(0x65));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>(crc >> (8 * i)));
+  std::ofstream(dir + "/plan.pb", std::ios::binary | std::ios::trunc) << bytes;
+}
+
+void expectRefused(const std::string& dir, const std::string& what) {
+  auto lp = loadPlanBundle(dir);
+  ASSERT_FALSE(lp.ok()) << what;
+  EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(lp.status().message().find(what), std::string::npos) << lp.status().message();
+  EXPECT_EQ(lp.status().message().find('\n'), std::string::npos) << lp.status().message();
+}
+
+TEST(RuntimePlanIo, PlanPbEndsInItsChecksum) {
+  ReluPlan rp;
+  std::string dir = rp.write("crc");
+  std::string bytes = readFile(dir + "/plan.pb");
+  ASSERT_GE(bytes.size(), 5u);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[bytes.size() - 5]), 0x65);
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[bytes.size() - 4 + i])) << (8 * i);
+  EXPECT_EQ(stored, crc32Of(bytes.data(), bytes.size() - 5));
+  auto lp = loadPlanBundle(dir);
+  ASSERT_TRUE(lp.ok()) << lp.status().message();
+  EXPECT_EQ(lp->plan.plan_crc32(), stored);
+}
+
+TEST(RuntimePlanIo, AFlippedByteInPlanPbIsRefused) {
+  ReluPlan rp;
+  std::string dir = rp.write("relu_selu");
+  std::string bytes = readFile(dir + "/plan.pb");
+  size_t at = bytes.find("Relu");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'S';  // 'R' ^ 0x01: still a valid plan, another op
+  std::ofstream(dir + "/plan.pb", std::ios::binary | std::ios::trunc) << bytes;
+  expectRefused(dir, dir + "/plan.pb: checksum mismatch (stored 0x");
+  // Cut short: the checksum is gone.
+  std::ofstream(dir + "/plan.pb", std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 5);
+  expectRefused(dir, "does not end in its checksum");
+}
+
+TEST(RuntimePlanIo, EditedMeshGroupsAndCoordinatesAreRefused) {
+  plan::Plan p;
+  addIo(&p, true, "x", f32({4}));
+  addIo(&p, false, "y", f32({4}));
+  addGroup(&p, "tp", {0, 1});
+  for (int r = 0; r < 2; ++r) {
+    ProgBuilder b(p.add_ranks(), r);
+    int x = b.buffer("x", f32({4})), y = b.buffer("y", f32({4}));
+    b.input(x, 0);
+    b.collective(plan::Instruction::ALL_REDUCE, x, y, 0);
+    if (r == 0) b.output(y, 0);
+  }
+  ASSERT_TRUE(loadPlanBundle(writeBundle("mesh_ok", p)).ok());
+  struct Case {
+    const char* name;
+    std::function<void(plan::Plan&)> edit;
+    const char* want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"tp4", [](plan::Plan& q) { q.mutable_mesh()->set_tp(4); }, "mesh pp=1 dp=1 tp=4 has 4 ranks, the plan has 2"},
+           {"dp0", [](plan::Plan& q) { q.mutable_mesh()->set_dp(0); }, "has an extent below 1"},
+           {"dp2", [](plan::Plan& q) { q.mutable_mesh()->set_dp(2); q.mutable_mesh()->set_tp(1); },
+            "rank 1: mesh_coord is not (0, 1, 0)"},
+           {"swapped", [](plan::Plan& q) { q.mutable_groups(0)->set_ranks(0, 1); q.mutable_groups(0)->set_ranks(1, 0); },
+            "group 0 (tp): ranks [1,0] are not a tp group"},
+           {"short", [](plan::Plan& q) { q.mutable_groups(0)->mutable_ranks()->RemoveLast(); },
+            "group 0 (tp): ranks [0] are not a tp group"},
+           {"axis", [](plan::Plan& q) { q.mutable_groups(0)->set_axis("dp"); }, "ranks [0,1] are not a dp group"},
+           {"rank", [](plan::Plan& q) { q.mutable_ranks(1)->set_rank(0); }, "rank 0 is out of range or repeated"},
+           {"group_index", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_instructions(0)->set_group(3); },
+            "rank 1: instruction #0: group 3 does not exist (the plan has 1)"},
+       }) {
+    std::string dir = writeBundle(strCat("mesh_", c.name), p);
+    editPlan(dir, c.edit);
+    expectRefused(dir, c.want);
+  }
+}
+
+TEST(RuntimePlanIo, OutOfRangeIdsCountsAndUnpairedTransfersAreRefused) {
+  plan::Plan p;
+  addIo(&p, true, "x", f32({2, 3}));
+  addIo(&p, false, "y", f32({2, 3}));
+  WeightFileWriter w0;
+  ProgBuilder b0(p.add_ranks(), 0, &w0), b1(p.add_ranks(), 1);
+  int x = b0.buffer("x", f32({2, 3})), h = b0.buffer("h", f32({2, 3}));
+  b0.weight("w", pattern(f32({3})));
+  b0.input(x, 0);
+  b0.kernel("Relu", {x}, {h}, "act");
+  b0.send(h, 1);
+  int in = b1.buffer("h", f32({2, 3})), y = b1.buffer("y", f32({2, 3}));
+  b1.recv(in, 0);
+  b1.kernel("Add", {in, in}, {y}, "add");
+  b1.output(y, 0);
+  ASSERT_TRUE(loadPlanBundle(writeBundle("ids_ok", p, {{"rank0.bin", &w0}})).ok());
+  struct Case {
+    const char* name;
+    std::function<void(plan::Plan&)> edit;
+    const char* want;
+  };
+  using K = plan::Instruction;
+  for (const Case& c : std::vector<Case>{
+           {"in", [](plan::Plan& q) { q.mutable_ranks(0)->mutable_instructions(0)->set_inputs(0, 9); },
+            "rank 0: instruction #0 (node 'act'): input names no buffer (9)"},
+           {"weight", [](plan::Plan& q) { q.mutable_ranks(0)->mutable_buffers(2)->set_weight(1); },
+            "rank 0: buffer 2 'w': weight index 1 is out of range (1 weights)"},
+           {"dtype", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_buffers(1)->mutable_desc()->set_dtype(99); },
+            "rank 1: buffer 1 'y': unknown dtype code 99"},
+           {"huge", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_buffers(1)->mutable_desc()->set_shape(0, int64_t{1} << 62); },
+            "more than 2^48 bytes"},
+           {"arena", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_buffers(1)->set_arena_offset(64); },
+            "rank 1: buffer 1 'y': bytes [64, +24) lie outside the 0-byte arena"},
+           {"binding", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_outputs(0)->set_index(2); },
+            "rank 1: output binding 0: index 2 is out of range (the plan has 1)"},
+           {"slice", [](plan::Plan& q) { auto* b = q.mutable_ranks(0)->mutable_inputs(0); b->set_split_dim(0); b->set_offset(1); b->set_length(2); },
+            "rank 0: input binding 0: slice [1, +2) along dim 0 is outside the extent 2"},
+           {"send_count", [](plan::Plan& q) { q.mutable_ranks(0)->mutable_instructions(1)->add_inputs(0); },
+            "SEND takes 1 input(s) and 0 output(s), the plan gives 2 and 0"},
+           {"peer", [](plan::Plan& q) { q.mutable_ranks(0)->mutable_instructions(1)->set_peer(0); },
+            "SEND peer 0 is not another rank of 2"},
+           {"unpaired", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_instructions(0)->set_kind(K::FREE);
+                                            q.mutable_ranks(1)->mutable_instructions(0)->clear_outputs(); },
+            "transfers from rank 0 to rank 1: 1 SEND(s) but 0 RECV(s)"},
+           {"types", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_buffers(0)->mutable_desc()->set_shape(0, 3); },
+            "transfer 0 from rank 0 to rank 1: SEND and RECV differ in type"},
+           {"kind", [](plan::Plan& q) { q.mutable_ranks(0)->mutable_instructions(0)->set_kind(static_cast<K::Kind>(42)); },
+            "unknown instruction kind 42"},
+       }) {
+    std::string dir = writeBundle(strCat("ids_", c.name), p, {{"rank0.bin", &w0}});
+    editPlan(dir, c.edit);
+    expectRefused(dir, c.want);
+  }
+}
+
+TEST(RuntimePlanIo, WeightFilesStayInsideTheBundle) {
+  ReluPlan rp;
+  // A real file outside the bundle, with the weight's bytes and checksum.
+  std::string outside = freshDir("outside_bytes");
+  std::filesystem::create_directories(outside);
+  std::string dir = rp.write("escape");
+  std::filesystem::copy_file(dir + "/rank0.bin", outside + "/stolen.bin");
+  for (const auto& [name, want] : std::vector<std::pair<std::string, std::string>>{
+           {"../../etc/passwd", "rank 0: weight file '../../etc/passwd' climbs out of its folder with '..'"},
+           {"/etc/passwd", "rank 0: weight file '/etc/passwd' is absolute"},
+           {"../outside_bytes/stolen.bin", "climbs out of its folder"},
+           {"link.bin", "resolves to"},
+       }) {
+    std::string d = rp.write("escape");
+    std::filesystem::create_symlink(outside + "/stolen.bin", d + "/link.bin");
+    editPlan(d, [&](plan::Plan& q) { q.mutable_ranks(0)->set_weight_file(name); });
+    expectRefused(d, want);
+  }
+  // A link that stays inside is fine.
+  std::string d = rp.write("escape");
+  std::filesystem::create_symlink("rank0.bin", d + "/inside.bin");
+  editPlan(d, [&](plan::Plan& q) { q.mutable_ranks(0)->set_weight_file("inside.bin"); });
+  auto lp = loadPlanBundle(d);
+  ASSERT_TRUE(lp.ok()) << lp.status().message();
+  EXPECT_TRUE(loadWeight(*lp, lp->plan.ranks(0), 0, true).ok());
+}
+
+TEST(RuntimePlanIo, NamesThatAreNotUtf8AreRefusedWhenWrittenAndWhenRead) {
+  ReluPlan rp;
+  rp.plan.mutable_ranks(0)->mutable_instructions(0)->set_node("act\xff");
+  std::string dir = freshDir("utf8");
+  Status st = writePlanBundle(dir, withMesh(rp.plan), {{"rank0.bin", &rp.writer}}, "{}");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("rank 0: node name 'act\\xff' is not valid UTF-8 (byte 3)"), std::string::npos)
+      << st.message();
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  // Overlong and surrogate forms are not UTF-8 either; real multi-byte names are.
+  for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82"}) {
+    rp.plan.mutable_ranks(0)->mutable_instructions(0)->set_node(bad);
+    EXPECT_FALSE(checkPlanStrings(rp.plan).ok()) << bad;
+  }
+  rp.plan.mutable_ranks(0)->mutable_instructions(0)->set_node("Aktivierung_\xc3\xbc_\xe2\x82\xac_\xf0\x9f\x99\x82");
+  EXPECT_TRUE(checkPlanStrings(rp.plan).ok());
+  EXPECT_EQ(utf8OrEscaped("m\xffodel.onnx"), "m\\xffodel.onnx");
+
+  // A plan.pb holding one (with a correct checksum): one message, nothing
+  // from libprotobuf on stderr.
+  rp.plan.mutable_ranks(0)->mutable_instructions(0)->set_node("act");
+  std::string good = rp.write("utf8_read");
+  std::string bytes = readFile(good + "/plan.pb");
+  size_t at = bytes.find("act");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 2] = static_cast<char>(0xff);
+  bytes.resize(bytes.size() - 5);
+  uint32_t crc = crc32Of(bytes.data(), bytes.size());
+  bytes.push_back(static_cast<char>(0x65));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>(crc >> (8 * i)));
+  std::ofstream(good + "/plan.pb", std::ios::binary | std::ios::trunc) << bytes;
+  ::testing::internal::CaptureStderr();
+  auto lp = loadPlanBundle(good);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(lp.ok());
+  EXPECT_NE(lp.status().message().find("cannot parse as a pcc plan (String field"), std::string::npos)
+      << lp.status().message();
+  EXPECT_EQ(err, "");
+}
+
+TEST(RuntimePlanIo, BundlesAreReplacedWholeAndOnlyBundles) {
+  ReluPlan a;
+  std::string dir = a.write("replace");
+  auto old = loadPlanBundle(dir);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  auto oldWeight = loadWeight(*old, old->plan.ranks(0), 0, true);
+  ASSERT_TRUE(oldWeight.ok());
+  std::vector<float> before(oldWeight->data<float>(), oldWeight->data<float>() + 4);
+
+  // Another plan onto the same directory: the old mapping stays readable.
+  plan::Plan p2 = withMesh(a.plan);
+  WeightFileWriter w2;
+  *p2.mutable_ranks(0)->mutable_weights(0) = w2.add("w", pattern(f32({4}), 1.0f, 3.0f));
+  ASSERT_TRUE(writePlanBundle(dir, p2, {{"rank0.bin", &w2}}, "{}").ok());
+  EXPECT_EQ(std::vector<float>(oldWeight->data<float>(), oldWeight->data<float>() + 4), before);
+  auto now = loadPlanBundle(dir);
+  ASSERT_TRUE(now.ok()) << now.status().message();
+  auto newWeight = loadWeight(*now, now->plan.ranks(0), 0, true);
+  ASSERT_TRUE(newWeight.ok());
+  EXPECT_NE(std::vector<float>(newWeight->data<float>(), newWeight->data<float>() + 4), before);
+  // Nothing left next to it.
+  std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  for (const auto& e : std::filesystem::directory_iterator(parent))
+    EXPECT_EQ(e.path().filename().string().find(".pcc_rt_replace."), std::string::npos) << e.path();
+
+  // A failed write (a weight file that cannot be created) leaves the old bundle whole.
+  Status failed = writePlanBundle(dir, p2, {{"plan.pb/rank0.bin", &w2}}, "{}");
+  EXPECT_FALSE(failed.ok());
+  auto still = loadPlanBundle(dir);
+  ASSERT_TRUE(still.ok()) << still.status().message();
+  EXPECT_EQ(still->plan.plan_crc32(), now->plan.plan_crc32());
+  for (const auto& e : std::filesystem::directory_iterator(parent))
+    EXPECT_EQ(e.path().filename().string().find(".pcc_rt_replace."), std::string::npos) << e.path();
+
+  // Not a bundle: refused, untouched.
+  std::string other = freshDir("not_a_bundle");
+  std::filesystem::create_directories(other);
+  std::ofstream(other + "/notes.txt") << "keep me";
+  Status st = writePlanBundle(other, p2, {{"rank0.bin", &w2}}, "{}");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(st.message(), other + ": exists and is not a plan bundle (it holds 'notes.txt'); refusing to replace it");
+  EXPECT_EQ(readFile(other + "/notes.txt"), "keep me");
+  std::ofstream(other + "/plan.pb") << "x";  // a plan.pb among other files is still not a bundle
+  EXPECT_FALSE(writePlanBundle(other, p2, {{"rank0.bin", &w2}}, "{}").ok());
+  std::string file = freshDir("a_file");
+  std::ofstream(file) << "x";
+  EXPECT_NE(writePlanBundle(file, p2, {}, "{}").message().find("exists and is not a plan bundle directory"),
+            std::string::npos);
+  for (const char* bad : {"", "/", "//", ".", "..", "./"}) {
+    Status s = writePlanBundle(bad, p2, {}, "{}");
+    EXPECT_FALSE(s.ok()) << "'" << bad << "'";
+    EXPECT_EQ(s.code(), StatusCode::kInvalidInput) << "'" << bad << "'";
+  }
+  // An empty directory becomes a bundle.
+  std::string empty = freshDir("empty_target");
+  std::filesystem::create_directories(empty);
+  ASSERT_TRUE(writePlanBundle(empty, p2, {{"rank0.bin", &w2}}, "{}").ok());
+  EXPECT_TRUE(loadPlanBundle(empty).ok());
 }
 
 TEST(RuntimePlanIo, BadBundlesNameTheFile) {
@@ -177,8 +485,7 @@ TEST(RuntimePlanIo, BadBundlesNameTheFile) {
 
   // A program naming a weight file that is not there.
   TwoWeights tw;
-  std::string dir = freshDir("noweights");
-  ASSERT_TRUE(writePlanBundle(dir, tw.plan, {}, "{}").ok());
+  std::string dir = writeBundle("noweights", tw.plan, {});
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_NE(lp.status().message().find(dir + "/rank0.bin: weight file of rank 0 is missing"),

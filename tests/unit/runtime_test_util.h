@@ -113,12 +113,39 @@ inline Tensor pattern(const TensorType& t, float scale = 0.1f, float shift = 0.f
   return x;
 }
 
+/// Sets the plan's mesh and every rank program's mesh_coord (ranks laid out
+/// as the compiler does: tp fastest, then dp, then pp).
+inline void setMesh(plan::Plan* p, int pp, int dp, int tp) {
+  p->mutable_mesh()->set_pp(pp);
+  p->mutable_mesh()->set_dp(dp);
+  p->mutable_mesh()->set_tp(tp);
+  for (plan::RankProgram& r : *p->mutable_ranks()) {
+    r.clear_mesh_coord();
+    for (int c : {r.rank() / (tp * dp), (r.rank() / tp) % dp, r.rank() % tp}) r.add_mesh_coord(c);
+  }
+}
+
+/// \returns `p` with a mesh: its own, or pp=1 dp=1 tp=N for a plan built
+/// without one.
+inline plan::Plan withMesh(plan::Plan p) {
+  if (!p.has_mesh()) setMesh(&p, 1, 1, p.ranks_size());
+  else setMesh(&p, p.mesh().pp(), p.mesh().dp(), p.mesh().tp());
+  return p;
+}
+
+/// Writes the bundle (with a mesh, see withMesh). \returns its directory.
+inline std::string writeBundle(const std::string& name, const plan::Plan& p,
+                               std::map<std::string, WeightFileWriter*> files = {}) {
+  std::string dir = freshDir(name);
+  Status st = writePlanBundle(dir, withMesh(p), files, "{}");
+  EXPECT_TRUE(st.ok()) << st.message();
+  return dir;
+}
+
 /// Writes the bundle and loads it back.
 inline LoadedPlan writeAndLoad(const std::string& name, const plan::Plan& p,
                                std::map<std::string, WeightFileWriter*> files = {}) {
-  std::string dir = freshDir(name);
-  Status st = writePlanBundle(dir, p, files, "{}");
-  EXPECT_TRUE(st.ok()) << st.message();
+  std::string dir = writeBundle(name, p, files);
   auto lp = loadPlanBundle(dir);
   EXPECT_TRUE(lp.ok()) << lp.status().message();
   return lp.ok() ? std::move(lp).value() : LoadedPlan{};
