@@ -29,7 +29,7 @@ constexpr const char* kAbout =
     "Runs a plan bundle on CPU ranks (one thread per rank, gloo between them), prints\n"
     "per-rank times, and checks the outputs against the plan's reference program\n"
     "(--check) and/or expected tensor files (--expect).";
-constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error";
+constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error, 4 out of memory or a peer rank failed";
 
 struct Args {
   std::string plan, inputs, expect, outputs;
@@ -287,4 +287,6 @@ int toolMain(int argc, char** argv) {
   return run(std::get<Args>(args));
 }
 
-int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-run", toolMain(argc, argv)); }
+int main(int argc, char** argv) {
+  return pcc::cli::finishStdout("pcc-run", pcc::cli::guardedMain("pcc-run", [&] { return toolMain(argc, argv); }));
+}
