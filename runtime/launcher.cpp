@@ -335,6 +335,11 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
       if (!live.lost(/*arrivals=*/false).empty()) {
         lostPeer = true;
         comms.abortAll();
+        if (!wake.wait_for(lock, std::chrono::seconds(1), [&] { return done; }) && o.onStuckAfterPeerLost) {
+          live.ended();
+          o.onStuckAfterPeerLost(live.explain(
+              environmentError("rank ", rank, ": stopped while blocked in a collective or transfer")));
+        }
         return;
       }
     }

@@ -232,7 +232,15 @@ int run(const Args& a) {
   if (*proc && (*proc)->worldSize != plan.ranks_size())
     return fail(invalidInput("the environment starts ", (*proc)->worldSize, " processes but the plan has ",
                              plan.ranks_size(), " ranks"));
-  auto res = *proc ? runPlanRank(*lp, inputs, a.run, (*proc)->rank, (*proc)->dir) : runPlan(*lp, inputs, a.run);
+  RunOptions ro = a.run;
+  // A rank blocked on a live peer after another died: say why and end now,
+  // rather than at the timeout (docs/runtime.md).
+  ro.onStuckAfterPeerLost = [](const Status& why) {
+    fail(why);
+    std::cerr.flush();
+    std::_Exit(why.exitCode());
+  };
+  auto res = *proc ? runPlanRank(*lp, inputs, ro, (*proc)->rank, (*proc)->dir) : runPlan(*lp, inputs, a.run);
   if (!res.ok()) return fail(res.status());
   if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t r = 0; r < res->rankSeconds.size(); ++r)
