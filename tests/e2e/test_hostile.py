@@ -352,6 +352,15 @@ class Hostile:
                           [vi("x", F, [2])], [vi("y", F, [2])])
         self.expect_error("two nodes writing 'y'", "pcc", [model, "--gpus", 1, "-o", self.path("c.pcc")],
                           [r"'y' is defined twice"])
+        # The same inside a body: two nodes of If's then-branch write 't'.
+        then = H.make_graph([H.make_node("Relu", ["x"], ["t"], name="t1"), H.make_node("Neg", ["x"], ["t"], name="t2")],
+                            "then", [], [vi("t", F, [2])])
+        other = H.make_graph([H.make_node("Identity", ["x"], ["e"], name="e1")], "else", [], [vi("e", F, [2])])
+        model = self.save("dup_body.onnx", [H.make_node("If", ["c"], ["y"], name="if", then_branch=then,
+                                                        else_branch=other)],
+                          [vi("x", F, [2])], [vi("y", F, [2])], [numpy_helper.from_array(np.array(True), "c")])
+        self.expect_error("two nodes of a body writing 't'", "pcc", [model, "--gpus", 1, "-o", self.path("c.pcc")],
+                          [r"body 'then' value 't' is defined twice"])
         # An initializer of an input's name is its default value: accepted.
         model = self.save("default.onnx", [H.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", F, [2])],
                           [vi("y", F, [2])], [numpy_helper.from_array(np.ones(2, np.float32), "x")])
