@@ -168,6 +168,8 @@ class RankLiveness {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     host_ = host;
+    std::error_code ec;
+    std::filesystem::remove(file(rank_, "end"), ec);  // left by an earlier run of the same id
     std::ofstream(file(rank_, "pid")) << host_ << " " << getpid() << "\n";
   }
 
