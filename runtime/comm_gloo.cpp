@@ -280,7 +280,7 @@ class GlooCommunicator final : public Communicator {
     try {
       f();
     } catch (const std::exception& e) {
-      return internalError(prefix(what), type.str(), " failed (timeout ", timeout_.count() / 1000.0,
+      return environmentError(prefix(what), type.str(), " failed (timeout ", timeout_.count() / 1000.0,
                            " s): ", e.what());
     }
     return Status::OK();
@@ -367,9 +367,12 @@ StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
     attr.hostname = options.hostname;
     dev = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    return internalError("rank ", rank, ": cannot create a gloo TCP device on ", options.hostname,
+    return environmentError("rank ", rank, ": cannot create a gloo TCP device on ", options.hostname,
                          ": ", e.what());
   }
+  // One deadline for every group: a peer that never arrives ends the rank
+  // within the timeout, not within the timeout once per group.
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   auto connect = [&](const std::string& key, const std::string& label,
                      const std::vector<int>& ranks) -> StatusOr<std::unique_ptr<Communicator>> {
     auto it = std::find(ranks.begin(), ranks.end(), rank);
@@ -378,12 +381,14 @@ StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     if (n > 1) {
       try {
+        auto left = std::chrono::duration_cast<Ms>(deadline - std::chrono::steady_clock::now());
+        if (left <= Ms(0)) throw std::runtime_error("the deadline passed before this group's turn");
         ctx = std::make_shared<gloo::rendezvous::Context>(me, n);
-        ctx->setTimeout(options.timeout);
+        ctx->setTimeout(left);
         gloo::rendezvous::PrefixStore prefixed(key, store.store());
         ctx->connectFullMesh(prefixed, dev);
       } catch (const std::exception& e) {
-        return internalError("rank ", rank, ": cannot connect ", label, " within ",
+        return environmentError("rank ", rank, ": cannot connect ", label, " within ",
                              options.timeout.count() / 1000.0, " s: ", e.what());
       }
     }

@@ -1,11 +1,20 @@
 #include "runtime/launcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/comm_gloo.h"
@@ -148,10 +157,88 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   return Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums);
 }
 
+/// What the processes of a multi-process run leave in the rendezvous folder,
+/// so that a survivor can name a rank that died (a SIGKILL, the OOM killer):
+/// `rank<R>.pid` ("<host> <pid>") when rank R starts, `rank<R>.end` when it
+/// ends on its own, with success or with an error it reports. A rank whose
+/// process is gone (or a zombie) on this host without an `.end` file died.
+class RankLiveness {
+ public:
+  RankLiveness(std::string dir, int rank, int worldSize) : dir_(std::move(dir)), rank_(rank), n_(worldSize) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    host_ = host;
+    std::error_code ec;
+    std::filesystem::remove(file(rank_, "end"), ec);  // left by an earlier run of the same id
+    std::ofstream(file(rank_, "pid")) << host_ << " " << getpid() << "\n";
+  }
+
+  /// Marks this rank as ended on its own (before its connections close, so
+  /// that a peer that sees them close does not take it for dead).
+  void ended() const { std::ofstream(file(rank_, "end")) << "\n"; }
+
+  /// \returns the peers that died (their process is gone without an `.end`
+  /// file) or, with `arrivals`, never arrived (no `.pid` file), as phrases.
+  std::vector<std::string> lost(bool arrivals) const {
+    std::vector<std::string> out;
+    for (int r = 0; r < n_; ++r) {
+      if (r == rank_ || std::filesystem::exists(file(r, "end"))) continue;
+      std::ifstream in(file(r, "pid"));
+      std::string host;
+      long pid = 0;
+      if (!in) {
+        if (arrivals) out.push_back(strCat("rank ", r, " never arrived"));
+        continue;
+      }
+      if (!(in >> host >> pid) || host != host_ || pid <= 0) continue;
+      if (processGone(pid) && !std::filesystem::exists(file(r, "end")))
+        out.push_back(strCat("rank ", r, " (process ", pid, ") died without a message"));
+    }
+    return out;
+  }
+
+  /// \returns `s`, its message led by the peers that died or never arrived,
+  /// when `s` is a communication failure (an environment error) and there
+  /// are some; else `s`.
+  Status explain(const Status& s) const {
+    if (s.code() != StatusCode::kEnvironment) return s;
+    std::vector<std::string> dead = lost(/*arrivals=*/true);
+    if (dead.empty()) return s;
+    return Status(s.code(), strCat(join(dead), "; ", s.message()));
+  }
+
+  static std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+    return out;
+  }
+
+ private:
+  std::string file(int r, const char* ext) const { return strCat(dir_, "/rank", r, ".", ext); }
+
+  /// \returns true when `pid` no longer runs: gone, or a zombie its parent
+  /// has not reaped yet.
+  static bool processGone(long pid) {
+    if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+    std::ifstream stat(strCat("/proc/", pid, "/stat"));
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    char state = line[close + 2];
+    return state == 'Z' || state == 'X';
+  }
+
+  std::string dir_, host_;
+  int rank_, n_;
+};
+
 StatusOr<double> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
-                           std::vector<OutputPiece>* pieces, const RunOptions& o) {
+                           std::vector<OutputPiece>* pieces, const RunOptions& o,
+                           const std::atomic<bool>* lostPeer = nullptr) {
   double total = 0;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
+    if (lostPeer && *lostPeer) return environmentError("a peer rank is lost (stopped before run ", it + 1, ")");
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(exec.run(inputs, comms, pieces));
     if (it >= o.warmup) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -228,23 +315,69 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   exec->setProfiling(o.profile && rank == 0);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
   ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
+  RankLiveness live(rendezvousDir, rank, n);
   GlooOptions gopts;
   gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
   // The world communicator also carries the output pieces to rank 0.
-  ASSIGN_OR_RETURN(RankComms comms,
-                   exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1));
-  std::vector<OutputPiece> mine;
-  auto secs = timedRuns(*exec, inputs, &comms, &mine, o);
-  if (!secs.ok()) {
-    comms.abortAll();
-    return secs.status().withContext(strCat("rank ", rank));
+  auto connected = exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1);
+  if (!connected.ok()) {
+    live.ended();
+    return live.explain(connected.status());
   }
+  RankComms comms = std::move(connected).value();
+  // A watcher looks for peers that died (on this host) five times a second
+  // and stops this rank when one did, even when it is not talking to that peer.
+  std::atomic<bool> lostPeer{false};
+  std::mutex watchMu;
+  std::condition_variable wake;
+  bool done = false;
+  std::thread watcher([&] {
+    std::unique_lock<std::mutex> lock(watchMu);
+    while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] { return done; })) {
+      if (!live.lost(/*arrivals=*/false).empty()) {
+        lostPeer = true;
+        comms.abortAll();
+        if (!wake.wait_for(lock, std::chrono::seconds(1), [&] { return done; }) && o.onStuckAfterPeerLost) {
+          live.ended();
+          o.onStuckAfterPeerLost(live.explain(
+              environmentError("rank ", rank, ": stopped while blocked in a collective or transfer")));
+        }
+        return;
+      }
+    }
+  });
+  auto stopWatcher = [&] {
+    {
+      std::lock_guard<std::mutex> lock(watchMu);
+      done = true;
+    }
+    wake.notify_all();
+    if (watcher.joinable()) watcher.join();
+  };
+  struct StopAtExit {
+    std::function<void()> stop;
+    ~StopAtExit() { stop(); }
+  } stopAtExit{stopWatcher};
+  // Every failure from here on marks this rank as ended, closes its
+  // connections (so its peers stop at once rather than at the timeout) and
+  // names the peers that died.
+  auto failed = [&](const Status& s) {
+    stopWatcher();
+    live.ended();
+    comms.abortAll();
+    return live.explain(s);
+  };
+  std::vector<OutputPiece> mine;
+  auto secs = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
+  if (!secs.ok()) return failed(secs.status().withContext(strCat("rank ", rank)));
   // Rank times, then pieces, go to rank 0 in rank order; rank 0 assembles.
   Tensor t = Tensor::fromVector<double>(DType::kF64, {1}, {*secs});
   RunResult result;
   if (rank != 0) {
-    RETURN_IF_ERROR(comms.world->send(t, 0));
-    for (const OutputPiece& piece : mine) RETURN_IF_ERROR(comms.world->send(piece.tensor, 0));
+    Status sent = comms.world->send(t, 0);
+    for (size_t i = 0; sent.ok() && i < mine.size(); ++i) sent = comms.world->send(mine[i].tensor, 0);
+    if (!sent.ok()) return failed(sent);
+    live.ended();
     return result;
   }
   std::vector<std::vector<OutputPiece>> pieces(n);
@@ -253,7 +386,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   result.rankSeconds.push_back(*secs);
   for (int r = 1; r < n; ++r) {
     Tensor s = Tensor::zeros(DType::kF64, {1});
-    RETURN_IF_ERROR(comms.world->recv(&s, r));
+    if (Status got = comms.world->recv(&s, r); !got.ok()) return failed(got);
     result.rankSeconds.push_back(s.data<double>()[0]);
     // A rank's pieces are its output bindings, with the types of their buffers.
     const plan::RankProgram& prog = *pr.progs[r];
@@ -262,10 +395,11 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
         return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
       OutputPiece piece{b.index(), b.split_dim(), b.offset(), b.length(),
                         Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
-      RETURN_IF_ERROR(comms.world->recv(&piece.tensor, r));
+      if (Status got = comms.world->recv(&piece.tensor, r); !got.ok()) return failed(got);
       pieces[r].push_back(std::move(piece));
     }
   }
+  live.ended();
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }

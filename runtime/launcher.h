@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct RunOptions {
   /// The Backend every rank runs on, by name (see makeBackend; "cpu" is the
   /// one built in).
   std::string backend = "cpu";
+  /// Process ranks (runPlanRank) only: called when a peer on this host died
+  /// and this rank is still blocked a second after closing its connections
+  /// (gloo does not wake a collective waiting on a live peer when the
+  /// connections close); `why` names the dead rank. A tool prints it and
+  /// ends the process; unset, the rank waits for its timeout.
+  std::function<void(const Status& why)> onStuckAfterPeerLost;
 };
 
 struct RunResult {

@@ -116,17 +116,11 @@ StatusOr<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& 
   if (!dtype) return invalidInput(tensorLabel(p), ": unsupported data type ", p.data_type());
   if (p.has_segment()) return invalidInput(tensorLabel(p), ": segmented tensors are not supported");
   Dims dims(p.dims().begin(), p.dims().end());
-  // Reject negative dims and element counts whose byte size would overflow.
-  const uint64_t kMaxBytes = uint64_t(1) << 48;
-  uint64_t numel = 1;
-  for (int64_t d : dims) {
+  // Reject negative dims and byte sizes over the limit of one tensor.
+  for (int64_t d : dims)
     if (d < 0) return invalidInput(tensorLabel(p), ": negative dimension in ", dimsToString(dims));
-    if (d != 0 && numel > kMaxBytes / static_cast<uint64_t>(d))
-      return invalidInput(tensorLabel(p), ": dims ", dimsToString(dims), " are too large");
-    numel *= static_cast<uint64_t>(d);
-  }
-  size_t esize = dtypeSize(*dtype);
-  if (numel > kMaxBytes / esize) return invalidInput(tensorLabel(p), ": dims ", dimsToString(dims), " are too large");
+  RETURN_IF_ERROR(checkTensorSize(TensorType{*dtype, dims}).withContext(tensorLabel(p)));
+  uint64_t numel = *checkedNumElements(dims);
   size_t nbytes = static_cast<size_t>(fileBytes(*dtype, numel));
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL)

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +38,35 @@ namespace pcc::cli {
 
 /// The exit code of a usage error, as of every bad input (docs/cli.md).
 inline constexpr int kExitUsage = 2;
+/// The exit code of an internal error (a bug).
+inline constexpr int kExitInternal = 3;
+/// The exit code of an environment fault: out of memory, a peer rank that
+/// never arrives, dies or stops answering (StatusCode::kEnvironment).
+inline constexpr int kExitEnvironment = 4;
+
+/// Runs a tool's `body` as its main function does: with SIGPIPE ignored (a
+/// write to a closed pipe or to the socket of a dead peer rank is an error
+/// the tool reports, not a silent death), and with no exception leaving it:
+/// an allocation failure prints `<tool>: error: out of memory ...` and exits
+/// kExitEnvironment, any other exception is an internal error (exit 3).
+/// \returns the exit code of `body`, or the one of the exception.
+template <typename Body>
+int guardedMain(const std::string& tool, Body&& body) {
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    std::cerr << tool << ": error: out of memory (an allocation failed; the model or the inputs need more "
+                 "memory than this machine gives)\n";
+    return kExitEnvironment;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    for (char& c : what)
+      if (c == '\n') c = ' ';
+    std::cerr << tool << ": internal error: " << what << "\n";
+    return kExitInternal;
+  }
+}
 
 /// Sets pcc's conventions on `app`: the last of a repeated option wins, the
 /// help lists options in a column wide enough for `--flag VALUE`, and ends

@@ -74,7 +74,7 @@ std::variant<Options, int> parseArgs(int argc, char** argv) {
       "Parses textual IR (FILE '-' reads stdin), verifies it, runs the passes in the\n"
       "order given and prints the result.",
       "pcc-opt");
-  cli::setDefaults(app, "exit codes: 0 ok, 2 bad input or usage, 3 internal error");
+  cli::setDefaults(app, "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory");
   app.add_option("FILE.ir", o.input, "the textual IR to read ('-': stdin)")->type_name("");
   app.add_flag("--verify-each", o.verifyEach, "run the verifier after every pass");
   app.add_option_function<std::string>(
@@ -235,13 +235,8 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int toolMain(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "pcc-opt: internal error: " << e.what() << "\n";
-    return 3;
-  }
-}
+int toolMain(int argc, char** argv) { return run(argc, argv); }
 
-int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-opt", toolMain(argc, argv)); }
+int main(int argc, char** argv) {
+  return pcc::cli::finishStdout("pcc-opt", pcc::cli::guardedMain("pcc-opt", [&] { return toolMain(argc, argv); }));
+}

@@ -11,7 +11,7 @@ using namespace pcc;
 
 namespace {
 const char kAbout[] = "Prints the partition report of a plan bundle written by pcc.";
-const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error";
+const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 int fail(const Status& s) {
   std::cerr << "pcc-report: error: " << s.message() << "\n";
@@ -44,4 +44,6 @@ int toolMain(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-report", toolMain(argc, argv)); }
+int main(int argc, char** argv) {
+  return pcc::cli::finishStdout("pcc-report", pcc::cli::guardedMain("pcc-report", [&] { return toolMain(argc, argv); }));
+}

@@ -29,7 +29,7 @@ constexpr const char* kAbout =
     "Runs a plan bundle on CPU ranks (one thread per rank, gloo between them), prints\n"
     "per-rank times, and checks the outputs against the plan's reference program\n"
     "(--check) and/or expected tensor files (--expect).";
-constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error";
+constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error, 4 out of memory or a peer rank failed";
 
 struct Args {
   std::string plan, inputs, expect, outputs;
@@ -232,7 +232,15 @@ int run(const Args& a) {
   if (*proc && (*proc)->worldSize != plan.ranks_size())
     return fail(invalidInput("the environment starts ", (*proc)->worldSize, " processes but the plan has ",
                              plan.ranks_size(), " ranks"));
-  auto res = *proc ? runPlanRank(*lp, inputs, a.run, (*proc)->rank, (*proc)->dir) : runPlan(*lp, inputs, a.run);
+  RunOptions ro = a.run;
+  // A rank blocked on a live peer after another died: say why and end now,
+  // rather than at the timeout (docs/runtime.md).
+  ro.onStuckAfterPeerLost = [](const Status& why) {
+    fail(why);
+    std::cerr.flush();
+    std::_Exit(why.exitCode());
+  };
+  auto res = *proc ? runPlanRank(*lp, inputs, ro, (*proc)->rank, (*proc)->dir) : runPlan(*lp, inputs, a.run);
   if (!res.ok()) return fail(res.status());
   if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t r = 0; r < res->rankSeconds.size(); ++r)
@@ -287,4 +295,6 @@ int toolMain(int argc, char** argv) {
   return run(std::get<Args>(args));
 }
 
-int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc-run", toolMain(argc, argv)); }
+int main(int argc, char** argv) {
+  return pcc::cli::finishStdout("pcc-run", pcc::cli::guardedMain("pcc-run", [&] { return toolMain(argc, argv); }));
+}

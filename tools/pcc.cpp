@@ -19,7 +19,7 @@ namespace {
 const char kAbout[] = R"(Compiles an ONNX model into a plan bundle: one static program per rank, which
 pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.)";
 
-const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error";
+const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 // Options of the design that are not implemented yet: refused, not ignored.
 const char* const kNotYet[] = {"--gpus-per-node", "--gpu", "--cluster", "--target", "--objective",
@@ -140,4 +140,6 @@ int toolMain(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) { return pcc::cli::finishStdout("pcc", toolMain(argc, argv)); }
+int main(int argc, char** argv) {
+  return pcc::cli::finishStdout("pcc", pcc::cli::guardedMain("pcc", [&] { return toolMain(argc, argv); }));
+}

@@ -301,9 +301,17 @@ StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<
     args.inputs.push_back(v ? v->type() : TensorType{});
     args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
   }
-  auto r = infer(args);
+  auto r = inferCheckedTypes(infer, args);
   if (!r.ok()) return r.status().withContext(describe());
   return r;
+}
+
+StatusOr<std::vector<TensorType>> inferCheckedTypes(InferFn infer, const InferArgs& args) {
+  ASSIGN_OR_RETURN(std::vector<TensorType> types, infer(args));
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i].dtype != DType::kUndefined)
+      RETURN_IF_ERROR(checkTensorSize(types[i]).withContext(strCat("output ", i)));
+  return types;
 }
 
 }  // namespace pcc

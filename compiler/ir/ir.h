@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/ops/schema.h"
 #include "runtime/support/attribute.h"
 #include "runtime/support/dtype.h"
 #include "runtime/support/status.h"
@@ -227,6 +228,14 @@ class Graph {
   std::unordered_map<std::string, Value*> byName_;
   int nextId_ = 0;
 };
+
+/// Runs `infer` on `args` and checks every output type against the limit of
+/// one tensor (checkTensorSize: no negative dim, at most kMaxTensorBytes), so
+/// no node is ever typed with a size that would overflow or exhaust memory.
+/// Every inference of a node's types goes through here (inferOutputTypes and
+/// the ONNX importer). \returns the types, or the inference's error, or an
+/// invalid-input error naming the output and its type.
+StatusOr<std::vector<TensorType>> inferCheckedTypes(InferFn infer, const InferArgs& args);
 
 /// Infers the output types of a node that is being created: looks up the op's
 /// schema and calls its inference with the input types and constant values.

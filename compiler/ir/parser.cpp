@@ -3,6 +3,7 @@
 // text says and leaves the consistency checks to the verifier. Every error is
 // an invalid-input Status `FILE:LINE:COL: message`; no input makes it crash.
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -283,6 +284,10 @@ StatusOr<TensorType> Parser::parseType() {
     } while (consume(","));
     RETURN_IF_ERROR(expect("]", "to close the shape"));
   }
+  // Negative dims are the verifier's to report; sizes over the limit of one
+  // tensor are refused here, before anything is allocated for them.
+  bool negative = std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; });
+  if (Status size = checkTensorSize(t); !negative && !size.ok()) return error(size.message(), at);
   return t;
 }
 

@@ -1,5 +1,8 @@
 #include "compiler/onnx/import_context.h"
 
+#include <string_view>
+#include <unordered_map>
+
 #include "runtime/ops/registry.h"
 
 namespace pcc {
@@ -19,6 +22,62 @@ onnx::AttributeProto::AttributeType attrKind(const onnx::AttributeProto& a) {
   if (a.ints_size()) return A::INTS;
   if (a.strings_size()) return A::STRINGS;
   return A::UNDEFINED;
+}
+
+/// The kind every attribute pcc reads must have, as the ONNX operator schemas
+/// declare it (the same for every op and opset that has the attribute), so
+/// that a wrong kind is refused as the ONNX checker does instead of the
+/// kernel's default silently taking its place. `value` differs between ops
+/// and is looked up with the op (expectedKind).
+const std::unordered_map<std::string_view, onnx::AttributeProto::AttributeType>& attrKinds() {
+  using A = onnx::AttributeProto;
+  static const std::unordered_map<std::string_view, A::AttributeType> kinds = [] {
+    std::unordered_map<std::string_view, A::AttributeType> m;
+    for (std::string_view n :
+         {"align_corners", "allowzero", "antialias", "axis", "batch_axis", "batch_dims", "block_size", "blocksize",
+          "ceil_mode", "center_point_box", "count_include_pad", "detect_negative", "detect_positive", "dtype",
+          "end", "exclude_outside", "exclusive", "fmod", "group", "hidden_size", "ignore_index", "input_forget",
+          "interleaved", "inverse", "is_causal", "k", "keepdims", "kv_num_heads", "largest", "layout",
+          "linear_before_reset", "max_gram_length", "max_skip_count", "min_gram_length", "noop_with_empty_axes",
+          "num_groups", "num_heads", "num_outputs", "num_scan_inputs", "offset_group", "onesided",
+          "output_datatype", "output_height", "output_width", "periodic", "q_num_heads", "qk_matmul_output_mode",
+          "reverse", "rotary_embedding_dim", "sampling_ratio", "saturate", "select_last_index", "size", "sorted",
+          "spatial", "start", "stash_type", "storage_order", "time_axis", "to", "training_mode", "transA",
+          "transB", "upper", "value_int"})
+      m[n] = A::INT;
+    for (std::string_view n : {"alpha", "beta", "bias", "clip", "cubic_coeff_a", "epsilon", "extrapolation_value",
+                               "gamma", "lambd", "max", "min", "momentum", "scale", "softcap", "spatial_scale",
+                               "value_float"})
+      m[n] = A::FLOAT;
+    for (std::string_view n : {"approximate", "auto_pad", "coordinate_transformation_mode", "direction",
+                               "equation", "keep_aspect_ratio_policy", "mode", "nearest_mode", "padding_mode",
+                               "reduction", "round_mode", "value_string"})
+      m[n] = A::STRING;
+    for (std::string_view n : {"axes", "dilations", "ends", "kernel_shape", "ngram_counts", "ngram_indexes",
+                               "output_padding", "output_shape", "pads", "perm", "pool_int64s", "split", "starts",
+                               "strides", "value_ints"})
+      m[n] = A::INTS;
+    for (std::string_view n : {"activation_alpha", "activation_beta", "scales", "value_floats", "weights"})
+      m[n] = A::FLOATS;
+    for (std::string_view n : {"activations", "value_strings"}) m[n] = A::STRINGS;
+    return m;
+  }();
+  return kinds;
+}
+
+/// \returns the kind attribute `name` of op `op` must have, or UNDEFINED when
+/// pcc does not read it.
+onnx::AttributeProto::AttributeType expectedKind(const std::string& op, const std::string& name) {
+  using A = onnx::AttributeProto;
+  if (name == "value") {
+    if (op == "Pad") return A::FLOAT;
+    if (op == "Constant" || op == "ConstantOfShape") return A::TENSOR;
+    return A::UNDEFINED;
+  }
+  if (op == "Clip" && (name == "min" || name == "max")) return A::FLOAT;
+  if (name == "min" || name == "max") return A::UNDEFINED;
+  auto it = attrKinds().find(name);
+  return it == attrKinds().end() ? A::UNDEFINED : it->second;
 }
 
 }  // namespace
@@ -73,6 +132,10 @@ Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
     // Graph attributes (If's branches, Loop's and Scan's body) are read from
     // the node by the control-flow importers.
     if (a.type() == A::GRAPH || a.type() == A::GRAPHS || a.has_g() || a.graphs_size() > 0) continue;
+    A::AttributeType want = expectedKind(n.op_type(), a.name());
+    if (want != A::UNDEFINED && attrKind(a) != want)
+      return invalid("attribute '", a.name(), "' is of type ", A::AttributeType_Name(attrKind(a)), ", ",
+                     n.op_type(), " expects ", A::AttributeType_Name(want));
     switch (attrKind(a)) {
       case A::FLOAT: attrs_.set(a.name(), a.f()); break;
       case A::INT: attrs_.set(a.name(), static_cast<int64_t>(a.i())); break;
@@ -190,7 +253,7 @@ StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*>
     args.inputs.push_back(v ? v->type() : TensorType{});
     args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
   }
-  auto inferred = schema->infer(args);
+  auto inferred = inferCheckedTypes(schema->infer, args);
   if (!inferred.ok()) {
     const Status& s = inferred.status();
     return error(s.code(), info.name == node_->op_type() ? s.message() : strCat(info.name, ": ", s.message()));

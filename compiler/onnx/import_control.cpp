@@ -60,8 +60,26 @@ Tensor flagTensor(const TensorType& t, int64_t v) {
   return x;
 }
 
-/// Checks that every name `body` reads from outside resolves in `ctx`.
+/// Checks that each name `body` defines is defined once, and that every name
+/// it reads from outside resolves in `ctx`.
 Status checkFreeNames(const ImportContext& ctx, const onnx::GraphProto& body) {
+  // Names defined in the body are defined once, as in the main graph: an
+  // initializer may carry an input's name (its default), nothing else repeats.
+  std::unordered_set<std::string> inputs, initializers, defined;
+  for (const auto& in : body.input()) {
+    if (!inputs.insert(in.name()).second)
+      return ctx.invalid("body '", body.name(), "' input '", in.name(), "' is declared twice");
+    defined.insert(in.name());
+  }
+  for (const auto& t : body.initializer()) {
+    if (!initializers.insert(t.name()).second)
+      return ctx.invalid("body '", body.name(), "' initializer '", t.name(), "' is defined twice");
+    defined.insert(t.name());
+  }
+  for (const auto& n : body.node())
+    for (const std::string& out : n.output())
+      if (!out.empty() && !defined.insert(out).second)
+        return ctx.invalid("body '", body.name(), "' value '", out, "' is defined twice (node '", n.name(), "')");
   for (const std::string& name : freeNames(body))
     if (!ctx.lookup(name))
       return ctx.invalid("body '", body.name(), "' reads '", name, "', which is not defined in it or an enclosing graph");

@@ -83,8 +83,12 @@ StatusOr<int64_t> checkModel(const onnx::ModelProto& m, const std::string& file)
     if (t.name().empty()) return notValid(file, "an initializer has no name");
     if (!defined.insert(t.name()).second) return notValid(file, "initializer '", t.name(), "' is defined twice");
   }
+  // An input may carry an initializer's name (the initializer is its default;
+  // IR < 4 lists every initializer as an input), but never another input's.
+  std::unordered_set<std::string> inputs;
   for (const auto& in : g.input()) {
     if (in.name().empty()) return notValid(file, "a graph input has no name");
+    if (!inputs.insert(in.name()).second) return notValid(file, "graph input '", in.name(), "' is declared twice");
     defined.insert(in.name());
   }
   for (int i = 0; i < g.node_size(); ++i) {
@@ -402,6 +406,9 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
         return invalidInput(file, ": a value is given for '", name, "', which is not an input of the model");
     }
   ASSIGN_OR_RETURN(std::vector<Dims> shapes, bindShapes(decls, opts, file));
+  for (size_t k = 0; k < decls.size(); ++k)
+    RETURN_IF_ERROR(checkTensorSize(TensorType{decls[k].dtype, shapes[k]})
+                        .withContext(strCat(file, ": graph input '", decls[k].name, "'")));
   for (size_t k = 0; k < decls.size(); ++k)
     ctx.define(decls[k].name, g->addInput(decls[k].name, TensorType{decls[k].dtype, shapes[k]}));
 

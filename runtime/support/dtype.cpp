@@ -1,5 +1,8 @@
 #include "runtime/support/dtype.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace pcc {
 
 size_t dtypeSize(DType t) {
@@ -82,8 +85,34 @@ bool isInteger(DType t) {
 
 int64_t numElements(const Dims& d) {
   int64_t n = 1;
-  for (int64_t x : d) n *= x;
+  bool saturated = false;
+  for (int64_t x : d) {
+    if (x < 0) return -1;
+    if (x == 0) return 0;
+    if (saturated || __builtin_mul_overflow(n, x, &n)) saturated = true;
+  }
+  return saturated ? std::numeric_limits<int64_t>::max() : n;
+}
+
+std::optional<uint64_t> checkedNumElements(const Dims& d, uint64_t limit) {
+  uint64_t n = 1;
+  bool over = false;
+  for (int64_t x : d) {
+    if (x < 0) return std::nullopt;
+    if (x == 0) return 0;
+    if (over || __builtin_mul_overflow(n, static_cast<uint64_t>(x), &n) || n > limit) over = true;
+  }
+  if (over) return std::nullopt;
   return n;
+}
+
+Status checkTensorSize(const TensorType& t) {
+  for (int64_t x : t.shape)
+    if (x < 0) return invalidInput(t.str(), " has a negative dimension");
+  uint64_t esize = std::max<uint64_t>(dtypeSize(t.dtype), 1);
+  auto n = checkedNumElements(t.shape, kMaxTensorBytes / esize);
+  if (!n) return invalidInput(t.str(), " is larger than ", kMaxTensorBytes >> 30, " GiB, the limit of one tensor");
+  return Status::OK();
 }
 
 std::string dimsToString(const Dims& d) {

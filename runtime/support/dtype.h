@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/support/status.h"
+
 namespace pcc {
 
 /// Element type of a tensor. The numeric values are ONNX's TensorProto.DataType
@@ -73,8 +75,19 @@ bool isUnsigned(DType t);
 
 using Dims = std::vector<int64_t>;
 
-/// \returns the product of the dims (1 for a scalar).
+/// The largest tensor pcc accepts, in bytes (2^40 = 1 TiB): every tensor type
+/// read from a file or inferred for a node is checked against it
+/// (checkedNumElements, checkTensorSize in tensor.h) before anything is
+/// allocated, so the element count and byte size of an accepted type never
+/// overflow int64_t or size_t (docs/security.md).
+inline constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
+
+/// \returns the product of the dims (1 for a scalar), saturated at INT64_MAX
+/// when it overflows (0 when a dim is 0); a negative dim gives -1.
 int64_t numElements(const Dims& d);
+/// \returns the product of the dims when no dim is negative and the product
+/// fits `limit`, else nullopt; computed without overflow.
+std::optional<uint64_t> checkedNumElements(const Dims& d, uint64_t limit = kMaxTensorBytes);
 /// \returns "[2,3,4]".
 std::string dimsToString(const Dims& d);
 
@@ -91,5 +104,10 @@ struct TensorType {
   bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
   bool operator!=(const TensorType& o) const { return !(*this == o); }
 };
+
+/// \returns OK when `t` has no negative dim and its byte size is at most
+/// kMaxTensorBytes, else an invalid-input error saying which (the message is
+/// the type and the limit; callers add the node, op and file).
+Status checkTensorSize(const TensorType& t);
 
 }  // namespace pcc

@@ -16,7 +16,9 @@ enum class StatusCode {
   kInvalidInput,  ///< bad model, plan, tensor file or option: exit 2
   kUnsupported,   ///< valid input pcc cannot handle yet: exit 2
   kCheckFailed,   ///< a numeric check found a mismatch: exit 1
-  kInternal,      ///< a bug or an environment failure: exit 3
+  kInternal,      ///< a bug: exit 3
+  kEnvironment,   ///< the machine failed the run (out of memory, a peer rank that
+                  ///< never arrives, dies or stops answering): exit 4
 };
 
 class [[nodiscard]] Status {
@@ -88,6 +90,8 @@ Status unsupported(const A&... a) { return Status(StatusCode::kUnsupported, strC
 template <typename... A>
 Status internalError(const A&... a) { return Status(StatusCode::kInternal, strCat(a...)); }
 template <typename... A>
+Status environmentError(const A&... a) { return Status(StatusCode::kEnvironment, strCat(a...)); }
+template <typename... A>
 Status checkFailed(const A&... a) { return Status(StatusCode::kCheckFailed, strCat(a...)); }
 
 inline int Status::exitCode() const {
@@ -97,6 +101,7 @@ inline int Status::exitCode() const {
     case StatusCode::kInvalidInput:
     case StatusCode::kUnsupported: return 2;
     case StatusCode::kInternal: return 3;
+    case StatusCode::kEnvironment: return 4;
   }
   return 3;
 }

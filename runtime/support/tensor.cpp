@@ -1,8 +1,10 @@
 #include "runtime/support/tensor.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
+#include <new>
 #include <sstream>
 
 #include "runtime/support/float_formats.h"
@@ -22,6 +24,10 @@ std::shared_ptr<const void> allocAligned(size_t nbytes) {
 }  // namespace
 
 Tensor Tensor::zeros(DType dtype, Dims shape) {
+  // Types are checked against kMaxTensorBytes where they are read or inferred;
+  // one that was not cannot be allocated (and its byte size may not even fit
+  // size_t), which the tools report as an allocation failure.
+  if (!checkedNumElements(shape, kMaxTensorBytes / std::max<size_t>(dtypeSize(dtype), 1))) throw std::bad_alloc();
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);

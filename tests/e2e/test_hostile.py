@@ -13,7 +13,15 @@
 - `pcc-run --inputs` folders with two files for one input, a name that is
   none of the plan's inputs, an input no file gives, or extra files: exit 2;
 - printing to a full disk (`> /dev/full`): exit 2 naming the failed write,
-  never a silent 0.
+  never a silent 0;
+- huge but representable shapes (Tile, ConstantOfShape, Range, OneHot,
+  Expand, an input declared huge or made huge by --shape / --batch, a tensor
+  file declaring huge dims), folded and not, in `pcc`, `pcc-opt
+  --fold-constants` and `pcc-run`: exit 2 and one line naming the node, the
+  op and the limit of one tensor, before anything is allocated; an input
+  within the limit but beyond the machine's memory: exit 4, "out of memory";
+- an attribute of the wrong type (Softmax `axis` as a string), two graph
+  inputs of one name: exit 2 naming them.
 """
 
 import os
@@ -215,6 +223,150 @@ class Hostile:
                                        "--split-input-file", "-o", "/dev/full"])
         self.suite.check("pcc-opt -o /dev/full: exit 2", r.returncode == 2, r.describe())
 
+    # --- huge shapes (docs/security.md: the limit of one tensor) ----------------
+
+    def save(self, name, nodes, inputs, outputs, inits=(), opset=13):
+        model = self.path(name)
+        g = H.make_graph(nodes, name.split(".")[0], inputs, outputs, list(inits))
+        onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", opset)], ir_version=8), model)
+        return model
+
+    def huge_models(self):
+        """(label, model, node, op) of models whose one node has a huge output."""
+        F, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+        big = 1 << 40
+        vi = H.make_tensor_value_info
+        out = [vi("y", F, None)]
+        i64 = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+        cases = []
+        # Tile: at run time (x is an input) and folded (x is a constant).
+        cases.append(("Tile", self.save("tile.onnx", [H.make_node("Tile", ["x", "r"], ["y"], name="tile")],
+                                        [vi("x", F, [2])], out, [i64("r", [big])]), "tile", "Tile"))
+        cases.append(("Tile folded", self.save(
+            "tile_fold.onnx", [H.make_node("Tile", ["c", "r"], ["t"], name="tile"),
+                               H.make_node("Add", ["x", "t"], ["y"], name="add")],
+            [vi("x", F, [1])], out, [i64("r", [big]), numpy_helper.from_array(np.ones(2, np.float32), "c")]),
+            "tile", "Tile"))
+        cases.append(("ConstantOfShape", self.save(
+            "cos.onnx", [H.make_node("ConstantOfShape", ["s"], ["c"], name="cos"),
+                         H.make_node("Add", ["x", "c"], ["y"], name="add")],
+            [vi("x", F, [1])], out, [i64("s", [1 << 20, 1 << 20, 1 << 20])], opset=13), "cos", "ConstantOfShape"))
+        cases.append(("Range", self.save(
+            "range.onnx", [H.make_node("Range", ["a", "b", "d"], ["y"], name="range")],
+            [vi("x", F, [1])], [vi("y", I64, None)],
+            [i64("a", 0), i64("b", 1 << 62), i64("d", 1)], opset=13), "range", "Range"))
+        cases.append(("OneHot with a huge depth", self.save(
+            "onehot.onnx", [H.make_node("OneHot", ["i", "depth", "v"], ["y"], name="onehot")],
+            [vi("i", I64, [2])], out, [i64("depth", [big]), numpy_helper.from_array(np.array([0, 1], np.float32), "v")],
+            opset=11), "onehot", "OneHot"))
+        cases.append(("Expand to a huge shape", self.save(
+            "expand.onnx", [H.make_node("Expand", ["x", "s"], ["y"], name="expand")],
+            [vi("x", F, [1])], out, [i64("s", [1 << 30, 1 << 30, 4])]), "expand", "Expand"))
+        return cases
+
+    def huge_shapes(self):
+        for label, model, node, op in self.huge_models():
+            self.expect_error(f"{label}: pcc", "pcc", [model, "--gpus", 1, "-o", self.path("huge.pcc")],
+                              [re.escape(node), re.escape(op), r"1024 GiB, the limit of one tensor"])
+            self.suite.check(f"{label}: no plan left behind", not os.path.exists(self.path("huge.pcc")))
+
+    def huge_inputs(self):
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        relu = [H.make_node("Relu", ["x"], ["y"], name="relu")]
+        out = [vi("y", F, None)]
+        # 2^32 x 2^32 wraps a 64-bit element count to 0; 2^62 overflows the byte size.
+        for dims in ([1 << 32, 1 << 32], [1 << 62], [3, 1 << 61, 5]):
+            model = self.save("huge_in.onnx", relu, [vi("x", F, dims)], out)
+            self.expect_error(f"an input declared {dims}", "pcc", [model, "--gpus", 1, "-o", self.path("hi.pcc")],
+                              [r"graph input 'x'", r"1024 GiB"])
+        model = self.save("sym_in.onnx", relu, [vi("x", F, ["batch", 1 << 31])], out)
+        self.expect_error("--batch huge", "pcc", [model, "--gpus", 1, "--batch", 1 << 40, "-o", self.path("hi.pcc")],
+                          [r"graph input 'x'", r"1024 GiB"])
+        self.expect_error("--shape huge", "pcc", [model, "--gpus", 1, "--shape", f"x={1 << 33},{1 << 31}",
+                                                  "-o", self.path("hi.pcc")], [r"graph input 'x'", r"1024 GiB"])
+        # Within the limit but beyond this machine's memory: a clean exit 4.
+        model = self.save("tib_in.onnx", relu, [vi("x", F, [1 << 38])], out)
+        plan = self.path("tib.pcc")
+        r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"])
+        if self.suite.check("an input of exactly 1 TiB compiles", r.returncode == 0, r.describe()):
+            r = self.tools.run("pcc-run", [plan])
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            self.suite.check("pcc-run of a 1 TiB input: exit 4, one line 'out of memory'",
+                             r.returncode == 4 and len(lines) == 1 and "out of memory" in lines[0], r.describe())
+        # A tensor file declaring huge dims, read by pcc-run --inputs.
+        r = self.tools.run("pcc", [self.save("relu4.onnx", relu, [vi("x", F, [4])], out), "--gpus", 1,
+                                   "-o", self.path("relu4.pcc"), "--quiet"])
+        if self.suite.check("compile the tensor-file case", r.returncode == 0, r.describe()):
+            folder = self.path("huge_inputs")
+            os.makedirs(folder, exist_ok=True)
+            t = onnx.TensorProto()
+            t.name, t.data_type = "x", F
+            t.dims.extend([1 << 32, 1 << 32])
+            with open(os.path.join(folder, "input_0.pb"), "wb") as f:
+                f.write(t.SerializeToString())
+            self.expect_error("pcc-run --inputs with a tensor of dims [2^32,2^32]", "pcc-run",
+                              [self.path("relu4.pcc"), "--inputs", folder], [r"'x'", r"1024 GiB"])
+
+    def huge_ir(self):
+        """pcc-opt --fold-constants on textual IR whose nodes would be huge."""
+        big = 1 << 40
+        cases = [
+            ("Tile", "%t = Tile(%c, %r) : f32[2]",
+             f"%c: f32[2] const dense<f32[2]: 1, 2>, %r: i64[1] const dense<i64[1]: {big}>"),
+            ("ConstantOfShape", "%t = ConstantOfShape(%r) : f32[2]",
+             f"%r: i64[2] const dense<i64[2]: {big}, {big}>"),
+            ("Expand", "%t = Expand(%c, %r) : f32[2]",
+             f"%c: f32[2] const dense<f32[2]: 1, 2>, %r: i64[2] const dense<i64[2]: {big}, 2>"),
+        ]
+        for op, line, consts in cases:
+            ir = self.path(f"huge_{op}.ir")
+            with open(ir, "w") as f:
+                f.write(f"graph @g(%x: f32[2], {consts}) -> (%y: f32[2]) {{\n  {line}\n"
+                        "  %y = Add(%x, %x) : f32[2]\n  return %y\n}\n")
+            self.expect_error(f"pcc-opt --fold-constants, {op} to a huge shape", "pcc-opt",
+                              [ir, "--fold-constants"], [re.escape(op), r"1024 GiB"])
+        ir = self.path("huge_decl.ir")
+        with open(ir, "w") as f:
+            f.write(f"graph @g(%x: f32[{1 << 32},{1 << 32}]) -> (%y: f32[{1 << 32},{1 << 32}]) {{\n"
+                    f"  %y = Relu(%x) : f32[{1 << 32},{1 << 32}]\n  return %y\n}}\n")
+        self.expect_error("pcc-opt, an input declared [2^32,2^32]", "pcc-opt", [ir, "--fold-constants"],
+                          [r"1024 GiB"])
+
+    # --- what the ONNX checker refuses -------------------------------------------
+
+    def checker(self):
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        node = H.make_node("Softmax", ["x"], ["y"], name="soft")
+        node.attribute.append(H.make_attribute("axis", "1"))
+        model = self.save("softmax_str.onnx", [node], [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+        self.expect_error("Softmax axis given as a string", "pcc", [model, "--gpus", 1, "-o", self.path("c.pcc")],
+                          [r"soft", r"Softmax", r"'axis'", r"STRING", r"expects INT"])
+        model = self.save("dup_in.onnx", [H.make_node("Add", ["x", "x"], ["y"], name="add")],
+                          [vi("x", F, [2]), vi("x", F, [3])], [vi("y", F, [2])])
+        self.expect_error("two graph inputs named 'x'", "pcc", [model, "--gpus", 1, "-o", self.path("c.pcc")],
+                          [r"graph input 'x' is declared twice"])
+        model = self.save("dup_out.onnx", [H.make_node("Relu", ["x"], ["y"], name="a"),
+                                           H.make_node("Neg", ["x"], ["y"], name="b")],
+                          [vi("x", F, [2])], [vi("y", F, [2])])
+        self.expect_error("two nodes writing 'y'", "pcc", [model, "--gpus", 1, "-o", self.path("c.pcc")],
+                          [r"'y' is defined twice"])
+        # The same inside a body: two nodes of If's then-branch write 't'.
+        then = H.make_graph([H.make_node("Relu", ["x"], ["t"], name="t1"), H.make_node("Neg", ["x"], ["t"], name="t2")],
+                            "then", [], [vi("t", F, [2])])
+        other = H.make_graph([H.make_node("Identity", ["x"], ["e"], name="e1")], "else", [], [vi("e", F, [2])])
+        model = self.save("dup_body.onnx", [H.make_node("If", ["c"], ["y"], name="if", then_branch=then,
+                                                        else_branch=other)],
+                          [vi("x", F, [2])], [vi("y", F, [2])], [numpy_helper.from_array(np.array(True), "c")])
+        self.expect_error("two nodes of a body writing 't'", "pcc", [model, "--gpus", 1, "-o", self.path("c.pcc")],
+                          [r"body 'then' value 't' is defined twice"])
+        # An initializer of an input's name is its default value: accepted.
+        model = self.save("default.onnx", [H.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", F, [2])],
+                          [vi("y", F, [2])], [numpy_helper.from_array(np.ones(2, np.float32), "x")])
+        r = self.tools.run("pcc", [model, "--gpus", 1, "-o", self.path("default.pcc"), "--quiet"])
+        self.suite.check("an input with an initializer as its default compiles", r.returncode == 0, r.describe())
+
 
 def main():
     args = e2e.parse_args(__doc__)
@@ -230,6 +382,10 @@ def main():
             suite.run_case("endless IR", h.endless_ir)
             suite.run_case("full disk", h.full_disk)
             suite.run_case("input matching", h.input_matching)
+            suite.run_case("huge shapes", h.huge_shapes)
+            suite.run_case("huge inputs", h.huge_inputs)
+            suite.run_case("huge IR", h.huge_ir)
+            suite.run_case("checker", h.checker)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)

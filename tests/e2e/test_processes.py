@@ -2,12 +2,18 @@
 """Ranks as processes: the same plan, started as one pcc-run process per rank
 (RANK / WORLD_SIZE in the environment, as a job launcher sets them), meets
 through a FileStore rendezvous; rank 0 assembles the outputs, which must match
-the reference program and onnxruntime."""
+the reference program and onnxruntime.
+
+A rank killed with SIGKILL mid-run makes every other rank exit within the
+timeout with code 4 and one line naming the dead rank; a rank that never
+arrives does the same within the timeout (not once per group)."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
@@ -83,6 +89,90 @@ def missing_run_id(suite, tools):
     shutil.rmtree(d, ignore_errors=True)
 
 
+def start_ranks(tools, plan, world, rendezvous, run_id, extra, skip=()):
+    """Starts the pcc-run processes of `world` ranks but those in `skip`; \returns {rank: Popen}."""
+    procs = {}
+    for r in range(world):
+        if r in skip:
+            continue
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), PCC_RUN_ID=run_id)
+        procs[r] = subprocess.Popen([tools.path("pcc-run"), plan, "--rendezvous", rendezvous] + [str(a) for a in extra], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return procs
+
+
+def finish(procs, limit):
+    """Waits for every process at most `limit` s; \returns {rank: (rc, stderr, seconds until it exited)}
+    (rc None: still running at the limit, then killed here)."""
+    t0, ended = time.monotonic(), {}
+    while len(ended) < len(procs) and time.monotonic() - t0 < limit:
+        for r, p in procs.items():
+            if r not in ended and p.poll() is not None:
+                ended[r] = time.monotonic() - t0
+        time.sleep(0.05)
+    out = {}
+    for r, p in procs.items():
+        if r not in ended:
+            p.kill()
+        _, e = p.communicate()
+        out[r] = (p.returncode if r in ended else None, e, ended.get(r, time.monotonic() - t0))
+    return out
+
+
+def killed_rank(suite, tools):
+    """4 ranks of a long run (dp=2,tp=2, many iterations); rank 2 is killed
+    with SIGKILL once every rank has connected."""
+    d = suite.tempdir("proc")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", 4, "--gpus", 4, "--strategy", "dp=2,tp=2",
+                          "-o", plan, "--quiet"])
+    if not suite.check("killed rank: compiles", r.returncode == 0, r.describe()):
+        return
+    timeout, world, victim = 20, 4, 2
+    rdzv = os.path.join(d, "rdzv")
+    procs = start_ranks(tools, plan, world, rdzv, "kill", ["--timeout", timeout, "--iters", 10 ** 9])
+    # Every rank writes rank<R>.pid before connecting; give them time to connect and run.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            os.path.exists(os.path.join(rdzv, "kill", f"rank{k}.pid")) for k in range(world)):
+        time.sleep(0.1)
+    time.sleep(3)
+    running = all(p.poll() is None for p in procs.values())
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    del procs[victim]
+    results = finish(procs, timeout + 10)
+    detail = "\n".join(f"  rank {k}: exit {rc} after {t:.1f} s\n{e2e.indent(e)}" for k, (rc, e, t) in results.items())
+    suite.check("killed rank: every rank was running when rank 2 was killed", running, detail)
+    print("  exit times after the kill: " + ", ".join(f"rank {k} {t:.2f} s" for k, (_, _, t) in results.items()))
+    for k, (rc, e, t) in results.items():
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"killed rank: rank {k} exits 4 within half the timeout ({timeout} s), one line naming rank 2",
+                    rc == 4 and t < timeout / 2 and len(lines) == 1 and "rank 2 (process" in lines[0]
+                    and "died" in lines[0], detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def missing_rank(suite, tools):
+    """Rank 3 of 4 never starts: the others give up within the timeout, naming it."""
+    d = suite.tempdir("proc")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", 4, "--gpus", 4, "--strategy", "dp=2,tp=2",
+                          "-o", plan, "--quiet"])
+    if not suite.check("missing rank: compiles", r.returncode == 0, r.describe()):
+        return
+    timeout = 4
+    procs = start_ranks(tools, plan, 4, os.path.join(d, "rdzv"), "missing", ["--timeout", timeout], skip=(3,))
+    results = finish(procs, 5 * timeout + 10)
+    detail = "\n".join(f"  rank {k}: exit {rc} after {t:.1f} s\n{e2e.indent(e)}" for k, (rc, e, t) in results.items())
+    for k, (rc, e, t) in results.items():
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"missing rank: rank {k} exits 4 within the timeout (+2 s), one line naming rank 3",
+                    rc == 4 and t < timeout + 2 and len(lines) == 1 and "rank 3 never arrived" in lines[0], detail)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_processes", args)
@@ -91,6 +181,8 @@ def main():
         for model, batch, flags in CASES:
             suite.run_case(model, case, suite, tools, model, batch, flags)
         suite.run_case("errors", missing_run_id, suite, tools)
+        suite.run_case("killed rank", killed_rank, suite, tools)
+        suite.run_case("missing rank", missing_rank, suite, tools)
     return suite.finish()
 
 

@@ -1,6 +1,10 @@
 // tools/cli.h: the tools' command-line conventions on CLI11.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <csignal>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -126,6 +130,30 @@ TEST(ToolsCli, HelpExitsZeroAndListsEveryOption) {
   EXPECT_EQ(u.run({"--count", "abc", "--frobnicate", "-h"}), 0);
   EXPECT_EQ(u.err, "");
   EXPECT_NE(u.out.find("--count"), std::string::npos);
+}
+
+TEST(GuardedMain, AllocationFailureIsOneLineAndExit4) {
+  testing::internal::CaptureStderr();
+  int code = cli::guardedMain("tool", []() -> int { throw std::bad_alloc(); });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, cli::kExitEnvironment);
+  EXPECT_EQ(err.rfind("tool: error: out of memory", 0), 0u) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(GuardedMain, OtherExceptionIsOneLineInternalError) {
+  testing::internal::CaptureStderr();
+  int code = cli::guardedMain("tool", []() -> int { throw std::runtime_error("two\nlines"); });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 3);
+  EXPECT_EQ(err, "tool: internal error: two lines\n");
+}
+
+TEST(GuardedMain, IgnoresSigpipeAndPassesTheCode) {
+  std::signal(SIGPIPE, SIG_DFL);
+  EXPECT_EQ(cli::guardedMain("tool", [] { return 7; }), 7);
+  void (*was)(int) = std::signal(SIGPIPE, SIG_DFL);
+  EXPECT_EQ(was, SIG_IGN);
 }
 
 }  // namespace
