@@ -105,8 +105,20 @@ StatusOr<std::vector<Tensor>> OpKernel::run(const std::vector<const Tensor*>& gi
   return outputs;
 }
 
+bool OpKernel::isNormal(const std::vector<const Tensor*>& inputs) {
+  if (!inputs.empty() && !inputs.back()) return false;
+  for (const Tensor* t : inputs)
+    if (t && !t->defined()) return false;
+  return true;
+}
+
 Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vector<Tensor>& outputs) {
-  std::vector<const Tensor*> inputs = normalize(given);
+  // The per-instruction path of the runtime: no copy of the argument list
+  // unless it needs normalizing.
+  bool normal = isNormal(given);
+  std::vector<const Tensor*> normalized;
+  if (!normal) normalized = normalize(given);
+  const std::vector<const Tensor*>& inputs = normal ? given : normalized;
   if (inferAtRun_) {
     ASSIGN_OR_RETURN(std::vector<TensorType> types, typesFor(inputs));
     for (size_t k = 0; k < outputs.size() && k < types.size(); ++k)

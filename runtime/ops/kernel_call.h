@@ -70,6 +70,8 @@ class OpKernel {
   OpKernel() = default;
   /// \returns `inputs` with undefined tensors as nullptr and trailing absent ones dropped.
   static std::vector<const Tensor*> normalize(const std::vector<const Tensor*>& inputs);
+  /// \returns whether normalize would return `inputs` unchanged.
+  static bool isNormal(const std::vector<const Tensor*>& inputs);
   /// \returns "Op with inputs (types)", prefixed with where_.
   std::string describe(const std::vector<const Tensor*>& inputs) const;
   Status fail(const Status& st, const std::vector<const Tensor*>& inputs) const;
