@@ -52,8 +52,10 @@ StatusOr<OpKernel> OpKernel::prepare(std::string_view op, const AttrMap& attrs, 
     k.inferred_ = std::move(inferred).value();
     return k;
   }
-  // A value the type depends on is not known yet: infer when it is. Any
-  // other refusal is the inputs' fault, and final.
+  // While some input's value is unknown (a computed input, in the runtime)
+  // the refusal may be for want of that value: infer again on every run, when
+  // it is known (a plain type error then surfaces at the first run). With
+  // every value known, the refusal is final.
   bool unknownOperand = false;
   for (size_t i = 0; i < args.inputs.size(); ++i) unknownOperand |= args.has(i) && !args.constInputs[i];
   if (!unknownOperand) return inferred.status().withContext(describe());

@@ -33,9 +33,10 @@ class OpKernel {
   /// now and on every run (else nullptr; shorter than `inputs` means the rest
   /// are unknown). `fast` is tried before the reference kernel (nullptr: none).
   /// `where` prefixes every error (empty: none).
-  /// \returns the kernel, or an error: no kernel for the op, or types the op's
-  /// inference rejects (an op whose type needs an unknown input's value is
-  /// not an error: it infers when it runs).
+  /// \returns the kernel, or an error: no kernel for the op, or inputs the
+  /// op's inference rejects although every input's value is known. A
+  /// rejection while some input's value is unknown is not an error here: the
+  /// kernel infers on every run instead (infersAtRun), and reports it there.
   static StatusOr<OpKernel> prepare(std::string_view op, const AttrMap& attrs, std::vector<TensorType> inputs,
                                     std::vector<const Tensor*> known, std::string where = {},
                                     std::shared_ptr<KernelOverride> fast = nullptr);
