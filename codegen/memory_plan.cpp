@@ -27,9 +27,19 @@
 #include <numeric>
 #include <vector>
 
+#include "compiler/ir/ir.h"
+#include "runtime/ops/registry.h"
 #include "runtime/plan_convert.h"
 
 namespace pcc {
+
+bool opMayRunInPlace(std::string_view op) {
+  std::optional<OpKind> k = opFromName(op);
+  if (!k) return false;
+  if (isElementwiseOp(*k)) return true;
+  const OpSchema* s = findOpSchema(op);
+  return opClass(*k) == OpClass::kInjective && s && s->viewOfInput0;
+}
 
 namespace {
 

@@ -22,6 +22,12 @@ constexpr uint64_t kArenaAlignment = 64;
 /// as in elementwise ops, or output 0 is input 0's bytes (Reshape).
 using InPlacePredicate = std::function<bool(std::string_view op)>;
 
+/// The in-place rule pcc plans with, read from the op table: ops of kind
+/// Elementwise (compiler/ir/Ops.def), and ops of kind Injective whose kernel
+/// output is input 0's bytes under another shape (OpSchema::viewOfInput0:
+/// Reshape, Flatten, Squeeze, Unsqueeze). Unknown op names: false.
+bool opMayRunInPlace(std::string_view op);
+
 struct MemoryPlanStats {
   uint64_t arenaBytes = 0;   ///< the planned arena
   uint64_t naiveBytes = 0;   ///< sum of the arena buffers' 64-byte rounded sizes

@@ -107,17 +107,6 @@ void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<cons
   }
 }
 
-// The memory planner's in-place rule: elementwise ops, and the ops whose
-// output is their input's bytes under another shape.
-bool elementwiseOp(std::string_view op) {
-  std::optional<OpKind> k = opFromName(op);
-  if (!k) return false;
-  switch (*k) {
-    case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: return true;
-    default: return isElementwiseOp(*k);
-  }
-}
-
 // Buffer ids by value, recovered from the program (buffers are named by value).
 std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::RankProgram& prog) {
   std::unordered_map<std::string, int> byName;
@@ -165,7 +154,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
     auto ids = idsByName(*rg.graph, *prog);
     addBindings(rg.inputs, ids, prog->mutable_inputs());
     addBindings(rg.outputs, ids, prog->mutable_outputs());
-    RETURN_IF_ERROR(planMemory(prog, elementwiseOp).status().withContext(strCat("rank ", rg.rank)));
+    RETURN_IF_ERROR(planMemory(prog, opMayRunInPlace).status().withContext(strCat("rank ", rg.rank)));
     out.weights[file] = std::move(writer);
   }
 
@@ -181,7 +170,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   for (size_t k = 0; k < reference.outputs().size(); ++k) outs.push_back({k, reference.outputs()[k], -1, 0, 0});
   addBindings(ins, ids, ref->mutable_inputs());
   addBindings(outs, ids, ref->mutable_outputs());
-  RETURN_IF_ERROR(planMemory(ref, elementwiseOp).status().withContext("reference program"));
+  RETURN_IF_ERROR(planMemory(ref, opMayRunInPlace).status().withContext("reference program"));
   out.weights["reference.bin"] = std::move(refWriter);
   return out;
 }

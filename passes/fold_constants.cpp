@@ -6,9 +6,11 @@
 //     that shouldFold (compiler/ir/fold_policy.h, the importer's policy too)
 //     refuses: a non-constant input, or outputs over the size limits (folding
 //     must not turn a small graph into large weights).
-//  2. Run the node's reference kernel (runOp) on the constant inputs. A
-//     kernel that fails leaves the node alone (reported to ctx.log): the
-//     graph still computes the same thing at run time.
+//  2. Run the node (runNode of compiler/eval: the kernel entry the evaluator
+//     and the runtime share) on the constant inputs. A kernel that fails
+//     leaves the node alone (reported to ctx.log): the graph still computes
+//     the same thing at run time. A result whose type differs from the
+//     node's is an error, as in the evaluator.
 //  3. Add one constant per output (named after it, keeping its sharding) and
 //     redirect every use to it, so later nodes of the same walk see constants
 //     and chains fold in one pass.
@@ -21,10 +23,10 @@
 
 #include <memory>
 
+#include "compiler/eval/evaluator.h"
 #include "compiler/ir/fold_policy.h"
 #include "compiler/ir/regions.h"
 #include "passes/registry.h"
-#include "runtime/ops/registry.h"
 
 namespace pcc {
 
@@ -70,19 +72,16 @@ class FoldConstantsPass : public Pass {
 
       std::vector<const Tensor*> args;
       for (const Value* v : n->inputs()) args.push_back(v ? &v->constantData() : nullptr);
-      auto results = runOp(n->opName(), args, n->attrs());
+      // runNode checks the results against the node's types (a mismatch is
+      // an internal error, returned; a kernel refusing its inputs is not).
+      auto results = runNode(*n, args);
+      if (!results.ok() && results.status().code() == StatusCode::kInternal) return results.status();
       if (!results.ok()) {
         if (ctx.log) *ctx.log << "fold-constants: left " << n->describe() << " alone: " << results.status().message() << "\n";
         continue;
       }
-      if (results->size() != n->outputs().size())
-        return internalError(n->describe(), ": kernel returned ", results->size(), " outputs, the node has ",
-                             n->outputs().size());
       for (size_t i = 0; i < results->size(); ++i) {
         Value* o = n->output(i);
-        if ((*results)[i].type() != o->type())
-          return internalError(n->describe(), ": folded output ", i, " is ", (*results)[i].type().str(),
-                               " but the node says ", o->type().str());
         Value* c = g.addConstant(g.uniqueName(o->name() + "_folded"), std::move((*results)[i]));
         c->setSharding(o->sharding());
         g.replaceAllUsesWith(o, c);

@@ -51,7 +51,9 @@ struct KernelDesc {
   std::vector<TensorType> outputs;
   std::vector<std::string> outputNames;    ///< "buffer 1 'y'" per output, for messages
   /// Output 0 is planned over input 0 (Buffer.in_place_of): the kernel must
-  /// accept aliased memory (only elementwise ops are planned in place).
+  /// accept aliased memory. The compiler plans so only the ops its op table
+  /// allows (Elementwise, and Injective ops whose output is input 0's bytes);
+  /// the backend follows the plan and keeps no list of its own.
   bool inPlace = false;
   std::string where;                       ///< "rank R: node 'N' (Op)", for messages
 };

@@ -2,10 +2,13 @@
 // kernels of runtime/cpu where an op has one and the reference kernels of
 // runtime/ops otherwise, communicators are gloo's.
 //
+// Kernels run through the shared kernel entry (OpKernel, runtime/ops/
+// kernel_call.h), which the evaluator and the constant folder use too, with
+// the oneDNN kernel as its provider kernel:
 // Outputs: a oneDNN kernel writes straight into the planned output (a view
-// into the rank's arena); a reference kernel allocates its result and the
-// backend copies it into the planned output (the reference kernels keep their
-// allocating contract, see docs/runtime.md).
+// into the rank's arena); a reference kernel allocates its result and
+// OpKernel::runInto copies it into the planned output (the reference kernels
+// keep their allocating contract, see docs/runtime.md).
 // Types: the op's inference runs once, when the kernel is prepared, on the
 // plan's types; at run time only ops whose inference needs the value of a
 // computed input (none in the plans pcc writes today, whose shape operands are
@@ -16,27 +19,12 @@
 #include "runtime/backend.h"
 #include "runtime/comm_gloo.h"
 #include "runtime/cpu/fast_kernels.h"
-#include "runtime/ops/op_util.h"
+#include "runtime/ops/kernel_call.h"
 #include "runtime/ops/registry.h"
 
 namespace pcc {
 
 namespace {
-
-/// Ops whose fast kernel computes correctly with output 0 over input 0.
-bool fastKernelRunsInPlace(std::string_view op) {
-  for (std::string_view k : {"Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Pow"})
-    if (op == k) return true;
-  return false;
-}
-
-/// Ops whose output 0 is input 0's bytes under another shape: planned in
-/// place, they have nothing to do.
-bool renamesItsInput(std::string_view op) {
-  for (std::string_view k : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-    if (op == k) return true;
-  return false;
-}
 
 /// A reshape-like op planned in place: its output already holds the bytes.
 class NoOpKernel : public DeviceKernel {
@@ -44,62 +32,17 @@ class NoOpKernel : public DeviceKernel {
   Status run(const std::vector<const Tensor*>&, const std::vector<Tensor>&) override { return Status::OK(); }
 };
 
+/// An instruction on the shared kernel entry (runtime/ops/kernel_call.h):
+/// prepared once from the plan's types, run into the planned outputs.
 class CpuKernel : public DeviceKernel {
  public:
-  CpuKernel(const KernelDesc& k, const OpSchema* schema, std::unique_ptr<KernelOverride> fast, bool inferAtRun)
-      : op_(k.op), where_(k.where), attrs_(k.attrs), schema_(schema), fast_(std::move(fast)),
-        inferAtRun_(inferAtRun) {}
-
+  explicit CpuKernel(OpKernel k) : k_(std::move(k)) {}
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
-    auto describe = [&] {
-      std::vector<TensorType> ts;
-      for (const Tensor* t : inputs) ts.push_back(t ? t->type() : TensorType{});
-      return strCat(op_, " with inputs (", ops::typesToString(ts), ")");
-    };
-    if (inferAtRun_) {
-      auto inferred = schema_->infer(ops::argsFromTensors(inputs, *attrs_));
-      if (!inferred.ok()) return inferred.status().withContext(describe());
-      for (size_t k = 0; k < outputs.size() && k < inferred->size(); ++k)
-        if (outputs[k].defined() && (*inferred)[k] != outputs[k].type())
-          return invalidInput(describe(), ": output ", k, " is ", (*inferred)[k].str(), " but the plan says ",
-                              outputs[k].type().str());
-    }
-    std::vector<Tensor> got;
-    if (fast_) {
-      got = outputs;  // views: the kernel writes into the planned memory
-      auto ran = fast_->run(inputs, got);
-      if (!ran.ok()) return ran.status().withContext(describe());
-      if (*ran) return place(got, outputs, describe);
-      got.clear();
-    }
-    Status st = schema_->compute(inputs, *attrs_, got);
-    if (!st.ok()) return st.withContext(describe());
-    return place(got, outputs, describe);
+    return k_.runInto(inputs, outputs);
   }
 
  private:
-  /// Copies each kernel result into its planned output unless it is already there.
-  template <typename D>
-  Status place(const std::vector<Tensor>& got, const std::vector<Tensor>& outputs, const D& describe) {
-    if (got.size() < outputs.size())
-      return internalError(describe(), ": the kernel made ", got.size(), " outputs, the plan names ",
-                           outputs.size());
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      if (!outputs[k].defined()) continue;  // an output the program does not use
-      if (got[k].type() != outputs[k].type())
-        return internalError(describe(), ": kernel output ", k, " is ", got[k].type().str(),
-                             " but the plan says ", outputs[k].type().str());
-      Tensor dst = outputs[k];
-      if (got[k].raw() != dst.raw() && dst.nbytes()) std::memmove(dst.mutableData(), got[k].raw(), dst.nbytes());
-    }
-    return Status::OK();
-  }
-
-  std::string op_, where_;
-  const AttrMap* attrs_;
-  const OpSchema* schema_;
-  std::unique_ptr<KernelOverride> fast_;
-  bool inferAtRun_;
+  OpKernel k_;
 };
 
 class CpuBackend : public Backend {
@@ -131,35 +74,26 @@ class CpuBackend : public Backend {
   }
 
   StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) override {
-    const OpSchema* s = findOpSchema(k.op);
-    if (!s || !s->compute || !s->infer) return unsupported(k.where, ": op '", k.op, "' has no CPU kernel");
-    InferArgs args;
-    args.attrs = k.attrs;
-    args.inputs = k.inputs;
-    args.constInputs = k.constInputs;
-    args.constInputs.resize(args.inputs.size(), nullptr);
-    auto inferred = s->infer(args);
-    bool inferAtRun = !inferred.ok();  // needs a computed input's value: infer when it is known
-    if (inferred.ok()) {
-      if (inferred->size() < k.outputs.size())
-        return invalidInput(k.where, ": the op makes ", inferred->size(), " outputs, the plan names ",
-                            k.outputs.size());
-      for (size_t i = 0; i < k.outputs.size(); ++i)
-        if (k.outputs[i].dtype != DType::kUndefined && (*inferred)[i] != k.outputs[i])
-          return invalidInput(k.where, ": output ", i, " is ", (*inferred)[i].str(), " but the plan's ",
-                              i < k.outputNames.size() ? k.outputNames[i] : std::string("buffer"), " is ",
-                              k.outputs[i].str());
-    }
-    if (k.inPlace && !inferAtRun && renamesItsInput(k.op) && k.outputs.size() == 1)
-      return std::unique_ptr<DeviceKernel>(new NoOpKernel);
+    const OpSchema* schema = findOpSchema(k.op);
+    if (!schema) return unsupported(k.where, ": op '", k.op, "' has no CPU kernel");
     std::unique_ptr<KernelOverride> fast;
-    if (options_.fastKernels && (!k.inPlace || fastKernelRunsInPlace(k.op))) {
+    if (options_.fastKernels && (!k.inPlace || cpu::fastKernelRunsInPlace(k.op))) {
       std::vector<bool> constant;
       for (const Tensor* t : k.constInputs) constant.push_back(t != nullptr);
       constant.resize(k.inputs.size(), false);
       fast = cpu::makeFastKernel(k.op, *k.attrs, constant);
     }
-    return std::unique_ptr<DeviceKernel>(new CpuKernel(k, s, std::move(fast), inferAtRun));
+    // Errors of the op name the op and its inputs; the executor prefixes k.where.
+    auto prepared = OpKernel::prepare(k.op, *k.attrs, k.inputs, k.constInputs, {}, std::move(fast));
+    if (!prepared.ok()) return prepared.status().withContext(k.where);
+    OpKernel kernel = std::move(prepared).value();
+    RETURN_IF_ERROR(kernel.checkDeclared(k.outputs, StatusCode::kInvalidInput, [&](size_t i) {
+      return strCat("the plan's ", i < k.outputNames.size() ? k.outputNames[i] : std::string("buffer"));
+    }).withContext(k.where));
+    // Planned in place, an op whose output is its input's bytes has nothing to do.
+    if (k.inPlace && !kernel.infersAtRun() && schema->viewOfInput0 && k.outputs.size() == 1)
+      return std::unique_ptr<DeviceKernel>(new NoOpKernel);
+    return std::unique_ptr<DeviceKernel>(new CpuKernel(std::move(kernel)));
   }
 
   std::unique_ptr<CommunicatorFactory> communicators(std::shared_ptr<GlooStore> store,

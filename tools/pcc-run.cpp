@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
 #include "runtime/plan_convert.h"
@@ -84,6 +85,10 @@ std::variant<Args, int> parse(int argc, char** argv) {
                   "OpenMP threads of each rank's oneDNN kernels\n"
                   "(default: the processors this process may use / the\n"
                   "ranks on this machine)");
+  app.add_option("--backend", a.run.backend,
+                 "the backend every rank runs on (default cpu; unknown\n"
+                 "names are refused with the list of registered ones)")
+      ->type_name("NAME");
   app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
   app.add_flag("--profile", a.run.profile, "print rank 0's time per op (all runs, warmup included)");
   app.add_flag_callback("--no-verify-weights", [&] { a.run.verifyChecksums = false; }, "skip the weight checksums");
@@ -99,6 +104,14 @@ std::variant<Args, int> parse(int argc, char** argv) {
       ->type_name("DIR");
   auto extras = [&](const std::vector<std::string>& rest) { return cli::describeExtras(rest, "plan", a.plan); };
   if (auto code = cli::parse(app, argc, argv, "pcc-run: error: ", extras)) return *code;
+  std::vector<std::string> backends = backendNames();
+  if (std::find(backends.begin(), backends.end(), a.run.backend) == backends.end()) {
+    std::string known;
+    for (const std::string& n : backends) known += (known.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "pcc-run: error: --backend: unknown backend '%s' (registered: %s)\n", a.run.backend.c_str(),
+                 known.c_str());
+    return cli::kExitUsage;
+  }
   if (a.plan.empty()) {
     std::fprintf(stderr, "pcc-run: error: no plan given (usage: pcc-run PLAN.pcc [options]; see pcc-run --help)\n");
     return cli::kExitUsage;

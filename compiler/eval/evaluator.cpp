@@ -1,9 +1,10 @@
 // Evaluation is a single walk over the nodes in topological order:
 //  1. check the inputs against the graph's input types;
 //  2. bind inputs and constants (constants are shared, not copied);
-//  3. for each node: gather its input tensors, run the op's reference kernel,
-//     check the results against the node's recorded output types, then drop
-//     every input whose last use this was;
+//  3. for each node: gather its input tensors, run it (runNode: the kernel
+//     entry of runtime/ops shared with the folder and the runtime, or the
+//     node's bodies), check the results against the node's recorded output
+//     types, then drop every input whose last use this was;
 //  4. return the graph outputs.
 // Region nodes (If, Loop, Scan) run their bodies with this same function:
 // If the taken branch, Loop and Scan their body once per iteration, slicing
@@ -17,7 +18,7 @@
 
 #include "compiler/ir/regions.h"
 #include "compiler/ir/text.h"
-#include "runtime/ops/registry.h"
+#include "runtime/ops/kernel_call.h"
 #include "runtime/support/random.h"
 
 namespace pcc {
@@ -164,6 +165,42 @@ StatusOr<std::vector<Tensor>> runRegion(const Node& n, const std::vector<const T
 
 }  // namespace
 
+std::string nodeWhere(const Node& n) {
+  return n.name().empty() ? strCat("node defining ", valueRefText(n.output(0)->name()), " (", n.opName(), ")")
+                          : n.describe();
+}
+
+StatusOr<std::vector<Tensor>> runNode(const Node& n, const std::vector<const Tensor*>& args) {
+  std::string what = nodeWhere(n);
+  if (isCollective(n.op())) return unsupported(what, ": collectives cannot run in the single-device evaluator");
+  std::vector<TensorType> declared;
+  for (const Value* o : n.outputs()) declared.push_back(o->type());
+  StatusOr<std::vector<Tensor>> results = std::vector<Tensor>{};
+  if (isRegionOp(n.op())) {
+    results = runRegion(n, args, what);
+  } else {
+    std::vector<TensorType> types;
+    std::vector<const Tensor*> known;
+    for (const Tensor* t : args) {
+      types.push_back(t && t->defined() ? t->type() : TensorType{});
+      known.push_back(t && t->defined() ? t : nullptr);
+    }
+    ASSIGN_OR_RETURN(OpKernel k, OpKernel::prepare(n.opName(), n.attrs(), std::move(types), std::move(known), what));
+    RETURN_IF_ERROR(k.checkDeclared(declared, StatusCode::kInternal, [&](size_t i) {
+      return strCat(valueRefText(n.output(i)->name()), " in the graph");
+    }));
+    results = k.run(args);
+  }
+  if (!results.ok()) return results.status();
+  if (results->size() != declared.size())
+    return internalError(what, ": kernel returned ", results->size(), " outputs, the node has ", declared.size());
+  for (size_t i = 0; i < results->size(); ++i)
+    if ((*results)[i].type() != declared[i])
+      return internalError(what, ": output ", i, " ", valueRefText(n.output(i)->name()), " computed as ",
+                           (*results)[i].type().str(), " but the graph says ", declared[i].str());
+  return results;
+}
+
 StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Tensor>& inputs) {
   if (inputs.size() != g.inputs().size())
     return invalidInput("graph @", g.name(), " takes ", g.inputs().size(), " inputs, got ", inputs.size());
@@ -181,9 +218,6 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
   std::unordered_map<const Value*, int> uses = g.useCounts();
 
   for (const Node* n : g.nodes()) {
-    std::string what = n->name().empty() ? strCat("node defining ", valueRefText(n->output(0)->name()), " (", n->opName(), ")")
-                                         : n->describe();
-    if (isCollective(n->op())) return unsupported(what, ": collectives cannot run in the single-device evaluator");
     std::vector<const Tensor*> args;
     for (const Value* v : n->inputs()) {
       if (!v) {
@@ -191,28 +225,21 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
         continue;
       }
       auto it = env.find(v);
-      if (it == env.end()) return internalError(what, ": input ", valueRefText(v->name()), " has no value (graph not topologically ordered?)");
+      if (it == env.end())
+        return internalError(nodeWhere(*n), ": input ", valueRefText(v->name()),
+                             " has no value (graph not topologically ordered?)");
       args.push_back(&it->second);
     }
-    auto results = isRegionOp(n->op()) ? runRegion(*n, args, what) : runOp(n->opName(), args, n->attrs());
-    if (!results.ok()) return isRegionOp(n->op()) ? results.status() : results.status().withContext(what);
-    if (results->size() != n->outputs().size())
-      return internalError(what, ": kernel returned ", results->size(), " outputs, the node has ", n->outputs().size());
-    for (size_t i = 0; i < results->size(); ++i) {
-      const Value* o = n->output(i);
-      if ((*results)[i].type() != o->type())
-        return internalError(what, ": output ", i, " ", valueRefText(o->name()), " computed as ", (*results)[i].type().str(),
-                             " but the graph says ", o->type().str());
-    }
+    ASSIGN_OR_RETURN(std::vector<Tensor> results, runNode(*n, args));
     // Release inputs at their last use (before binding outputs: a node never reads its own outputs).
     for (const Value* v : n->inputs()) {
       if (!v) continue;
       auto it = uses.find(v);
       if (it != uses.end() && --it->second == 0) env.erase(v);
     }
-    for (size_t i = 0; i < results->size(); ++i) {
+    for (size_t i = 0; i < results.size(); ++i) {
       const Value* o = n->output(i);
-      if (uses.count(o)) env[o] = std::move((*results)[i]);
+      if (uses.count(o)) env[o] = std::move(results[i]);
     }
   }
 

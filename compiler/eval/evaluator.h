@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/support/compare.h"
@@ -16,6 +17,18 @@ namespace pcc {
 /// shape mismatch) or the node whose kernel failed. Collective ops are an
 /// error: they only exist in partitioned, per-rank graphs.
 StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Tensor>& inputs);
+
+/// Runs node `n` of some graph on `args` (one per input, nullptr for an absent
+/// one): the one way the compiler runs a node. A region node (If, Loop, Scan)
+/// runs its bodies with evaluateGraph; any other op goes through the kernel
+/// entry of runtime/ops (runKernel), with `n`'s outputs as the declared types.
+/// Collectives are an error (they need peers; see evaluateGraph).
+/// \returns one tensor per output of `n`, of its declared types, or an error
+/// whose context names the node.
+StatusOr<std::vector<Tensor>> runNode(const Node& n, const std::vector<const Tensor*>& args);
+
+/// \returns "node 'NAME' (Op)" or, for a node without a name, the value it defines.
+std::string nodeWhere(const Node& n);
 
 /// \returns one deterministic random tensor per graph input, derived from
 /// `seed` and the input's position: floats uniform in [-1, 1], integers in

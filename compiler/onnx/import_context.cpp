@@ -3,6 +3,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "runtime/ops/kernel_call.h"
 #include "runtime/ops/registry.h"
 
 namespace pcc {
@@ -272,7 +273,7 @@ StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*>
   if (!feedsGraphOutput && schema->compute && shouldFold(inputs, types)) {
     std::vector<const Tensor*> ins;
     for (Value* v : inputs) ins.push_back(v ? &v->constantData() : nullptr);
-    auto r = runOp(info.name, ins, attrs);
+    auto r = runKernel(info.name, ins, attrs);  // the kernel entry the evaluator and runtime share
     if (!r.ok()) return error(r.status().code(), strCat("constant folding failed: ", r.status().message()));
     for (size_t i = 0; i < r->size(); ++i)
       outs.push_back(graph_.addConstant(names[i].empty() ? freshName(base) : names[i], std::move((*r)[i])));

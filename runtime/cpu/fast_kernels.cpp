@@ -15,20 +15,25 @@ namespace {
 
 using Factory = std::unique_ptr<KernelOverride> (*)(const AttrMap&, const std::vector<bool>&);
 
-const std::map<std::string_view, Factory>& factories() {
-  static const std::map<std::string_view, Factory> t = {
-      {"Add", &makeAddKernel},
-      {"AveragePool", &makeAveragePoolKernel},
-      {"Conv", &makeConvKernel},
-      {"Div", &makeDivKernel},
-      {"Gemm", &makeGemmKernel},
-      {"MatMul", &makeMatMulKernel},
-      {"MaxPool", &makeMaxPoolKernel},
-      {"Mul", &makeMulKernel},
-      {"Pow", &makePowKernel},
-      {"Relu", &makeReluKernel},
-      {"Sub", &makeSubKernel},
-      {"Tanh", &makeTanhKernel},
+struct Entry {
+  Factory make;
+  bool inPlace;  // computes correctly with output 0 over input 0 (oneDNN's dst = op(src0, ...))
+};
+
+const std::map<std::string_view, Entry>& factories() {
+  static const std::map<std::string_view, Entry> t = {
+      {"Add", {&makeAddKernel, true}},
+      {"AveragePool", {&makeAveragePoolKernel, false}},
+      {"Conv", {&makeConvKernel, false}},
+      {"Div", {&makeDivKernel, true}},
+      {"Gemm", {&makeGemmKernel, false}},
+      {"MatMul", {&makeMatMulKernel, false}},
+      {"MaxPool", {&makeMaxPoolKernel, false}},
+      {"Mul", {&makeMulKernel, true}},
+      {"Pow", {&makePowKernel, true}},
+      {"Relu", {&makeReluKernel, true}},
+      {"Sub", {&makeSubKernel, true}},
+      {"Tanh", {&makeTanhKernel, true}},
   };
   return t;
 }
@@ -39,7 +44,12 @@ std::unique_ptr<KernelOverride> makeFastKernel(std::string_view op, const AttrMa
                                                const std::vector<bool>& constantInputs) {
   auto it = factories().find(op);
   if (it == factories().end()) return nullptr;
-  return it->second(attrs, constantInputs);
+  return it->second.make(attrs, constantInputs);
+}
+
+bool fastKernelRunsInPlace(std::string_view op) {
+  auto it = factories().find(op);
+  return it != factories().end() && it->second.inPlace;
 }
 
 std::vector<std::string_view> fastKernelOps() {

@@ -32,6 +32,10 @@ namespace pcc::cpu {
 std::unique_ptr<KernelOverride> makeFastKernel(std::string_view op, const AttrMap& attrs,
                                                const std::vector<bool>& constantInputs);
 
+/// \returns whether op `op`'s fast kernel accepts output 0 sharing memory
+/// with input 0 (the elementwise ones); false for an op without one.
+bool fastKernelRunsInPlace(std::string_view op);
+
 /// \returns the names of the ops that have a fast kernel.
 std::vector<std::string_view> fastKernelOps();
 

@@ -313,7 +313,7 @@ void registerElementwiseOps(OpRegistry& r) {
   r.add({"Gelu", &inferGelu, &computeGelu});
   r.add({"Relu", &inferNumericUnary, &computeRelu});
   r.add({"Cast", &inferCast, &computeCast});
-  r.add({"Identity", &inferSameType, &computeIdentity});
+  r.add({"Identity", &inferSameType, &computeIdentity, /*viewOfInput0=*/true});
 }
 
 }  // namespace pcc

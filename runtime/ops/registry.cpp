@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "runtime/ops/kernel_call.h"
 #include "runtime/ops/op_util.h"
 
 namespace pcc {
@@ -72,32 +73,7 @@ StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const
 
 StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,
                                     const AttrMap& attrs, KernelOverride* fast) {
-  InferArgs args = ops::argsFromTensors(inputs, attrs);
-  auto describe = [&] { return strCat(op, " with inputs (", ops::typesToString(args.inputs), ")"); };
-  const OpSchema* s = findOpSchema(op);
-  if (!s || !s->compute || !s->infer) return unsupported(describe(), ": no kernel for this op");
-  auto inferred = s->infer(args);
-  if (!inferred.ok()) return inferred.status().withContext(describe());
-  std::vector<Tensor> outputs;
-  bool done = false;
-  if (fast) {
-    auto ran = fast->run(inputs, outputs);
-    if (!ran.ok()) return ran.status().withContext(describe());
-    done = *ran;
-    if (!done) outputs.clear();
-  }
-  if (!done) {
-    Status st = s->compute(inputs, attrs, outputs);
-    if (!st.ok()) return st.withContext(describe());
-  }
-  if (outputs.size() != inferred->size())
-    return internalError(describe(), ": kernel produced ", outputs.size(), " outputs, inference ",
-                         inferred->size());
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (outputs[i].type() != (*inferred)[i])
-      return internalError(describe(), ": kernel output ", i, " is ", outputs[i].type().str(),
-                           " but inference says ", (*inferred)[i].str());
-  return outputs;
+  return runKernel(op, inputs, attrs, {}, fast);
 }
 
 }  // namespace pcc

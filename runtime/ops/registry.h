@@ -26,6 +26,11 @@ struct OpSchema {
   std::string name;
   InferFn infer = nullptr;
   ComputeFn compute = nullptr;
+  /// Output 0 is input 0's bytes under the inferred shape (Reshape, Flatten,
+  /// Squeeze, Unsqueeze, Identity): the memory plan may place it over input 0
+  /// (with the op table's Elementwise ops, codegen/plan_emitter.cpp), and a
+  /// backend then has nothing to compute.
+  bool viewOfInput0 = false;
 };
 
 /// \returns the schema of op `name`, or nullptr if pcc has no kernel for it.
@@ -33,7 +38,8 @@ const OpSchema* findOpSchema(std::string_view name);
 /// \returns the names of every op with a kernel, sorted.
 std::vector<std::string> registeredOps();
 
-/// Runs the kernel of `op` and checks its outputs against inferred types.
+/// Runs the kernel of `op` and checks its outputs against inferred types:
+/// runKernel (runtime/ops/kernel_call.h, the one kernel entry) with no context.
 /// \returns the outputs, or an error naming op and input shapes.
 StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,
                                     const AttrMap& attrs);

@@ -237,10 +237,10 @@ Status computeExpand(const std::vector<const Tensor*>& in, const AttrMap&,
 }  // namespace
 
 void registerShapeOps(OpRegistry& r) {
-  r.add({"Reshape", &inferReshape, &computeReshapeLike<&inferReshape>});
-  r.add({"Flatten", &inferFlatten, &computeReshapeLike<&inferFlatten>});
-  r.add({"Squeeze", &inferSqueeze, &computeReshapeLike<&inferSqueeze>});
-  r.add({"Unsqueeze", &inferUnsqueeze, &computeReshapeLike<&inferUnsqueeze>});
+  r.add({"Reshape", &inferReshape, &computeReshapeLike<&inferReshape>, /*viewOfInput0=*/true});
+  r.add({"Flatten", &inferFlatten, &computeReshapeLike<&inferFlatten>, /*viewOfInput0=*/true});
+  r.add({"Squeeze", &inferSqueeze, &computeReshapeLike<&inferSqueeze>, /*viewOfInput0=*/true});
+  r.add({"Unsqueeze", &inferUnsqueeze, &computeReshapeLike<&inferUnsqueeze>, /*viewOfInput0=*/true});
   r.add({"Transpose", &inferTranspose, &computeTranspose});
   r.add({"Shape", &inferShape, &computeShape});
   r.add({"ConstantOfShape", &inferConstantOfShape, &computeConstantOfShape});

@@ -168,7 +168,7 @@ class CliTests:
         self.suite.check("pcc-report --output=FILE writes the text report",
                          r.returncode == 0 and os.path.exists(out) and "rank 1" in open(out).read(), r.describe())
         r = self.tools.run("pcc-run", [plan, "--check", "--seed=3", "--iters=2", "--warmup=1", "--rtol=1e-3",
-                                       "--atol", "1e-4", "--threads=1"])
+                                       "--atol", "1e-4", "--threads=1", "--backend=cpu"])
         self.suite.check("pcc-run with --flag=value options", r.returncode == 0 and "ok" in r.stdout, r.describe())
         r = self.tools.run("pcc-opt", [self.ir_file(), "--partition=gpus=2", "--rank=1"])
         self.suite.check("pcc-opt --partition=SPEC --rank=K", r.returncode == 0 and "rank 1" in r.stdout,
@@ -210,6 +210,8 @@ class CliTests:
             ("pcc-run --seed x", "pcc-run", [plan, "--seed=x"], [r"--seed"]),
             ("pcc-run unknown", "pcc-run", [plan, "--frobnicate"], [r"unknown option '--frobnicate'"]),
             ("pcc-run two plans", "pcc-run", [plan, plan], [r"more than one plan"]),
+            ("pcc-run --backend unknown", "pcc-run", [plan, "--backend", "tpu"],
+             [r"--backend", r"unknown backend 'tpu'", r"registered: cpu"]),
             ("pcc-report --format html", "pcc-report", [plan, "--format", "html"],
              [r"--format", r"text or json", r"html"]),
             ("pcc-report unknown", "pcc-report", [plan, "-x"], [r"unknown option '-x'"]),

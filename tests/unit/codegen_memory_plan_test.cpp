@@ -6,6 +6,8 @@
 #include <set>
 
 #include "codegen/memory_plan.h"
+#include "compiler/ir/ir.h"
+#include "runtime/ops/registry.h"
 #include "runtime/executor.h"
 #include "runtime/launcher.h"
 #include "runtime_test_util.h"
@@ -243,6 +245,57 @@ TEST(MemoryPlan, ExecutorRefusesAnOverlapThePlanDoesNotDeclare) {
   EXPECT_EQ(g.status().code(), StatusCode::kInvalidInput);
   EXPECT_NE(g.status().message().find("exceeds the 512 bytes its buffers take"), std::string::npos)
       << g.status().message();
+}
+
+}  // namespace
+}  // namespace pcc
+
+namespace pcc {
+namespace {
+
+// The in-place rule comes from the op table: every Elementwise op, and the
+// Injective ops whose kernel says its output is input 0's bytes; nothing else.
+TEST(MemoryPlanInPlaceRule, ComesFromTheOpTableKinds) {
+  std::set<std::string_view> views;
+  for (int i = 0; i < static_cast<int>(OpKind::kNumOps); ++i) {
+    OpKind k = static_cast<OpKind>(i);
+    std::string_view name = opName(k);
+    const OpSchema* s = findOpSchema(name);
+    bool view = s && s->viewOfInput0;
+    if (view) {
+      views.insert(name);
+      EXPECT_TRUE(opClass(k) == OpClass::kInjective || opClass(k) == OpClass::kElementwise)
+          << name << " says its output is its input's bytes but the op table says " << opClassName(opClass(k));
+    }
+    bool want = isElementwiseOp(k) || (opClass(k) == OpClass::kInjective && view);
+    EXPECT_EQ(opMayRunInPlace(name), want) << name;
+  }
+  EXPECT_EQ(views, (std::set<std::string_view>{"Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"}));
+  EXPECT_TRUE(opMayRunInPlace("Relu"));
+  EXPECT_TRUE(opMayRunInPlace("Cast"));  // the planner still requires equal dtypes and sizes
+  EXPECT_TRUE(opMayRunInPlace("Reshape"));
+  EXPECT_FALSE(opMayRunInPlace("Transpose"));  // Injective, but it moves elements
+  EXPECT_FALSE(opMayRunInPlace("MatMul"));
+  EXPECT_FALSE(opMayRunInPlace("NoSuchOp"));
+}
+
+// What viewOfInput0 promises, checked on the kernels: output 0 holds input 0's
+// bytes, in order.
+TEST(MemoryPlanInPlaceRule, ViewOpsOutputTheirInputsBytes) {
+  Tensor x = Tensor::fromVector<float>(DType::kF32, {2, 1, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor shape = Tensor::fromVector<int64_t>(DType::kI64, {2}, {3, 2});
+  Tensor axes = Tensor::fromVector<int64_t>(DType::kI64, {1}, {1});
+  Tensor axes0 = Tensor::fromVector<int64_t>(DType::kI64, {1}, {0});
+  std::vector<std::pair<std::string, std::vector<const Tensor*>>> calls = {
+      {"Reshape", {&x, &shape}}, {"Flatten", {&x}}, {"Squeeze", {&x, &axes}},
+      {"Unsqueeze", {&x, &axes0}}, {"Identity", {&x}}};
+  for (const auto& [op, in] : calls) {
+    ASSERT_TRUE(findOpSchema(op)->viewOfInput0) << op;
+    auto r = runOp(op, in, {});
+    ASSERT_TRUE(r.ok()) << op << ": " << r.status().message();
+    ASSERT_EQ((*r)[0].nbytes(), x.nbytes()) << op;
+    EXPECT_EQ(std::memcmp((*r)[0].raw(), x.raw(), x.nbytes()), 0) << op;
+  }
 }
 
 }  // namespace

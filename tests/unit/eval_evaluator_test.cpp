@@ -90,6 +90,34 @@ TEST(EvalEvaluator, KernelErrorsNameTheNode) {
   EXPECT_EQ(out.status().message().rfind("node 'gather' (Gather)", 0), 0u) << out.status().message();
 }
 
+// runNode is the evaluator's step, shared with the constant folder and the
+// partition tests: the kernel entry of runtime/ops, checked against the node.
+TEST(EvalEvaluator, RunNodeChecksTheNodesTypesAndNamesIt) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType{DType::kF32, {2}});
+  Node* ok = g.addNode(OpKind::Relu, {x}, {TensorType{DType::kF32, {2}}}, {}, "relu", {"r"});
+  Node* wrong = g.addNode(OpKind::Relu, {x}, {TensorType{DType::kF32, {3}}}, {}, "bad", {"b"});
+  Tensor in = f32({2}, {-1, 2});
+  auto r = runNode(*ok, {&in});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(floatsOf((*r)[0]), (std::vector<float>{0, 2}));
+  auto w = runNode(*wrong, {&in});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(w.status().message().rfind("node 'bad' (Relu): output 0 is f32[2] but %b in the graph is f32[3]", 0), 0u)
+      << w.status().message();
+  // Absent trailing inputs: the same call with or without them.
+  Value* w2 = g.addInput("w", TensorType{DType::kF32, {2, 2}});
+  Tensor row = f32({1, 2}, {1, 2}), id = f32({2, 2}, {1, 0, 0, 1});
+  Value* xr = g.addInput("xr", TensorType{DType::kF32, {1, 2}});
+  Node* gemm2 = g.addNode(OpKind::Gemm, {xr, w2}, {TensorType{DType::kF32, {1, 2}}}, {}, "gemm2", {"g2"});
+  auto a = runNode(*gemm2, {&row, &id});
+  auto b = runNode(*gemm2, {&row, &id, nullptr});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(floatsOf((*a)[0]), floatsOf((*b)[0]));
+}
+
 TEST(EvalEvaluator, RandomInputsAreDeterministicAndTyped) {
   auto g = parseOrFail(
       "graph @r(%a: f32[64], %b: i64[64], %c: bool[64], %d: f16[8]) -> (%a: f32[64]) {\n"

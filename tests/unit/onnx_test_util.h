@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "compiler/eval/evaluator.h"
 #include "compiler/onnx/importer.h"
 #include "runtime/onnx_tensor.h"
 #include "runtime/ops/registry.h"
@@ -122,22 +123,11 @@ inline StatusOr<std::unique_ptr<Graph>> importModel(ModelBuilder& b, const Impor
   ASSERT_TRUE(g##_or.ok()) << g##_or.status().message();                    \
   std::unique_ptr<::pcc::Graph> g = std::move(g##_or).value()
 
-/// Evaluates `g` on `inputs` (in graph-input order) with the reference kernels.
+/// Evaluates `g` on `inputs` (in graph-input order) with the reference
+/// kernels: the reference evaluator (evaluateGraph), not an interpreter of its own.
 /// \returns the graph outputs.
 inline StatusOr<std::vector<Tensor>> evaluate(const Graph& g, const std::vector<Tensor>& inputs) {
-  std::unordered_map<const Value*, Tensor> env;
-  if (inputs.size() != g.inputs().size()) return invalidInput("expected ", g.inputs().size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
-  for (const Value* c : g.constants()) env[c] = c->constantData();
-  for (const Node* n : g.nodes()) {
-    std::vector<const Tensor*> ins;
-    for (const Value* v : n->inputs()) ins.push_back(v ? &env.at(v) : nullptr);
-    ASSIGN_OR_RETURN(std::vector<Tensor> outs, runOp(n->opName(), ins, n->attrs()));
-    for (size_t i = 0; i < outs.size(); ++i) env[n->output(i)] = std::move(outs[i]);
-  }
-  std::vector<Tensor> out;
-  for (const Value* v : g.outputs()) out.push_back(env.at(v));
-  return out;
+  return evaluateGraph(g, inputs);
 }
 
 /// \returns the nodes of `g` whose op is `op`.

@@ -8,7 +8,7 @@
 #include "compiler/ir/verifier.h"
 #include "passes/partition/dim_map.h"
 #include "passes/partition/partitioner.h"
-#include "runtime/ops/registry.h"
+#include "runtime/ops/kernel_call.h"
 #include "runtime/tensor_slice.h"
 
 namespace pcc {
@@ -81,7 +81,9 @@ std::unique_ptr<Graph> parse(const char* text) {
 }
 
 // Runs every rank's program in lockstep (their node sequences are identical by
-// construction) and performs each collective across its group in memory.
+// construction) and performs each collective across its group in memory. Nodes
+// run through runNode, the evaluator's entry onto the shared kernel call
+// (runtime/ops/kernel_call.h) that the constant folder and the runtime use.
 StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, const std::vector<RankGraph>& ranks,
                                        const std::vector<Tensor>& inputs) {
   size_t n = ranks.size();
@@ -107,7 +109,7 @@ StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, 
       if (!isCollective(node->op())) {
         std::vector<const Tensor*> ins;
         for (Value* v : node->inputs()) ins.push_back(v ? &env[r].at(v) : nullptr);
-        ASSIGN_OR_RETURN(auto outs, runOp(node->opName(), ins, node->attrs()));
+        ASSIGN_OR_RETURN(auto outs, runNode(*node, ins));  // the evaluator's and runtime's kernel entry
         for (size_t k = 0; k < outs.size(); ++k) env[r][node->output(k)] = outs[k];
         continue;
       }
@@ -118,7 +120,7 @@ StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, 
       if (node->op() == OpKind::AllReduce) {
         acc = parts[0];
         for (size_t k = 1; k < parts.size(); ++k) {
-          ASSIGN_OR_RETURN(auto sum, runOp("Add", {&acc, &parts[k]}, {}));
+          ASSIGN_OR_RETURN(auto sum, runKernel("Add", {&acc, &parts[k]}, {}, "all-reduce"));
           acc = sum[0];
         }
       } else {
@@ -126,7 +128,7 @@ StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, 
         a.set("axis", node->attrs().getInt("dim", 0));
         std::vector<const Tensor*> ins;
         for (auto& t : parts) ins.push_back(&t);
-        ASSIGN_OR_RETURN(auto cat, runOp("Concat", ins, a));
+        ASSIGN_OR_RETURN(auto cat, runKernel("Concat", ins, a, "all-gather"));
         acc = cat[0];
       }
       results[r] = acc;

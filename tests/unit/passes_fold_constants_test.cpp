@@ -122,5 +122,21 @@ TEST(PassesFoldConstants, FailingKernelLeavesTheNodeAndLogs) {
   EXPECT_NE(log.str().find("left node 'g' (Gather) alone"), std::string::npos) << log.str();
 }
 
+// The folder runs nodes as the evaluator does (runNode): a node whose declared
+// type its kernel contradicts is a compiler bug, reported, not folded or skipped.
+TEST(PassesFoldConstants, ANodeTypeTheKernelContradictsIsAnInternalError) {
+  Graph g;
+  Value* c = g.addConstant("c", Tensor::fromVector<float>(DType::kF32, {2}, {-1, 1}));
+  Node* n = g.addNode(OpKind::Relu, {c}, {TensorType{DType::kF32, {3}}}, {}, "r", {"y"});
+  g.addOutput(n->output());
+  PassContext ctx;
+  auto changed = createPass("fold-constants")->run(g, ctx);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_EQ(changed.status().code(), StatusCode::kInternal);
+  EXPECT_NE(changed.status().message().find("node 'r' (Relu): output 0 is f32[2] but %y in the graph is f32[3]"),
+            std::string::npos)
+      << changed.status().message();
+}
+
 }  // namespace
 }  // namespace pcc

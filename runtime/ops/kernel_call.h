@@ -1,0 +1,98 @@
+// The one way pcc runs an op's kernel on tensors. The reference evaluator
+// (compiler/eval, with region bodies on top), the constant folder, the
+// importer's folding, the cpu backend of the runtime and the unit tests all
+// call kernels through OpKernel, so they share:
+//  - absent optional inputs: nullptr (or an undefined tensor) at their
+//    position; trailing absent inputs are dropped, as the importer drops them
+//    from nodes, so a kernel sees the same argument list from every caller;
+//  - type inference once per preparation, on the input types and the values
+//    of the inputs known when it is prepared (every input, for a one-shot
+//    call; the plan's weights, in the runtime), and again at run time only when
+//    an op's type needs the value of an input that was not known;
+//  - the kernel choice: a provider's kernel (KernelOverride, the oneDNN ones in
+//    the cpu backend) where it takes the call, else the reference kernel;
+//  - the checks of the results against the inferred types, and the error
+//    context: "<where>: <Op> with inputs (<types>): <problem>".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/ops/registry.h"
+
+namespace pcc {
+
+class OpKernel {
+ public:
+  /// Prepares op `op` with attributes `attrs` (kept by pointer: they must
+  /// outlive the kernel) for inputs of types `inputs` (dtype kUndefined: an
+  /// absent optional input). `known[i]` is input i's value where it is known
+  /// now and on every run (else nullptr; shorter than `inputs` means the rest
+  /// are unknown). `fast` is tried before the reference kernel (nullptr: none).
+  /// `where` prefixes every error (empty: none).
+  /// \returns the kernel, or an error: no kernel for the op, or inputs the
+  /// op's inference rejects although every input's value is known. A
+  /// rejection while some input's value is unknown is not an error here: the
+  /// kernel infers on every run instead (infersAtRun), and reports it there.
+  static StatusOr<OpKernel> prepare(std::string_view op, const AttrMap& attrs, std::vector<TensorType> inputs,
+                                    std::vector<const Tensor*> known, std::string where = {},
+                                    std::shared_ptr<KernelOverride> fast = nullptr);
+
+  /// \returns the output types inferred at preparation (empty when the op
+  /// infers at run time).
+  const std::vector<TensorType>& outputTypes() const { return inferred_; }
+  /// \returns whether type inference runs again on every call.
+  bool infersAtRun() const { return inferAtRun_; }
+
+  /// Checks the types a caller declared for the outputs (a node's, a plan's
+  /// buffers') against the inferred ones; a declared type with dtype
+  /// kUndefined is not checked, and there may be fewer declared than made.
+  /// `name(i)` names declared output i in the message. Nothing is checked when
+  /// the op infers at run time (run and runInto check then).
+  /// \returns ok, or an error of code `code` naming `where`.
+  Status checkDeclared(const std::vector<TensorType>& declared, StatusCode code,
+                       const std::function<std::string(size_t)>& name) const;
+
+  /// Runs the kernel on `inputs` (nullptr: absent), allocating the outputs.
+  /// \returns one tensor per output of the op, of the inferred types.
+  StatusOr<std::vector<Tensor>> run(const std::vector<const Tensor*>& inputs);
+
+  /// Runs the kernel on `inputs`, writing `outputs`: tensors of the types the
+  /// caller planned, contents undefined on entry, possibly over input 0 (in
+  /// place); an undefined tensor for an output whose result is dropped. A
+  /// provider kernel writes them directly; a reference kernel's results are
+  /// copied into them.
+  Status runInto(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs);
+
+ private:
+  OpKernel() = default;
+  /// \returns `inputs` with undefined tensors as nullptr and trailing absent ones dropped.
+  static std::vector<const Tensor*> normalize(const std::vector<const Tensor*>& inputs);
+  /// \returns whether normalize would return `inputs` unchanged.
+  static bool isNormal(const std::vector<const Tensor*>& inputs);
+  /// \returns "Op with inputs (types)", prefixed with where_.
+  std::string describe(const std::vector<const Tensor*>& inputs) const;
+  Status fail(const Status& st, const std::vector<const Tensor*>& inputs) const;
+  /// \returns the output types for `inputs`: the prepared ones, or inferred now.
+  StatusOr<std::vector<TensorType>> typesFor(const std::vector<const Tensor*>& inputs) const;
+
+  std::string op_, where_;
+  const AttrMap* attrs_ = nullptr;
+  const OpSchema* schema_ = nullptr;
+  std::shared_ptr<KernelOverride> fast_;
+  std::vector<TensorType> inferred_;
+  bool inferAtRun_ = false;
+};
+
+/// Runs op `op` once on `inputs` (nullptr: absent), all of whose values are
+/// known: OpKernel::prepare on their types and values, then run. `where`
+/// prefixes errors; `fast` (borrowed) is tried before the reference kernel.
+/// \returns the outputs, or an error "<where>: <Op> with inputs (...): ...".
+StatusOr<std::vector<Tensor>> runKernel(std::string_view op, const std::vector<const Tensor*>& inputs,
+                                        const AttrMap& attrs, std::string_view where = {},
+                                        KernelOverride* fast = nullptr);
+
+}  // namespace pcc
