@@ -51,7 +51,10 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   echo "fuzz: $t for ${seconds}s (corpus $corpus)"
   set +e
-  "$bin" "$corpus" "$seeds/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+  # -timeout: one input may legitimately take seconds under ASan (the IR
+  # parser fills a `const` of 10^8 elements with seeded values); a minute
+  # still catches a hang.
+  "$bin" "$corpus" "$seeds/$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
       -max_len=2000000 -artifact_prefix="$work/artifacts/$t-" -print_final_stats=1 \
       > "$work/$t.log" 2>&1
   rc=$?
