@@ -8,6 +8,7 @@ exits 1 if anything failed.
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -139,6 +140,17 @@ def require_tools(suite, tools, needed=("pcc", "pcc-run", "pcc-report")):
     missing = tools.missing(needed)
     return suite.check("tools built", not missing,
                        f"  missing in {tools.bin_dir}: {', '.join(missing)}")
+
+
+def expect_one_line_error(suite, tools, case, tool, args, patterns, code=2):
+    """Runs `tool args`; checks the exit code, that stderr is exactly one line,
+    and that the line matches every regex in `patterns`."""
+    r = tools.run(tool, args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    ok = r.returncode == code and len(lines) == 1
+    missing = [p for p in patterns if not lines or not re.search(p, lines[0])]
+    return suite.check(f"{case}: exit {code} with one line naming it", ok and not missing,
+                       f"  lacks {missing}\n{r.describe()}")
 
 
 # --- tensors and reference outputs ------------------------------------------

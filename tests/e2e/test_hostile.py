@@ -45,13 +45,7 @@ class Hostile:
         return os.path.join(self.work, *parts)
 
     def expect_error(self, case, tool, args, patterns):
-        """Exit 2, exactly one line on stderr, matching every regex in `patterns`."""
-        r = self.tools.run(tool, args)
-        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        ok = r.returncode == 2 and len(lines) == 1
-        missing = [p for p in patterns if not lines or not re.search(p, lines[0])]
-        self.suite.check(f"{case}: exit 2 with one line naming it", ok and not missing,
-                         f"  lacks {missing}\n{r.describe()}")
+        e2e.expect_one_line_error(self.suite, self.tools, case, tool, args, patterns)
 
     # --- integer division ---------------------------------------------------
 
@@ -102,26 +96,32 @@ class Hostile:
 
     # --- external data ---------------------------------------------------------
 
-    def escapes(self):
-        """(label, location) for each way out of the folder `folder`."""
+    def escapes(self, folder):
+        """Makes `folder` with a symlink out of it; \\returns (label, location)
+        for each way out of it, to a 16-byte secret file beside it."""
         secret = self.path("secret.bin")
         with open(secret, "wb") as f:
             f.write(np.arange(4, dtype=np.float32).tobytes())
-        return secret, [("an absolute path", secret), ("'..'", "../secret.bin")]
-
-    def external_model(self):
-        secret, escapes = self.escapes()
-        folder = self.path("model")
         os.makedirs(folder, exist_ok=True)
         os.symlink(secret, os.path.join(folder, "link.bin"))
-        for label, location in escapes + [("a symlink out of the folder", "link.bin")]:
-            w = onnx.TensorProto()
-            w.name, w.data_type = "w", onnx.TensorProto.FLOAT
-            w.dims.extend([4])
-            w.data_location = onnx.TensorProto.EXTERNAL
-            for k, v in (("location", location), ("offset", "0"), ("length", "16")):
-                e = w.external_data.add()
-                e.key, e.value = k, v
+        return [("an absolute path", secret), ("'..'", "../secret.bin"), ("a symlink out of the folder", "link.bin")]
+
+    @staticmethod
+    def external_tensor(name, location):
+        """A float[4] tensor whose 16 bytes are external data at `location`."""
+        t = onnx.TensorProto()
+        t.name, t.data_type = name, onnx.TensorProto.FLOAT
+        t.dims.extend([4])
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", "0"), ("length", "16")):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        return t
+
+    def external_model(self):
+        folder = self.path("model")
+        for label, location in self.escapes(folder):
+            w = self.external_tensor("w", location)
             g = H.make_graph([H.make_node("Add", ["x", "w"], ["y"])], "ext",
                              [H.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
                              [H.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])], [w])
@@ -133,7 +133,6 @@ class Hostile:
                               [r"'w'", re.escape(os.path.basename(location)), r"absolute|'\.\.'|outside"])
 
     def external_input(self):
-        secret, escapes = self.escapes()
         plan = self.path("add.pcc")
         g = H.make_graph([H.make_node("Relu", ["x"], ["y"])], "relu",
                          [H.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
@@ -144,17 +143,9 @@ class Hostile:
         if not self.suite.check("compile the run-time case", r.returncode == 0, r.describe()):
             return
         folder = self.path("inputs")
-        os.makedirs(folder, exist_ok=True)
-        os.symlink(secret, os.path.join(folder, "link.bin"))
-        for label, location in escapes + [("a symlink out of the folder", "link.bin")]:
-            t = onnx.TensorProto()
-            t.name, t.data_type = "x", onnx.TensorProto.FLOAT
-            t.dims.extend([4])
-            t.data_location = onnx.TensorProto.EXTERNAL
-            e = t.external_data.add()
-            e.key, e.value = "location", location
+        for label, location in self.escapes(folder):
             with open(os.path.join(folder, "input_0.pb"), "wb") as f:
-                f.write(t.SerializeToString())
+                f.write(self.external_tensor("x", location).SerializeToString())
             self.expect_error(f"input tensor external data through {label}", "pcc-run",
                               [plan, "--inputs", folder],
                               [r"'x'", re.escape(os.path.basename(location)), r"absolute|'\.\.'|outside"])

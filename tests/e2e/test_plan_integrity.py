@@ -46,12 +46,7 @@ class Integrity:
         return os.path.join(self.work, *parts)
 
     def expect_error(self, case, tool, args, patterns):
-        r = self.tools.run(tool, args)
-        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        ok = r.returncode == 2 and len(lines) == 1
-        missing = [p for p in patterns if not lines or not re.search(p, lines[0])]
-        self.suite.check(f"{case}: exit 2 with one line naming it", ok and not missing,
-                         f"  lacks {missing}\n{r.describe()}")
+        e2e.expect_one_line_error(self.suite, self.tools, case, tool, args, patterns)
 
     def plan(self):
         """A fresh copy of a two-rank data-parallel plan of mlp.onnx."""
