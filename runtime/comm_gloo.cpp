@@ -3,6 +3,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/barrier.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -387,6 +388,14 @@ StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
         ctx->setTimeout(left);
         gloo::rendezvous::PrefixStore prefixed(key, store.store());
         ctx->connectFullMesh(prefixed, dev);
+        // A barrier before anyone may fail and close connections: a peer
+        // still completing its side of the mesh would otherwise see its
+        // socket closed inside gloo's own event thread, which aborts the
+        // process instead of returning an error.
+        gloo::BarrierOptions barrier(ctx);
+        barrier.setTag(0);
+        barrier.setTimeout(std::max(Ms(1), std::chrono::duration_cast<Ms>(deadline - std::chrono::steady_clock::now())));
+        gloo::barrier(barrier);
       } catch (const std::exception& e) {
         return environmentError("rank ", rank, ": cannot connect ", label, " within ",
                              options.timeout.count() / 1000.0, " s: ", e.what());

@@ -428,7 +428,8 @@ TEST(RuntimePlanIo, BundlesAreReplacedWholeAndOnlyBundles) {
   // Nothing left next to it.
   std::filesystem::path parent = std::filesystem::path(dir).parent_path();
   for (const auto& e : std::filesystem::directory_iterator(parent))
-    EXPECT_EQ(e.path().filename().string().find(".pcc_rt_replace."), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find("." + std::filesystem::path(dir).filename().string() + "."),
+              std::string::npos) << e.path();
 
   // A failed write (a weight file that cannot be created) leaves the old bundle whole.
   Status failed = writePlanBundle(dir, p2, {{"plan.pb/rank0.bin", &w2}}, "{}");
@@ -437,7 +438,8 @@ TEST(RuntimePlanIo, BundlesAreReplacedWholeAndOnlyBundles) {
   ASSERT_TRUE(still.ok()) << still.status().message();
   EXPECT_EQ(still->plan.plan_crc32(), now->plan.plan_crc32());
   for (const auto& e : std::filesystem::directory_iterator(parent))
-    EXPECT_EQ(e.path().filename().string().find(".pcc_rt_replace."), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find("." + std::filesystem::path(dir).filename().string() + "."),
+              std::string::npos) << e.path();
 
   // Not a bundle: refused, untouched.
   std::string other = freshDir("not_a_bundle");

@@ -1,6 +1,8 @@
 // Helpers for the runtime tests: building plans by hand with the protobuf API.
 #pragma once
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,9 +15,10 @@
 
 namespace pcc::testing_rt {
 
-/// \returns a fresh, empty directory path for bundle `name` (not yet created).
+/// \returns a fresh, empty directory path for bundle `name` (not yet created),
+/// private to this process (two test binaries may run at once).
 inline std::string freshDir(const std::string& name) {
-  std::string d = ::testing::TempDir() + "pcc_rt_" + name;
+  std::string d = ::testing::TempDir() + "pcc_rt_" + std::to_string(::getpid()) + "_" + name;
   std::filesystem::remove_all(d);
   return d;
 }
