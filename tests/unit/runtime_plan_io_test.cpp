@@ -344,16 +344,17 @@ TEST(RuntimePlanIo, WeightFilesStayInsideTheBundle) {
   std::filesystem::create_directories(outside);
   std::string dir = rp.write("escape");
   std::filesystem::copy_file(dir + "/rank0.bin", outside + "/stolen.bin");
-  for (const auto& [name, want] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& c : std::vector<std::pair<std::string, std::string>>{
            {"../../etc/passwd", "rank 0: weight file '../../etc/passwd' climbs out of its folder with '..'"},
            {"/etc/passwd", "rank 0: weight file '/etc/passwd' is absolute"},
            {"../outside_bytes/stolen.bin", "climbs out of its folder"},
            {"link.bin", "resolves to"},
        }) {
+    const std::string& name = c.first;  // a plain name: clang 14 cannot capture a structured binding
     std::string d = rp.write("escape");
     std::filesystem::create_symlink(outside + "/stolen.bin", d + "/link.bin");
     editPlan(d, [&](plan::Plan& q) { q.mutable_ranks(0)->set_weight_file(name); });
-    expectRefused(d, want);
+    expectRefused(d, c.second);
   }
   // A link that stays inside is fine.
   std::string d = rp.write("escape");
