@@ -47,6 +47,7 @@ parity: build
 SAN_BUILD    ?= build-san
 FUZZ_SECONDS ?= 60
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=1 \
+           LSAN_OPTIONS=suppressions=$(abspath tools/sanitize/lsan.supp):print_suppressions=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 sanitize-build: setup
