@@ -88,35 +88,30 @@ Status Executor::prepare(bool verifyChecksums) {
     return it->second;
   };
 
-  for (const plan::IoBinding& b : prog_.inputs()) {
-    std::string ctx = strCat(rankName, ": input binding of input ", b.index());
-    if (b.index() < 0 || b.index() >= plan_.plan.inputs_size())
-      return invalidInput(ctx, ": the plan has ", plan_.plan.inputs_size(), " inputs");
-    ASSIGN_OR_RETURN(int slot, resolve(b.buffer(), false, ctx));
-    auto t = boundType(b, fromDesc(plan_.plan.inputs(b.index()).desc()));
-    if (!t.ok()) return t.status().withContext(ctx);
-    if (*t != types_[slot])
-      return invalidInput(ctx, ": the slice is ", t->str(), " but buffer ", b.buffer(), " is ",
-                          types_[slot].str());
-    if (homes_[slot] == Home::kArena)
-      return invalidInput(ctx, ": buffer ", b.buffer(), " is bound to a model input but placed in the arena");
-    homes_[slot] = Home::kInput;
-    inputSlots_.push_back(slot);
-  }
-  for (const plan::IoBinding& b : prog_.outputs()) {
-    std::string ctx = strCat(rankName, ": output binding of output ", b.index());
-    if (b.index() < 0 || b.index() >= plan_.plan.outputs_size())
-      return invalidInput(ctx, ": the plan has ", plan_.plan.outputs_size(), " outputs");
-    ASSIGN_OR_RETURN(int slot, resolve(b.buffer(), false, ctx));
-    auto t = boundType(b, fromDesc(plan_.plan.outputs(b.index()).desc()));
-    if (!t.ok()) return t.status().withContext(ctx);
-    if (*t != types_[slot])
-      return invalidInput(ctx, ": the slice is ", t->str(), " but buffer ", b.buffer(), " is ",
-                          types_[slot].str());
-    if (homes_[slot] == Home::kArena)
-      return invalidInput(ctx, ": buffer ", b.buffer(), " is bound to a model output but placed in the arena");
-    outputSlots_.push_back(slot);
-  }
+  // Model inputs and outputs live outside the arena; each binding's slice
+  // must have its buffer's type.
+  auto bind = [&](const auto& bindings, const auto& descs, const char* what,
+                  std::vector<int>& slots) -> Status {
+    for (const plan::IoBinding& b : bindings) {
+      std::string ctx = strCat(rankName, ": ", what, " binding of ", what, " ", b.index());
+      if (b.index() < 0 || b.index() >= descs.size())
+        return invalidInput(ctx, ": the plan has ", descs.size(), " ", what, "s");
+      ASSIGN_OR_RETURN(int slot, resolve(b.buffer(), false, ctx));
+      auto t = boundType(b, fromDesc(descs.Get(b.index()).desc()));
+      if (!t.ok()) return t.status().withContext(ctx);
+      if (*t != types_[slot])
+        return invalidInput(ctx, ": the slice is ", t->str(), " but buffer ", b.buffer(), " is ",
+                            types_[slot].str());
+      if (homes_[slot] == Home::kArena)
+        return invalidInput(ctx, ": buffer ", b.buffer(), " is bound to a model ", what,
+                            " but placed in the arena");
+      slots.push_back(slot);
+    }
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(bind(prog_.inputs(), plan_.plan.inputs(), "input", inputSlots_));
+  for (int slot : inputSlots_) homes_[slot] = Home::kInput;
+  RETURN_IF_ERROR(bind(prog_.outputs(), plan_.plan.outputs(), "output", outputSlots_));
   RETURN_IF_ERROR(checkMemoryPlan(rankName));
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
