@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/ops/op_cost.h"
 #include "runtime/plan_convert.h"
 #include "runtime/support/status.h"
 
@@ -18,29 +19,15 @@ int64_t bytesOf(const plan::Buffer& b) {
   return static_cast<int64_t>(t.bytes());
 }
 
-int64_t attrInt(const plan::Instruction& ins, const std::string& name, int64_t dflt) {
-  for (const plan::Attr& a : ins.attrs())
-    if (a.name() == name && a.value_case() == plan::Attr::kI) return a.i();
-  return dflt;
-}
-
+// The work of one instruction as the cost model counts it (runtime/ops/op_cost.h).
 int64_t instructionFlops(const plan::Instruction& ins, const plan::RankProgram& prog) {
-  auto type = [&](int32_t id) { return fromDesc(prog.buffers(id).desc()); };
-  if (ins.outputs_size() == 0) return 0;
-  TensorType out = type(ins.outputs(0));
-  const std::string& op = ins.op();
-  if ((op == "MatMul" || op == "Gemm") && ins.inputs_size() >= 2) {
-    TensorType a = type(ins.inputs(0));
-    if (a.shape.empty()) return 0;
-    int64_t k = op == "Gemm" && attrInt(ins, "transA", 0) ? a.shape[0] : a.shape.back();
-    return 2 * out.numel() * k;
-  }
-  if (op == "Conv" && ins.inputs_size() >= 2) {
-    TensorType w = type(ins.inputs(1));
-    if (w.shape.empty() || w.shape[0] == 0) return 0;
-    return 2 * out.numel() * (w.numel() / w.shape[0]);
-  }
-  return out.numel();
+  std::vector<TensorType> in, out;
+  for (int32_t id : ins.inputs())
+    in.push_back(id >= 0 && id < prog.buffers_size() ? fromDesc(prog.buffers(id).desc()) : TensorType{});
+  for (int32_t id : ins.outputs())
+    out.push_back(id >= 0 && id < prog.buffers_size() ? fromDesc(prog.buffers(id).desc()) : TensorType{});
+  StatusOr<AttrMap> attrs = fromAttrProtos(ins.attrs());
+  return opWork(ins.op(), in, out, attrs.ok() ? *attrs : AttrMap{}).flops;
 }
 
 RankStats statsOf(const plan::RankProgram& prog) {
