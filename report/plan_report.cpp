@@ -97,6 +97,42 @@ std::string humanBytes(int64_t b) {
   return buf;
 }
 
+std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=", m.tp(), " pp=", m.pp()); }
+
+// The mesh search's part of report.json (plans that carry it).
+void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
+  doc["objective"] = r.objective();
+  doc["device"] = {{"name", r.device()}, {"description", r.device_description()}, {"gpus_per_node", r.gpus_per_node()}};
+  if (r.candidates_size() > 0) doc["estimated_time_ms"] = r.candidates(0).estimated_time_ms();
+  doc["search_time_ms"] = r.search_time_ms();
+  Json alternatives = Json::array();
+  for (const plan::MeshEstimate& e : r.candidates()) {
+    Json a{{"mesh", {{"pp", e.mesh().pp()}, {"dp", e.mesh().dp()}, {"tp", e.mesh().tp()}}}};
+    if (!e.error().empty()) {
+      a["error"] = e.error();
+    } else {
+      a["estimated_time_ms"] = e.estimated_time_ms();
+      a["samples_per_second"] = e.samples_per_second();
+      int64_t peak = 0;
+      for (const plan::RankEstimate& rk : e.ranks()) peak = std::max(peak, rk.weight_bytes() + rk.activation_bytes());
+      a["peak_memory_bytes"] = peak;
+      if (!e.infeasible().empty()) a["infeasible"] = e.infeasible();
+    }
+    alternatives.push_back(std::move(a));
+  }
+  doc["alternatives"] = std::move(alternatives);
+  // The chosen mesh's estimate of each rank, next to what the plan holds.
+  if (r.candidates_size() == 0) return;
+  for (const plan::RankEstimate& rk : r.candidates(0).ranks()) {
+    if (rk.rank() < 0 || static_cast<size_t>(rk.rank()) >= ranks.size()) continue;
+    Json& j = ranks[rk.rank()];
+    j["estimated_time_ms"] = rk.compute_ms() + rk.comm_ms();
+    j["estimated_compute_ms"] = rk.compute_ms();
+    j["estimated_comm_ms"] = rk.comm_ms();
+    j["estimated_memory_bytes"] = rk.weight_bytes() + rk.activation_bytes();
+  }
+}
+
 }  // namespace
 
 PlanStats computePlanStats(const plan::Plan& p) {
@@ -117,8 +153,10 @@ std::string planReportJson(const plan::Plan& p) {
            {"notes", std::vector<std::string>(p.notes().begin(), p.notes().end())},
            {"tensor_parallel_pairs",
             std::vector<std::string>(p.tensor_parallel_pairs().begin(), p.tensor_parallel_pairs().end())},
-           {"ranks", std::move(ranks)},
+           {"ranks", Json()},
            {"reference", rankJson(s.reference)}};
+  if (p.has_search()) addSearchJson(p.search(), doc, ranks);
+  doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
   // than an exception.
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -132,6 +170,19 @@ std::string planReportText(const plan::Plan& p) {
     << p.ranks_size() << " rank" << (p.ranks_size() == 1 ? "" : "s") << ")\n";
   for (const std::string& n : p.notes()) o << "note:    " << n << "\n";
   for (const std::string& t : p.tensor_parallel_pairs()) o << "tp pair: " << t << "\n";
+  if (p.has_search() && p.search().candidates_size() > 0) {
+    const plan::SearchReport& r = p.search();
+    o << "device:  " << r.device() << " (" << r.device_description() << "), " << r.gpus_per_node() << " per node\n";
+    o << "search:  " << r.objective() << " objective, " << r.candidates_size() << " meshes costed in "
+      << r.search_time_ms() << " ms; estimated " << r.candidates(0).estimated_time_ms() << " ms per batch\n";
+    for (int i = 1; i < r.candidates_size(); ++i) {
+      const plan::MeshEstimate& e = r.candidates(i);
+      o << "  alternative " << meshText(e.mesh()) << ": ";
+      if (!e.error().empty()) o << "cannot be partitioned: " << e.error();
+      else o << e.estimated_time_ms() << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
+      o << "\n";
+    }
+  }
   o << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-6s %-11s %8s %12s %12s %12s %12s %12s  %s\n", "rank", "(pp,dp,tp)", "kernels",

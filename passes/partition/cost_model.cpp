@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "runtime/ops/registry.h"
 
@@ -27,6 +28,42 @@ double CostModel::computeTime(const OpWork& work, DType dtype) const {
   return d.launchOverhead + std::max(arithmetic, memory);
 }
 
+namespace {
+std::vector<TensorType> typesOf(const std::vector<Value*>& values) {
+  std::vector<TensorType> t;
+  for (const Value* v : values) t.push_back(v ? v->type() : TensorType{});
+  return t;
+}
+
+// The element type the arithmetic runs in: the first input's (a quantized
+// MatMulInteger's is its 8-bit input), else the first output's.
+DType workType(const Node& n) {
+  if (n.input(0) && n.input(0)->type().dtype != DType::kUndefined) return n.input(0)->type().dtype;
+  return n.outputs().empty() ? DType::kF32 : n.output()->type().dtype;
+}
+
+// A view of its input (Reshape, Squeeze, ...) runs no kernel.
+bool isView(const Node& n) {
+  const OpSchema* s = findOpSchema(n.opName());
+  return s && s->viewOfInput0;
+}
+}  // namespace
+
+OpWork nodeWork(const Node& n) {
+  if (n.numBodies() > 0) {
+    OpWork sum;
+    for (const auto& body : n.bodies())
+      for (const Node* inner : body->nodes()) {
+        OpWork w = nodeWork(*inner);
+        sum.flops = w.flops > INT64_MAX - sum.flops ? INT64_MAX : sum.flops + w.flops;
+        sum.bytes = w.bytes > INT64_MAX - sum.bytes ? INT64_MAX : sum.bytes + w.bytes;
+      }
+    return sum;
+  }
+  if (isView(n)) return {};
+  return opWork(n.opName(), typesOf(n.inputs()), typesOf(n.outputs()), n.attrs());
+}
+
 double CostModel::nodeTime(const Node& n) const {
   if (n.numBodies() > 0) {
     double t = 0;
@@ -34,16 +71,8 @@ double CostModel::nodeTime(const Node& n) const {
       for (const Node* inner : body->nodes()) t += nodeTime(*inner);
     return t;
   }
-  // A view of its input (Reshape, Squeeze, ...) runs no kernel.
-  if (const OpSchema* s = findOpSchema(n.opName()); s && s->viewOfInput0) return 0;
-  std::vector<TensorType> in, out;
-  for (const Value* v : n.inputs()) in.push_back(v ? v->type() : TensorType{});
-  for (const Value* v : n.outputs()) out.push_back(v->type());
-  // The element type the arithmetic runs in: the first floating input's (a
-  // quantized MatMulInteger's is its 8-bit input), else the first output's.
-  DType t = out.empty() ? DType::kF32 : out[0].dtype;
-  if (!in.empty() && in[0].dtype != DType::kUndefined) t = in[0].dtype;
-  return computeTime(opWork(n.opName(), in, out, n.attrs()), t);
+  if (isView(n)) return 0;
+  return computeTime(nodeWork(n), workType(n));
 }
 
 double CostModel::collectiveTime(CollectiveKind kind, int64_t bytes, int groupSize, bool crossesNodes) const {

@@ -19,6 +19,10 @@ enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kAllToAll, k
 /// \returns "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv".
 const char* collectiveName(CollectiveKind k);
 
+/// \returns the work of node `n` with the types it has (opWork on its
+/// operands); a node with bodies sums its bodies' nodes.
+OpWork nodeWork(const Node& n);
+
 class CostModel {
  public:
   explicit CostModel(ClusterSpec spec) : spec_(std::move(spec)) {}
