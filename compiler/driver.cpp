@@ -1,5 +1,6 @@
 #include "compiler/driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ostream>
@@ -50,6 +51,23 @@ std::string searchSummary(const SearchResult& r, const ClusterSpec& cluster, int
     break;
   }
   return s;
+}
+
+// Why the search left devices idle: the batch capped dp (every candidate on
+// all the devices ended on a smaller mesh), or the cost model found the
+// smaller mesh faster.
+std::string fewerDevicesNote(const SearchResult& r, int gpus) {
+  const PlanEstimate& best = r.candidates.front();
+  std::string why = "the cost model estimates it faster than every mesh of more devices";
+  for (const PlanEstimate& e : r.candidates) {
+    if (e.mesh.size() != gpus || !e.error.empty()) continue;
+    why += strCat(" (", e.mesh.str(), ": ", ms(e.seconds), " against ", ms(best.seconds), ")");
+    break;
+  }
+  bool anyFull = std::any_of(r.candidates.begin(), r.candidates.end(),
+                             [&](const PlanEstimate& e) { return e.mesh.size() == gpus; });
+  if (!anyFull) why = "the batch cannot be split further, and no tensor-parallel split fits the rest";
+  return strCat("using ", best.mesh.size(), " of ", gpus, " devices: ", why);
 }
 
 // The search's estimates, stored in the plan for the reports.
@@ -124,7 +142,8 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;
   if (!best.infeasible.empty() && !forced)
     return invalidInput(opts.modelPath, ": no mesh of at most ", opts.gpus, " ", cluster.name,
-                        " devices fits in memory; the best, ", best.mesh.str(), ": ", best.infeasible);
+                        " devices fits in memory; the best, ", best.mesh.str(), ": ", best.infeasible,
+                        " (more --gpus, a larger --gpu, or --strategy to compile it anyway)");
   if (!forced) {
     po.gpus = best.mesh.size();
     po.dp = best.mesh.dp;
@@ -133,6 +152,8 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   say(searchSummary(c.search, cluster, opts.gpus));
   ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));
   if (!best.infeasible.empty()) c.partition.notes.push_back("does not fit: " + best.infeasible);
+  if (!forced && best.mesh.size() < opts.gpus)
+    c.partition.notes.insert(c.partition.notes.begin(), fewerDevicesNote(c.search, opts.gpus));
   RETURN_IF_ERROR(verifyGraph(*c.partitioned).withContext("after partitioning"));
   for (const std::string& n : c.partition.notes) say("note: " + n);
   ASSIGN_OR_RETURN(c.ranks, lowerToRanks(*c.partitioned, c.partition));

@@ -78,7 +78,7 @@ int toolMain(int argc, char** argv) {
   cli::addInteger(app, "--gpus-per-node", 1, kMaxDevices, [&](int64_t n) { opts.gpusPerNode = static_cast<int>(n); },
                   "devices per node (default: the spec's)");
   cli::addChoice(app, "--objective", opts.objective, {"latency", "throughput"},
-                 "what the mesh search minimizes: time per batch\n(latency, default) or samples per second over\nevery device (throughput)");
+                 "what the mesh search optimizes: time per batch\n(latency, default) or samples per second\n(throughput)");
   cli::addInteger(app, "--batch", 1, std::numeric_limits<int64_t>::max(), [&](int64_t n) { opts.batch = n; },
                   "bind the leading symbolic dimension of every input");
   app.add_option_function<std::vector<std::string>>(

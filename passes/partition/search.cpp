@@ -112,20 +112,19 @@ bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
 const char* objectiveName(Objective o) { return o == Objective::kLatency ? "latency" : "throughput"; }
 
 PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
-                          int64_t batch, int gpus) {
+                          int64_t batch) {
   PlanEstimate p;
   p.mesh = mesh;
   for (const RankGraph& rg : ranks) {
     p.ranks.push_back(estimateRank(rg, mesh, cm));
     p.seconds = std::max(p.seconds, p.ranks.back().seconds());
   }
-  int replicas = std::max(1, gpus / std::max(1, mesh.size()));
-  p.samplesPerSecond = p.seconds > 0 ? static_cast<double>(batch) * replicas / p.seconds : 0;
+  p.samplesPerSecond = p.seconds > 0 ? static_cast<double>(batch) / p.seconds : 0;
   for (const RankEstimate& r : p.ranks) {
     if (r.memoryBytes() <= cm.memoryCapacity()) continue;
     p.infeasible = strCat("rank ", r.rank, " needs ", gib(r.memoryBytes()), " (weights ", gib(r.weightBytes),
                           ", activations ", gib(r.activationBytes), ") of the ", gib(cm.memoryCapacity()),
-                          " a ", cm.spec().name, " offers");
+                          " one ", cm.spec().name, " offers");
     break;
   }
   return p;
@@ -161,7 +160,7 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
         continue;  // the batch capped dp onto a mesh already costed
       StatusOr<std::vector<RankGraph>> ranks = lowerToRanks(*copy, *part);
       if (ranks.ok()) {
-        e = estimatePlan(*ranks, part->mesh, cm, batch, opts.gpus);
+        e = estimatePlan(*ranks, part->mesh, cm, batch);
       } else {
         e.error = ranks.status().message();
         if (firstError.ok()) firstError = ranks.status();

@@ -12,7 +12,10 @@ namespace pcc {
 
 enum class Objective {
   kLatency,     ///< the least time for one batch
-  kThroughput,  ///< the most samples per second over all --gpus (idle devices run more replicas)
+  /// The most samples per second. With the batch fixed, this ranks meshes as
+  /// latency does; the two part once the batch and micro-batches are chosen
+  /// by the search too (pipelining).
+  kThroughput,
 };
 
 /// \returns "latency" or "throughput".
@@ -36,7 +39,7 @@ struct PlanEstimate {
   Mesh mesh;
   /// The slowest rank's time for one batch (ranks run in lockstep at the collectives).
   double seconds = 0;
-  /// batch x (replicas that fit in --gpus) / seconds.
+  /// batch / seconds.
   double samplesPerSecond = 0;
   std::vector<RankEstimate> ranks;
   /// Empty when every rank fits its device's memory; else why not.
@@ -46,9 +49,9 @@ struct PlanEstimate {
 };
 
 /// Costs the rank programs `ranks` of `mesh`; `batch` is the global batch (1
-/// when the model has none), `gpus` the devices available for replicas.
+/// when the model has none).
 PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
-                          int64_t batch, int gpus);
+                          int64_t batch);
 
 struct SearchResult {
   /// The chosen mesh first, then every other candidate, best first; the

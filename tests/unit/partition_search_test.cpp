@@ -145,7 +145,7 @@ TEST(MeshSearch, EstimateAddsComputeAndCommunicationOfTheSlowestRank) {
   ASSERT_TRUE(part.ok()) << part.status().message();
   auto ranks = lowerToRanks(*g, *part);
   ASSERT_TRUE(ranks.ok()) << ranks.status().message();
-  PlanEstimate e = estimatePlan(*ranks, part->mesh, cm, 2, 2);
+  PlanEstimate e = estimatePlan(*ranks, part->mesh, cm, 2);
   ASSERT_EQ(e.ranks.size(), 2u);
   // Worked by hand: each rank holds half of each weight and one all-reduce of
   // the f32 [2, 64, 256] output over 2 devices on NVLink.
