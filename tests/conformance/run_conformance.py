@@ -470,16 +470,20 @@ def plan_facts(plan: str) -> PlanFacts:
     """Reads what a compiled plan does from its report.json: how many ops run
     at run time and whether the ranks divide the work. A plan on several
     ranks divides it when every rank does less than 90% of the FLOPs of the
-    unpartitioned graph, or when the ranks communicate; otherwise each rank
+    unpartitioned graph (of its peak of live activations, for a graph that
+    computes no FLOPs), or when the ranks communicate; otherwise each rank
     computes the whole graph (replicated)."""
     try:
         report = json.loads(Path(plan, "report.json").read_text())
         ranks = report["ranks"]
         ops = sum(n for r in ranks for n in r.get("ops", {}).values())
-        ref_flops = report.get("reference", {}).get("flops", 0)
+        # The work is the FLOPs; a graph that only moves data (Concat,
+        # Slice, Pad: no FLOPs) is measured by its peak of live activations.
+        key = "flops" if report.get("reference", {}).get("flops", 0) > 0 else "peak_activation_bytes"
+        ref_work = report.get("reference", {}).get(key, 0)
         # Ranks' programs differ a little from the reference after folding;
         # a tenth less work per rank is taken as a real division.
-        divided = ref_flops > 0 and max(r.get("flops", 0) for r in ranks) < 0.9 * ref_flops
+        divided = ref_work > 0 and max(r.get(key, 0) for r in ranks) < 0.9 * ref_work
         talks = any(n for r in ranks for n in r.get("comm_count", {}).values())
         return PlanFacts(ops, len(ranks) > 1 and (divided or talks))
     except (OSError, ValueError, KeyError, TypeError) as e:
