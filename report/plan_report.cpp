@@ -30,7 +30,8 @@ int64_t instructionFlops(const plan::Instruction& ins, const plan::RankProgram& 
   return opWork(ins.op(), in, out, attrs.ok() ? *attrs : AttrMap{}).flops;
 }
 
-RankStats statsOf(const plan::RankProgram& prog) {
+// `groups`: the plan's process groups (nullptr for the reference program).
+RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::RepeatedPtrField<plan::Group>* groups) {
   RankStats s;
   s.rank = prog.rank();
   s.meshCoord.assign(prog.mesh_coord().begin(), prog.mesh_coord().end());
@@ -62,8 +63,23 @@ RankStats statsOf(const plan::RankProgram& prog) {
       default: {
         std::string name = plan::Instruction::Kind_Name(ins.kind());
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-        if (ins.inputs_size() > 0 && ins.inputs(0) >= 0) s.commBytes[name] += bytesOf(prog.buffers(ins.inputs(0)));
+        int64_t bytes = ins.inputs_size() > 0 && ins.inputs(0) >= 0 ? bytesOf(prog.buffers(ins.inputs(0))) : 0;
+        s.commBytes[name] += bytes;
         ++s.commCount[name];
+        std::string axis = "-";
+        int groupSize = 0;  // unknown: no such group
+        if (ins.kind() == plan::Instruction::SEND || ins.kind() == plan::Instruction::RECV) {
+          groupSize = 2;  // a pair
+        } else if (groups && ins.group() >= 0 && ins.group() < groups->size()) {
+          axis = (*groups)[ins.group()].axis();
+          groupSize = (*groups)[ins.group()].ranks_size();
+        }
+        auto same = [&](const RankStats::Collective& c) {
+          return c.kind == name && c.axis == axis && c.groupSize == groupSize && c.bytes == bytes;
+        };
+        auto it = std::find_if(s.collectives.begin(), s.collectives.end(), same);
+        if (it == s.collectives.end()) s.collectives.push_back({name, axis, groupSize, bytes, 1});
+        else ++it->count;
         break;
       }
     }
@@ -137,8 +153,8 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
 
 PlanStats computePlanStats(const plan::Plan& p) {
   PlanStats s;
-  for (const plan::RankProgram& r : p.ranks()) s.ranks.push_back(statsOf(r));
-  s.reference = statsOf(p.reference());
+  for (const plan::RankProgram& r : p.ranks()) s.ranks.push_back(statsOf(r, &p.groups()));
+  s.reference = statsOf(p.reference(), nullptr);
   return s;
 }
 
@@ -154,7 +170,12 @@ std::string planReportJson(const plan::Plan& p) {
            {"tensor_parallel_pairs",
             std::vector<std::string>(p.tensor_parallel_pairs().begin(), p.tensor_parallel_pairs().end())},
            {"ranks", Json()},
+           {"collectives", Json::array()},
            {"reference", rankJson(s.reference)}};
+  for (const RankStats& r : s.ranks)
+    for (const RankStats::Collective& c : r.collectives)
+      doc["collectives"].push_back(Json{{"rank", r.rank}, {"kind", c.kind}, {"axis", c.axis},
+                                        {"group_size", c.groupSize}, {"bytes", c.bytes}, {"count", c.count}});
   if (p.has_search()) addSearchJson(p.search(), doc, ranks);
   doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
