@@ -118,7 +118,7 @@ int toolMain(int argc, char** argv) {
          },
          "print the IR after pass PASS to stderr")
       ->type_name("PASS");
-  app.add_flag("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes");
+  app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
   if (auto code = cli::parse(app, argc, argv, "pcc: error: ",
