@@ -8,6 +8,12 @@
 //     own static shape; one whose output type equals its input's goes.
 //  3. Transpose(Transpose(x, p1), p2) -> Transpose(x, p1∘p2); a Transpose with
 //     the identity permutation goes.
+//     A Transpose of a Reshape that only merges neighbouring dims (each
+//     dim of its output a product of a run of its input's dims), read only
+//     by reshapes, becomes Reshape(Transpose(x, the permutation of x's dims)),
+//     which step 2 then collapses into those reshapes; and the new Transpose
+//     composes with one before it (the head transposes exporters write as
+//     Reshape -> 3-D Transpose -> Reshape become one 4-D Transpose).
 //  4. A 2-D Transpose feeding Gemm's A or B flips transA/transB instead; a
 //     MatMul of 2-D operands whose B is a 2-D Transpose becomes Gemm with
 //     transB = 1 (the same products and sums, so it is exact).
@@ -130,6 +136,56 @@ class ComposeTransposes : public RewritePattern {
     a.set("perm", c);
     ASSIGN_OR_RETURN(Node * t, rw.create(OpKind::Transpose, {x}, std::move(a)));
     rw.replace(n.output(), t->output());
+    return true;
+  }
+};
+
+/// Step 3, a Transpose moved above a Reshape that merges dims.
+class TransposeThroughMerge : public RewritePattern {
+ public:
+  OpKind rootOp() const override { return OpKind::Transpose; }
+  std::string_view name() const override { return "transpose-through-merge"; }
+  StatusOr<bool> matchAndRewrite(Node& n, PatternRewriter& rw) const override {
+    const Graph& g = rw.graph();
+    Value* y = n.input(0);
+    Node* r = y ? y->producer() : nullptr;
+    if (!r || !isReshapeLike(r->op()) || !r->input(0) || !hasOneUse(g, y)) return false;
+    // Only where the Reshape made here collapses into the readers.
+    const Value* out = n.output();
+    if (out->uses().empty() || isGraphOutput(g, out)) return false;
+    for (const Node* u : out->uses())
+      if (!isReshapeLike(u->op()) || u->input(0) != out) return false;
+    Value* x = r->input(0);
+    const Dims& xs = x->type().shape;
+    const Dims& ys = y->type().shape;
+    // groups[j]: the run of x's dims whose product is y's dim j (no 0 or 1
+    // dims, which would make the runs ambiguous).
+    std::vector<std::pair<size_t, size_t>> groups;
+    size_t i = 0;
+    for (int64_t d : ys) {
+      if (d <= 1) return false;
+      size_t start = i;
+      int64_t prod = 1;
+      while (i < xs.size() && prod < d) {
+        if (xs[i] <= 1) return false;
+        prod *= xs[i++];
+      }
+      if (prod != d) return false;
+      groups.emplace_back(start, i);
+    }
+    if (i != xs.size() || groups.size() == xs.size()) return false;
+    std::vector<int64_t> q;
+    for (int64_t j : permOf(n))
+      for (size_t k = groups[static_cast<size_t>(j)].first; k < groups[static_cast<size_t>(j)].second; ++k)
+        q.push_back(static_cast<int64_t>(k));
+    AttrMap a;
+    a.set("perm", q);
+    ASSIGN_OR_RETURN(Node * t, rw.create(OpKind::Transpose, {x}, std::move(a)));
+    const TensorType& ot = out->type();
+    Value* shape = rw.constant(out->name() + "_shape", Tensor::fromVector<int64_t>(DType::kI64, {ot.rank()}, ot.shape));
+    ASSIGN_OR_RETURN(Node * re, rw.create(OpKind::Reshape, {t->output(), shape}));
+    if (re->output()->type() != ot) return internalError("reshape typed ", re->output()->type().str(), ", not ", ot.str());
+    rw.replace(n.output(), re->output());
     return true;
   }
 };
@@ -258,6 +314,7 @@ class CanonicalizePass : public Pass {
     for (OpKind op : {OpKind::Reshape, OpKind::Squeeze, OpKind::Unsqueeze, OpKind::Flatten})
       patterns_.push_back(std::make_unique<CollapseReshapes>(op));
     patterns_.push_back(std::make_unique<ComposeTransposes>());
+    patterns_.push_back(std::make_unique<TransposeThroughMerge>());
     patterns_.push_back(std::make_unique<TransposeIntoGemm>());
     patterns_.push_back(std::make_unique<TransposeIntoMatMul>());
     patterns_.push_back(std::make_unique<RemoveCastRoundTrip>());
