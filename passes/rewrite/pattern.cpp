@@ -149,6 +149,20 @@ bool isSplat(const Value* v, double want, double tol) {
   return s && std::abs(*s - want) <= tol * std::max(1.0, std::abs(want));
 }
 
+bool isFloatValue(const Value* v) { return v && isFloat(v->type().dtype); }
+
+Value* operandBesides(const Node* n, double c) {
+  if (!n || n->inputs().size() != 2) return nullptr;
+  if (isSplat(n->input(1), c, kMatchTolerance)) return n->input(0);
+  if (isSplat(n->input(0), c, kMatchTolerance)) return n->input(1);
+  return nullptr;
+}
+
+bool keepsType(const Node* n) {
+  return n->inputs().size() == 2 && n->input(0) && n->input(1) &&
+         (n->output()->type() == n->input(0)->type() || n->output()->type() == n->input(1)->type());
+}
+
 Value* otherInput(const Node* n, const Value* v) {
   if (n->inputs().size() != 2) return nullptr;
   if (n->input(0) == v) return n->input(1);

@@ -102,5 +102,15 @@ bool isSplat(const Value* v, double want, double tol = 1e-6);
 /// \returns the other input of binary node `n` than the one that is `v`
 /// (nullptr if `n` does not read `v`).
 Value* otherInput(const Node* n, const Value* v);
+/// The relative tolerance constants of a recognized block are checked with.
+inline constexpr double kMatchTolerance = 1e-5;
+/// \returns whether `v` is a value of a floating-point type.
+bool isFloatValue(const Value* v);
+/// \returns the input of binary node `n` that is not a constant splat near
+/// `c` (kMatchTolerance), when the other one is; else nullptr.
+Value* operandBesides(const Node* n, double c);
+/// \returns whether binary node `n`'s result has the type of one of its
+/// operands (its constant does not broadcast it to a larger shape).
+bool keepsType(const Node* n);
 
 }  // namespace pcc
