@@ -27,7 +27,13 @@ class Stopwatch {
 };
 
 // The optimization pipeline run before partitioning.
-constexpr const char* kPipeline[] = {"fold-constants", "cse", "dce"};
+constexpr const char* kPipeline[] = {"fold-constants", "canonicalize", "fold-batchnorm", "recognize", "cse", "dce"};
+
+/// \returns whether pass `name` of kPipeline runs under `opts` (--no-fuse
+/// turns off recognize and fuse).
+bool pipelineRuns(std::string_view name, const CompileOptions& opts) {
+  return opts.fuse || (name != "recognize" && name != "fuse");
+}
 
 StatusOr<ClusterSpec> clusterSpecFor(const CompileOptions& opts) {
   StatusOr<ClusterSpec> spec =
@@ -120,7 +126,8 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
 
   c.partitioned = c.reference->clone();
   PassManager pm;
-  for (const char* name : kPipeline) pm.add(createPass(name));
+  for (const char* name : kPipeline)
+    if (pipelineRuns(name, opts)) pm.add(createPass(name));
   PassContext ctx;
   ctx.verifyEach = opts.verifyEach;
   ctx.printAfter = opts.printAfter;
@@ -166,6 +173,8 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   say(strCat("compiled in ", total.seconds(), " s"));
   return c;
 }
+
+std::vector<std::string> pipelinePasses() { return {std::begin(kPipeline), std::end(kPipeline)}; }
 
 std::string emitIr(const Compilation& c) {
   std::string s = "// global graph, mesh " + c.partition.mesh.str() + "\n" + printGraph(*c.partitioned);

@@ -29,6 +29,10 @@ struct Compilation {
 StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log);
 
 /// \returns the annotated global graph, then rank 0's local program, as text.
+/// \returns the names of the passes of the optimization pipeline, in order
+/// (what --print-after accepts).
+std::vector<std::string> pipelinePasses();
+
 std::string emitIr(const Compilation& c);
 
 }  // namespace pcc

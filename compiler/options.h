@@ -52,6 +52,8 @@ struct CompileOptions {
   bool verifyEach = false;
   /// Suppress progress messages on stderr (--quiet).
   bool quiet = false;
+  /// Run the recognize and fuse passes (--no-fuse turns them off).
+  bool fuse = true;
 };
 
 /// Parses a --strategy value: "auto", "tp=4", "dp=2,tp=2,pp=1".

@@ -12,9 +12,12 @@ struct PassEntry {
 
 // One row per pass; names must equal the passes' name().
 const PassEntry kPasses[] = {
+    {"canonicalize", [] { return createCanonicalizePass(); }},
     {"cse", [] { return createCsePass(); }},
     {"dce", [] { return createDcePass(); }},
+    {"fold-batchnorm", [] { return createFoldBatchNormPass(); }},
     {"fold-constants", [] { return createFoldConstantsPass(); }},
+    {"recognize", [] { return createRecognizePass(); }},
 };
 }  // namespace
 

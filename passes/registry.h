@@ -25,5 +25,8 @@ std::vector<std::string> passNames();
 std::unique_ptr<Pass> createFoldConstantsPass(FoldLimits limits = {});
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createCsePass();
+std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createFoldBatchNormPass();
+std::unique_ptr<Pass> createRecognizePass();
 
 }  // namespace pcc

@@ -23,7 +23,7 @@ pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.
 const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 // Options of the design that are not implemented yet: refused, not ignored.
-const char* const kNotYet[] = {"--target", "--microbatches", "--precision", "--no-fuse"};
+const char* const kNotYet[] = {"--target", "--microbatches", "--precision"};
 
 int fail(const Status& s) {
   std::cerr << "pcc: error: " << s.message() << "\n";
@@ -114,7 +114,20 @@ int toolMain(int argc, char** argv) {
                  "report instead of writing a plan (unless -o is given)");
   CLI::Option* outputOpt = app.add_option("-o,--output", opts.outputPath, "plan bundle directory (default: MODEL.pcc in the\nworking directory)")
       ->type_name("PLAN.pcc");
-  app.add_option("--print-after", opts.printAfter, "print the IR after pass PASS to stderr")->type_name("PASS");
+  app.add_option_function<std::string>(
+         "--print-after",
+         [&](const std::string& name) {
+           std::vector<std::string> names = pipelinePasses();
+           if (std::find(names.begin(), names.end(), name) == names.end()) {
+             std::string list;
+             for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+             throw CLI::ValidationError(strCat("--print-after: unknown pass '", name, "' (passes: ", list, ")"));
+           }
+           opts.printAfter = name;
+         },
+         "print the IR after pass PASS to stderr")
+      ->type_name("PASS");
+  app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
   if (auto code = cli::parse(app, argc, argv, "pcc: error: ",

@@ -252,6 +252,12 @@ Value* Graph::findValue(std::string_view name) const {
   return it == byName_.end() ? nullptr : it->second;
 }
 
+void Graph::renameValue(Value* v, std::string name) {
+  byName_.erase(v->name_);
+  v->name_ = std::move(name);
+  byName_[v->name_] = v;
+}
+
 std::unique_ptr<Graph> Graph::clone() const {
   auto g = std::make_unique<Graph>();
   g->name_ = name_;

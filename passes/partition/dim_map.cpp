@@ -224,7 +224,7 @@ DimMapRule dimMapRule(OpKind op) {
     case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: return &poolMap;
     case OpKind::BatchNormalization: return &batchNormMap;
     case OpKind::Softmax: return &softmaxMap;
-    case OpKind::LayerNormalization: return &layerNormMap;
+    case OpKind::LayerNormalization: case OpKind::RMSNormalization: return &layerNormMap;
     case OpKind::ReduceMean: return &reduceMap;
     case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: return &reshapeMap;
     case OpKind::Transpose: return &transposeMap;

@@ -1,4 +1,4 @@
-// Add, Sub, Mul, Div on dnnl::binary; Relu, Tanh and Pow (scalar exponent) on
+// Add, Sub, Mul, Div on dnnl::binary; Relu, Tanh, Gelu, Swish and Pow (scalar exponent) on
 // dnnl::eltwise. (Clip is not here: oneDNN's clip maps NaN to a bound where
 // ONNX and the reference keep it.) The arithmetic is exact in float32 (one
 // rounding per element, as in the reference kernels), so the unit tests expect
@@ -78,11 +78,11 @@ class BinaryKernel : public KernelOverride {
 };
 
 /// A unary dnnl::eltwise op: Relu (NaN-compatible with the reference, tested),
-/// Tanh, and Pow with a scalar f32 exponent (within a few ulp of the reference,
-/// see the tests).
+/// Tanh, Gelu, Swish (its `alpha`), and Pow with a scalar f32 exponent (within a
+/// few ulp of the reference, see the tests).
 class EltwiseKernel : public KernelOverride {
  public:
-  EltwiseKernel(dnnl::algorithm alg, bool pow) : alg_(alg), pow_(pow) {}
+  EltwiseKernel(dnnl::algorithm alg, bool pow, float alpha = 0.0f) : alg_(alg), pow_(pow), alpha_(alpha) {}
 
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != (pow_ ? 2u : 1u) || !in[0] || !allF32(in)) return false;
@@ -101,7 +101,7 @@ class EltwiseKernel : public KernelOverride {
       supported_ = false;
       desc_ = plainDesc(x.rank() ? x.shape() : Dims{1});
       try {
-        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, desc_, pow_ ? 1.0f : 0.0f,
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, desc_, pow_ ? 1.0f : alpha_,
                                       beta);
         prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, cpuEngine()));
         supported_ = true;
@@ -121,6 +121,7 @@ class EltwiseKernel : public KernelOverride {
  private:
   dnnl::algorithm alg_;
   bool pow_;
+  float alpha_;
   std::string key_;
   bool supported_ = false;
   memory::desc desc_;
@@ -146,6 +147,14 @@ std::unique_ptr<KernelOverride> makeReluKernel(const AttrMap&, const std::vector
 }
 std::unique_ptr<KernelOverride> makeTanhKernel(const AttrMap&, const std::vector<bool>&) {
   return std::make_unique<EltwiseKernel>(dnnl::algorithm::eltwise_tanh, false);
+}
+std::unique_ptr<KernelOverride> makeGeluKernel(const AttrMap& attrs, const std::vector<bool>&) {
+  bool tanh = attrs.getString("approximate", "none") == "tanh";
+  return std::make_unique<EltwiseKernel>(tanh ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf,
+                                         false);
+}
+std::unique_ptr<KernelOverride> makeSwishKernel(const AttrMap& attrs, const std::vector<bool>&) {
+  return std::make_unique<EltwiseKernel>(dnnl::algorithm::eltwise_swish, false, attrs.getFloat("alpha", 1.0f));
 }
 std::unique_ptr<KernelOverride> makePowKernel(const AttrMap&, const std::vector<bool>&) {
   return std::make_unique<EltwiseKernel>(dnnl::algorithm::eltwise_pow, true);

@@ -21,6 +21,8 @@ std::unique_ptr<KernelOverride> makeMulKernel(const AttrMap& attrs, const std::v
 std::unique_ptr<KernelOverride> makeDivKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeReluKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeTanhKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeGeluKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeSwishKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makePowKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 
 }  // namespace pcc::cpu

@@ -26,6 +26,7 @@ const std::map<std::string_view, Entry>& factories() {
       {"AveragePool", {&makeAveragePoolKernel, false}},
       {"Conv", {&makeConvKernel, false}},
       {"Div", {&makeDivKernel, true}},
+      {"Gelu", {&makeGeluKernel, true}},
       {"Gemm", {&makeGemmKernel, false}},
       {"MatMul", {&makeMatMulKernel, false}},
       {"MaxPool", {&makeMaxPoolKernel, false}},
@@ -33,6 +34,7 @@ const std::map<std::string_view, Entry>& factories() {
       {"Pow", {&makePowKernel, true}},
       {"Relu", {&makeReluKernel, true}},
       {"Sub", {&makeSubKernel, true}},
+      {"Swish", {&makeSwishKernel, true}},
       {"Tanh", {&makeTanhKernel, true}},
   };
   return t;

@@ -1,0 +1,16 @@
+// The patterns of the recognize pass (passes/recognize.cpp holds the pass
+// and its algorithm), by family.
+#pragma once
+
+#include "passes/rewrite/pattern.h"
+
+namespace pcc {
+
+/// Appends the LayerNormalization and RMSNormalization patterns (the cores
+/// first, then the absorption of scale and bias) to `out`.
+void addNormPatterns(PatternList& out);
+
+/// Appends the Gelu, Swish and HardSwish patterns to `out`.
+void addActivationPatterns(PatternList& out);
+
+}  // namespace pcc
