@@ -2,6 +2,8 @@
 // changed anything; the PassManager runs passes in order and checks the IR.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -18,6 +20,7 @@ struct PassContext {
   std::string printAfter;
   /// Where printAfter and passes' diagnostics go; nullptr: nowhere.
   std::ostream* log = nullptr;
+  std::map<std::string, int64_t> stats;  ///< pattern counts by name (report.json "fusion.patterns")
 };
 
 class Pass {

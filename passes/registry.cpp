@@ -15,6 +15,7 @@ const PassEntry kPasses[] = {
     {"cse", [] { return createCsePass(); }},
     {"dce", [] { return createDcePass(); }},
     {"fold-constants", [] { return createFoldConstantsPass(); }},
+    {"fuse", [] { return createFusePass(); }},
 };
 }  // namespace
 

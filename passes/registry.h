@@ -25,5 +25,7 @@ std::vector<std::string> passNames();
 std::unique_ptr<Pass> createFoldConstantsPass(FoldLimits limits = {});
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createCsePass();
+/// Fuse groups epilogues and elementwise chains into Fused nodes (passes/fuse.cpp).
+std::unique_ptr<Pass> createFusePass();
 
 }  // namespace pcc

@@ -23,7 +23,7 @@ const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error
 
 // Options of the design that are not implemented yet: refused, not ignored.
 const char* const kNotYet[] = {"--gpus-per-node", "--gpu", "--cluster", "--target", "--objective",
-                               "--microbatches", "--precision", "--no-fuse"};
+                               "--microbatches", "--precision"};
 
 int fail(const Status& s) {
   std::cerr << "pcc: error: " << s.message() << "\n";
@@ -107,10 +107,13 @@ int toolMain(int argc, char** argv) {
       ->type_name("PLAN.pcc");
   app.add_option("--print-after", opts.printAfter, "print the IR after pass PASS to stderr")->type_name("PASS");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
+  bool noFuse = false;
+  app.add_flag("--no-fuse", noFuse, "do not fuse (passes/fuse.cpp): every op stays a kernel");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
   if (auto code = cli::parse(app, argc, argv, "pcc: error: ",
                              [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
     return *code;
+  opts.fuse = !noFuse;
   if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
   if (outputOpt->count() > 0 && opts.outputPath.empty())
     return fail(invalidInput("-o: the plan bundle path is empty"));

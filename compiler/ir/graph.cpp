@@ -121,6 +121,15 @@ Value* Graph::newValue(std::string name, TensorType type) {
   return values_.back().get();
 }
 
+bool Graph::renameValue(Value* v, const std::string& name) {
+  if (v->name_ == name) return true;
+  if (name.empty() || byName_.count(name)) return false;
+  byName_.erase(v->name_);
+  v->name_ = name;
+  byName_[name] = v;
+  return true;
+}
+
 std::string Graph::uniqueName(const std::string& base) const {
   if (!byName_.count(base)) return base;
   for (int i = 1;; ++i) {
