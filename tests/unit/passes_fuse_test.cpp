@@ -193,7 +193,9 @@ TEST(PassesFuse, RandomGraphsStayAcyclicAndEquivalent) {
       }
       EXPECT_LE(anchors, 1);
       EXPECT_LE(reductions, 1);
-      if (anchors) EXPECT_EQ(reductions, 0);
+      if (anchors) {
+        EXPECT_EQ(reductions, 0);
+      }
     }
     expectNumericallyEquivalent(*before, g, kRtol, kAtol);
   }

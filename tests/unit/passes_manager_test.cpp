@@ -38,7 +38,7 @@ std::unique_ptr<Graph> sample() {
 }
 
 TEST(PassesManager, RegistryKnowsEveryPass) {
-  EXPECT_EQ(passNames(), (std::vector<std::string>{"cse", "dce", "fold-constants"}));
+  EXPECT_EQ(passNames(), (std::vector<std::string>{"cse", "dce", "fold-constants", "fuse"}));
   for (const std::string& n : passNames()) {
     std::unique_ptr<Pass> p = createPass(n);
     ASSERT_NE(p, nullptr) << n;
