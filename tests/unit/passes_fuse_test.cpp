@@ -120,6 +120,35 @@ TEST(PassesFuse, FusedNodeTextRoundTripsAndPartitionerInlinesIt) {
   EXPECT_EQ(printGraph(*back), printGraph(*before));
 }
 
+TEST(PassesFuse, CseMergesIdenticalFusedNodesAndDceDropsDeadOnes) {
+  const std::string body =
+      "    graph @fused(%x: f32[4]) -> (%t: f32[4]) {\n"
+      "      %r = Relu(%x) : f32[4]\n"
+      "      %t = Tanh(%r) : f32[4]\n"
+      "      return %t\n"
+      "    }\n";
+  auto g = parseOrFail("graph @c(%x: f32[4]) -> (%s: f32[4]) {\n"
+                       "  %a = Fused(%x) {kind = \"elementwise\"} : f32[4] {\n" + body + "  }\n"
+                       "  %b = Fused(%x) {kind = \"elementwise\"} : f32[4] {\n" + body + "  }\n"
+                       "  %d = Fused(%x) {kind = \"elementwise\"} : f32[4] {\n"
+                       "    graph @fused(%x: f32[4]) -> (%e: f32[4]) {\n"
+                       "      %e = Sigmoid(%x) : f32[4]\n"
+                       "      return %e\n"
+                       "    }\n"
+                       "  }\n"
+                       "  %s = Mul(%a, %b) : f32[4]\n"
+                       "  return %s\n"
+                       "}\n");
+  ASSERT_NE(g, nullptr);
+  auto before = g->clone();
+  EXPECT_TRUE(runPass(*g, "dce"));
+  EXPECT_EQ(opNames(*g), (std::vector<std::string>{"Fused", "Fused", "Mul"}));
+  EXPECT_TRUE(runPass(*g, "cse"));
+  EXPECT_EQ(opNames(*g), (std::vector<std::string>{"Fused", "Mul"}));
+  EXPECT_EQ(g->nodes()[1]->input(0), g->nodes()[1]->input(1));
+  expectNumericallyEquivalent(*before, *g, kRtol, kAtol);
+}
+
 TEST(PassesFuse, VerifierRejectsABadFusedNode) {
   auto g = parseGraph(
       "graph @e(%x: f32[4]) -> (%r: f32[4]) {\n"
