@@ -232,6 +232,11 @@ class Fuser {
       body->setName("fused");
       std::unordered_map<const Value*, Value*> map;
       std::vector<Value*> inputs;
+      // Constants read as a shape operand anywhere in the group live in the body.
+      std::unordered_set<const Value*> bodyConstants;
+      for (const Node* m : gr.members)
+        for (size_t i = 0; i < m->inputs().size(); ++i)
+          if (m->input(i) && m->input(i)->isConstant() && isShapeOperand(m->op(), i)) bodyConstants.insert(m->input(i));
       for (const Node* m : gr.members) {
         std::vector<Value*> ins;
         for (size_t i = 0; i < m->inputs().size(); ++i) {
@@ -242,9 +247,9 @@ class Fuser {
           }
           auto it = map.find(v);
           if (it == map.end()) {
-            Value* bv = v->isConstant() && isShapeOperand(m->op(), i) ? body->addConstant(v->name(), v->constantData())
-                                                                       : body->addInput(v->name(), v->type());
-            if (!v->isConstant() || !isShapeOperand(m->op(), i)) inputs.push_back(v);
+            bool inBody = bodyConstants.count(v) != 0;
+            Value* bv = inBody ? body->addConstant(v->name(), v->constantData()) : body->addInput(v->name(), v->type());
+            if (!inBody) inputs.push_back(v);
             it = map.emplace(v, bv).first;
           }
           ins.push_back(it->second);
