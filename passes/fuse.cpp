@@ -11,11 +11,15 @@
 //        anchor), else one of them (anchored groups first, then in input
 //        order), else it starts a group of its own;
 //     c. a reduction-like op (kind Reduction: Softmax, norms, Reduce*) does
-//        the same with the groups that hold no anchor.
+//        the same with the groups that hold no anchor;
+//     d. a view (Reshape, Squeeze, Unsqueeze, Flatten) joins the group of its
+//        data input's producer, and never starts a group: exporters put one
+//        between a Gemm on 2-D rows and its residual add.
 //  2. A join is taken only if the grown group stays legal:
-//     - at most one anchor; with an anchor, no reduction, and every other
-//       member's output has the anchor's output type (an epilogue keeps the
-//       anchor's iteration space: bias add, activation, residual add);
+//     - at most one anchor; with an anchor, no reduction, and every
+//       elementwise member's output has the anchor's dtype and element count
+//       (an epilogue keeps the anchor's iteration space, perhaps through a
+//       view: bias add, activation, residual add);
 //     - at most one reduction, at the group's start (no member produces one
 //       of its inputs) or at its end (no member reads its output);
 //     - one pipeline stage;
@@ -26,10 +30,10 @@
 //       before the members that read them), and its outside readers all come
 //       later, so the node order stays topological and no cycle can form.
 //       Each group keeps the positions of its outside readers to check this.
-//  3. Every group of two or more nodes becomes a Fused node (attribute
-//     kind = "epilogue" when it holds an anchor, else "elementwise"), inserted
-//     just after its last member, groups taken from the last to the first so
-//     positions stay valid. Its body's parameters are the values the group
+//  3. Every group of two or more kernels (views do not count) becomes a
+//     Fused node (attribute kind = "epilogue" when it holds an anchor, else
+//     "elementwise"), inserted just after its last member, groups taken from
+//     the last to the first so positions stay valid. Its body's parameters are the values the group
 //     reads from outside (constants read as shape operands are copied into
 //     the body instead, so its types can be inferred); its results are the
 //     values read outside the group or returned by the graph: a value with
@@ -74,13 +78,14 @@ constexpr size_t kNoPos = std::numeric_limits<size_t>::max();
 
 bool isAnchor(OpKind op) { return op == OpKind::MatMul || op == OpKind::Gemm || op == OpKind::Conv; }
 
-enum class Role { kNone, kAnchor, kElementwise, kReduction };
+enum class Role { kNone, kAnchor, kElementwise, kReduction, kView };
 
 Role roleOf(const Node* n) {
   if (n->numBodies() > 0 || n->outputs().size() != 1) return Role::kNone;
   if (isAnchor(n->op())) return Role::kAnchor;
   if (isElementwiseOp(n->op())) return Role::kElementwise;
   if (opClass(n->op()) == OpClass::kReduction) return Role::kReduction;
+  if (isViewOp(n->op())) return Role::kView;
   return Role::kNone;
 }
 
@@ -118,6 +123,12 @@ class Fuser {
     if (role == Role::kNone) return;
     if (role == Role::kAnchor) {
       newGroup(n);
+      return;
+    }
+    if (role == Role::kView) {
+      const Value* in = n->input(0);
+      int gi = in && in->producer() ? groupOf(in->producer()) : -1;
+      if (gi >= 0) tryJoin({gi}, n);
       return;
     }
     std::vector<int> anchored, plain;
@@ -171,7 +182,11 @@ class Fuser {
       if (gr.members.front()->stage() != n->stage()) return false;
     }
     if (anchors > 1 || reductions > 1) return false;
-    if (anchor && (reduction || n->output()->type() != anchor->output()->type())) return false;
+    if (anchor && reduction) return false;
+    if (anchor && roleOf(n) == Role::kElementwise &&
+        (n->output()->type().dtype != anchor->output()->type().dtype ||
+         n->output()->type().numel() != anchor->output()->type().numel()))
+      return false;
     if (reduction) {
       bool atStart = true, atEnd = true;
       for (const Value* v : reduction->inputs())
@@ -213,11 +228,18 @@ class Fuser {
     return true;
   }
 
+  /// \returns the members of `gr` that are kernels (not views).
+  static size_t computing(const Group& gr) {
+    size_t k = 0;
+    for (const Node* m : gr.members) k += !isViewOp(m->op());
+    return k;
+  }
+
   /// Steps 3-4. \returns (epilogue groups, elementwise groups) fused.
   std::pair<int64_t, int64_t> materialize() {
     std::vector<int> order;
     for (size_t gi = 0; gi < groups_.size(); ++gi)
-      if (groups_[gi].alive && groups_[gi].members.size() >= 2) order.push_back(static_cast<int>(gi));
+      if (groups_[gi].alive && computing(groups_[gi]) >= 2) order.push_back(static_cast<int>(gi));
     std::sort(order.begin(), order.end(), [&](int a, int b) {
       return pos_.at(groups_[a].members.back()) > pos_.at(groups_[b].members.back());
     });
