@@ -1,5 +1,6 @@
 #include "codegen/plan_emitter.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 
@@ -36,63 +37,115 @@ int groupIndex(plan::Plan& p, const Mesh& mesh, int rank, MeshAxis axis) {
 }
 
 // Emits one program. Buffers are numbered in value order; constants become
-// weights in `weights`; a FREE follows each value's last use.
+// weights in `weights`; a FREE follows each value's last use. A Fused node
+// (passes/fuse.cpp) is emitted as its body's ops, in order, as ordinary
+// instructions (docs/runtime.md#fused-nodes): its body's parameters are the
+// node's input buffers, its results the node's output buffers, and its other
+// values buffers of their own named "NODE/VALUE", freed after their last use
+// in the body. Until fused kernels are generated, the runtime runs the body op
+// by op and the memory plan sees every buffer.
+class ProgramEmitter {
+ public:
+  ProgramEmitter(int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights, plan::RankProgram* prog)
+      : rank_(rank), mesh_(mesh), plan_(plan), weights_(weights), prog_(prog) {}
+
+  /// Emits `g` (the program's own graph, or a body when `ids` binds its
+  /// parameters and results). \returns OK or an internal error.
+  Status emitGraph(const Graph& g, std::unordered_map<const Value*, int>& ids, const std::string& prefix) {
+    auto bufferOf = [&](const Value* v) {
+      auto it = ids.find(v);
+      if (it != ids.end()) return it->second;
+      int id = prog_->buffers_size();
+      plan::Buffer* b = prog_->add_buffers();
+      b->set_id(id);
+      b->set_name(prefix + v->name());
+      *b->mutable_desc() = toDesc(v->type());
+      b->set_weight(-1);
+      if (v->isConstant()) {
+        *prog_->add_weights() = weights_.add(prefix + v->name(), v->constantData());
+        b->set_weight(prog_->weights_size() - 1);
+      }
+      ids[v] = id;
+      return id;
+    };
+    for (Value* in : g.inputs()) bufferOf(in);
+    // Last reader of each value, so temporaries are released early.
+    std::unordered_map<const Value*, size_t> lastUse;
+    std::vector<Node*> nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (Value* v : nodes[i]->inputs())
+        if (v) lastUse[v] = i;
+    std::set<const Value*> keep(g.outputs().begin(), g.outputs().end());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node* n = nodes[i];
+      if (n->op() == OpKind::Fused) {
+        RETURN_IF_ERROR(emitFused(*n, bufferOf, prefix));
+      } else {
+        plan::Instruction* ins = prog_->add_instructions();
+        ins->set_kind(collectiveKind(n->op()));
+        ins->set_op(std::string(n->opName()));
+        ins->set_node(prefix + n->name());
+        for (Value* v : n->inputs()) ins->add_inputs(v ? bufferOf(v) : -1);
+        for (Value* v : n->outputs()) ins->add_outputs(bufferOf(v));
+        if (isCollective(n->op())) {
+          auto axis = meshAxisFromName(n->attrs().getString("axis", ""));
+          if (!axis || *axis == MeshAxis::kNone) return internalError(n->describe(), ": collective without a mesh axis");
+          ins->set_group(groupIndex(plan_, mesh_, rank_, *axis));
+          ins->set_dim(static_cast<int32_t>(n->attrs().getInt("dim", -1)));
+        } else {
+          for (const auto& [name, a] : n->attrs().all()) toAttrProto(name, a, ins->add_attrs());
+        }
+      }
+      plan::Instruction* freeIns = nullptr;
+      for (Value* v : n->inputs()) {
+        // A program's graph inputs are freed like temporaries (the executor
+        // owns them); a body's parameters belong to the enclosing program.
+        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i) continue;
+        if (!prefix.empty() && std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end()) continue;
+        if (!freeIns) {
+          freeIns = prog_->add_instructions();
+          freeIns->set_kind(plan::Instruction::FREE);
+        }
+        freeIns->add_inputs(ids.at(v));
+      }
+    }
+    // A graph output no node produces (folded to a constant) still needs a buffer.
+    for (Value* out : g.outputs()) bufferOf(out);
+    return Status::OK();
+  }
+
+ private:
+  template <typename BufferOf>
+  Status emitFused(const Node& n, BufferOf& bufferOf, const std::string& prefix) {
+    const Graph& body = *n.body(0);
+    if (body.inputs().size() != n.inputs().size() || body.outputs().size() != n.outputs().size())
+      return internalError(n.describe(), ": body does not match the node's inputs and outputs");
+    std::unordered_map<const Value*, int> inner;
+    for (size_t k = 0; k < body.inputs().size(); ++k) {
+      if (!n.input(k)) return internalError(n.describe(), ": absent input ", k);
+      inner[body.inputs()[k]] = bufferOf(n.input(k));
+    }
+    for (size_t k = 0; k < body.outputs().size(); ++k) {
+      const Value* r = body.outputs()[k];
+      if (!r->producer() || inner.count(r))
+        return internalError(n.describe(), ": body result ", k, " is not computed by a body node exactly once");
+      inner[r] = bufferOf(n.output(k));
+    }
+    std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+    return emitGraph(body, inner, prefix + name + "/");
+  }
+
+  int rank_;
+  const Mesh& mesh_;
+  plan::Plan& plan_;
+  WeightFileWriter& weights_;
+  plan::RankProgram* prog_;
+};
+
 Status emitProgram(const Graph& g, int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights,
                    plan::RankProgram* prog) {
   std::unordered_map<const Value*, int> ids;
-  auto bufferOf = [&](const Value* v) {
-    auto it = ids.find(v);
-    if (it != ids.end()) return it->second;
-    int id = prog->buffers_size();
-    plan::Buffer* b = prog->add_buffers();
-    b->set_id(id);
-    b->set_name(v->name());
-    *b->mutable_desc() = toDesc(v->type());
-    b->set_weight(-1);
-    if (v->isConstant()) {
-      *prog->add_weights() = weights.add(v->name(), v->constantData());
-      b->set_weight(prog->weights_size() - 1);
-    }
-    ids[v] = id;
-    return id;
-  };
-  for (Value* in : g.inputs()) bufferOf(in);
-  // Last reader of each value, so temporaries are released early.
-  std::unordered_map<const Value*, size_t> lastUse;
-  std::vector<Node*> nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (Value* v : nodes[i]->inputs())
-      if (v) lastUse[v] = i;
-  std::set<const Value*> keep(g.outputs().begin(), g.outputs().end());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Node* n = nodes[i];
-    plan::Instruction* ins = prog->add_instructions();
-    ins->set_kind(collectiveKind(n->op()));
-    ins->set_op(std::string(n->opName()));
-    ins->set_node(n->name());
-    for (Value* v : n->inputs()) ins->add_inputs(v ? bufferOf(v) : -1);
-    for (Value* v : n->outputs()) ins->add_outputs(bufferOf(v));
-    if (isCollective(n->op())) {
-      auto axis = meshAxisFromName(n->attrs().getString("axis", ""));
-      if (!axis || *axis == MeshAxis::kNone) return internalError(n->describe(), ": collective without a mesh axis");
-      ins->set_group(groupIndex(plan, mesh, rank, *axis));
-      ins->set_dim(static_cast<int32_t>(n->attrs().getInt("dim", -1)));
-    } else {
-      for (const auto& [name, a] : n->attrs().all()) toAttrProto(name, a, ins->add_attrs());
-    }
-    plan::Instruction* freeIns = nullptr;
-    for (Value* v : n->inputs()) {
-      if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i) continue;
-      if (!freeIns) {
-        freeIns = prog->add_instructions();
-        freeIns->set_kind(plan::Instruction::FREE);
-      }
-      freeIns->add_inputs(ids.at(v));
-    }
-  }
-  // A graph output no node produces (folded to a constant) still needs a buffer.
-  for (Value* out : g.outputs()) bufferOf(out);
-  return Status::OK();
+  return ProgramEmitter(rank, mesh, plan, weights, prog).emitGraph(g, ids, "");
 }
 
 void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<const Value*, int>& ids,

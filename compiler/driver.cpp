@@ -8,6 +8,7 @@
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
 #include "compiler/onnx/importer.h"
+#include "passes/fuse.h"
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
 #include "runtime/onnx_tensor.h"
@@ -33,6 +34,48 @@ constexpr const char* kPipeline[] = {"fold-constants", "canonicalize", "fold-bat
 /// turns off recognize and fuse).
 bool pipelineRuns(std::string_view name, const CompileOptions& opts) {
   return opts.fuse || (name != "recognize" && name != "fuse");
+}
+
+// Run on each rank program after lowering (docs/partitioning.md#fusion):
+// collectives are explicit there, so no group crosses one.
+constexpr const char* kRankPipeline[] = {"fuse"};
+
+/// The pattern names report.json always lists (missing ones count 0).
+constexpr const char* kFusionPatterns[] = {"LayerNormalization", "RMSNormalization", "Gelu",
+                                           "Swish",              "HardSwish",        "Attention",
+                                           "fused_epilogue",     "fused_elementwise", "batchnorm_folded"};
+
+/// Points `binds` at the values of `g` with the same names (a pass may have
+/// replaced the values). \returns an internal error if one is gone.
+Status rebind(const Graph& g, std::vector<IoBind>& binds, const std::vector<std::string>& names) {
+  for (size_t i = 0; i < binds.size(); ++i) {
+    Value* v = g.findValue(names[i]);
+    if (!v) return internalError("value ", names[i], " bound to the plan's inputs or outputs vanished in the rank pipeline");
+    binds[i].value = v;
+  }
+  return Status::OK();
+}
+
+/// Runs kRankPipeline on rank program `rg`, adding the passes' counts to
+/// `stats` when `count` (one rank per pipeline stage is counted).
+Status optimizeRank(RankGraph& rg, const CompileOptions& opts, std::ostream* log, bool count,
+                    std::map<std::string, int64_t>& stats) {
+  std::vector<std::string> inNames, outNames;
+  for (const IoBind& b : rg.inputs) inNames.push_back(b.value->name());
+  for (const IoBind& b : rg.outputs) outNames.push_back(b.value->name());
+  PassManager pm;
+  for (const char* name : kRankPipeline) pm.add(createPass(name));
+  PassContext ctx;
+  ctx.verifyEach = opts.verifyEach;
+  ctx.printAfter = opts.printAfter;
+  ctx.log = log;
+  auto changed = pm.run(*rg.graph, ctx);
+  if (!changed.ok()) return changed.status().withContext(strCat("rank ", rg.rank, " program"));
+  RETURN_IF_ERROR(rebind(*rg.graph, rg.inputs, inNames));
+  RETURN_IF_ERROR(rebind(*rg.graph, rg.outputs, outNames));
+  if (count)
+    for (const auto& [name, n] : ctx.stats) stats[name] += n;
+  return Status::OK();
 }
 
 StatusOr<ClusterSpec> clusterSpecFor(const CompileOptions& opts) {
@@ -168,13 +211,34 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
     RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
   say(strCat("partitioned: mesh ", c.partition.mesh.str(), ", ", c.ranks.size(), " rank programs"));
 
+  // Fusion on the rank programs; counted over the ranks at dp = tp = 0, one
+  // per pipeline stage, which together hold the whole model once.
+  std::map<std::string, int64_t> stats = ctx.stats;  // counts of the passes before partitioning
+  int64_t kernelsAfter = 0;
+  for (RankGraph& rg : c.ranks) {
+    bool count = c.partition.mesh.coord(rg.rank, MeshAxis::kDP) == 0 && c.partition.mesh.coord(rg.rank, MeshAxis::kTP) == 0;
+    if (opts.fuse) RETURN_IF_ERROR(optimizeRank(rg, opts, log, count, stats));
+    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after fusion")));
+    if (count) kernelsAfter += countKernels(*rg.graph);
+  }
+  int64_t opsBefore = countKernels(*c.reference);
+  say(strCat("fusion: ", opsBefore, " kernels before, ", kernelsAfter, " after", opts.fuse ? "" : " (--no-fuse)"));
+
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
+  plan::Fusion* fusion = c.plan.plan.mutable_fusion();
+  fusion->set_ops_before(opsBefore);
+  fusion->set_kernels_after(kernelsAfter);
+  for (const char* name : kFusionPatterns) (*fusion->mutable_patterns())[name] = stats.count(name) ? stats[name] : 0;
   say(strCat("compiled in ", total.seconds(), " s"));
   return c;
 }
 
-std::vector<std::string> pipelinePasses() { return {std::begin(kPipeline), std::end(kPipeline)}; }
+std::vector<std::string> pipelinePasses() {
+  std::vector<std::string> names(std::begin(kPipeline), std::end(kPipeline));
+  names.insert(names.end(), std::begin(kRankPipeline), std::end(kRankPipeline));
+  return names;
+}
 
 std::string emitIr(const Compilation& c) {
   std::string s = "// global graph, mesh " + c.partition.mesh.str() + "\n" + printGraph(*c.partitioned);

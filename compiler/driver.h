@@ -28,11 +28,11 @@ struct Compilation {
 /// \returns the compilation, or the first error (bad model: invalid input).
 StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log);
 
-/// \returns the annotated global graph, then rank 0's local program, as text.
-/// \returns the names of the passes of the optimization pipeline, in order
-/// (what --print-after accepts).
+/// \returns the names of the passes of the optimization pipeline, in order,
+/// the per-rank ones last (what --print-after accepts).
 std::vector<std::string> pipelinePasses();
 
+/// \returns the annotated global graph, then every rank's program, as text.
 std::string emitIr(const Compilation& c);
 
 }  // namespace pcc

@@ -18,6 +18,7 @@ const PassEntry kPasses[] = {
     {"fold-batchnorm", [] { return createFoldBatchNormPass(); }},
     {"fold-constants", [] { return createFoldConstantsPass(); }},
     {"recognize", [] { return createRecognizePass(); }},
+    {"fuse", [] { return createFusePass(); }},
 };
 }  // namespace
 

@@ -28,5 +28,7 @@ std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createFoldBatchNormPass();
 std::unique_ptr<Pass> createRecognizePass();
+/// Fuse groups epilogues and elementwise chains into Fused nodes (passes/fuse.cpp).
+std::unique_ptr<Pass> createFusePass();
 
 }  // namespace pcc

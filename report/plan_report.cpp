@@ -158,6 +158,33 @@ PlanStats computePlanStats(const plan::Plan& p) {
   return s;
 }
 
+namespace {
+
+/// The pattern names every report lists, in this order (missing ones are 0).
+const char* const kPatterns[] = {"LayerNormalization", "RMSNormalization", "Gelu",     "Swish",
+                                 "Attention",          "fused_epilogue",   "fused_elementwise",
+                                 "batchnorm_folded"};
+
+/// \returns the count of `name` in the plan's fusion patterns, 0 if absent.
+int64_t patternCount(const plan::Plan& p, const std::string& name) {
+  auto it = p.fusion().patterns().find(name);
+  return it == p.fusion().patterns().end() ? 0 : it->second;
+}
+
+Json fusionJson(const plan::Plan& p) {
+  Json patterns = Json::object();
+  for (const char* name : kPatterns) patterns[name] = patternCount(p, name);
+  // Names a newer compiler counts that this list does not know yet.
+  std::map<std::string, int64_t> extra(p.fusion().patterns().begin(), p.fusion().patterns().end());
+  for (const auto& e : extra)
+    if (!patterns.contains(e.first)) patterns[e.first] = e.second;
+  return Json{{"ops_before", p.fusion().ops_before()},
+              {"kernels_after", p.fusion().kernels_after()},
+              {"patterns", std::move(patterns)}};
+}
+
+}  // namespace
+
 std::string planReportJson(const plan::Plan& p) {
   PlanStats s = computePlanStats(p);
   Json ranks = Json::array();
@@ -169,6 +196,7 @@ std::string planReportJson(const plan::Plan& p) {
            {"notes", std::vector<std::string>(p.notes().begin(), p.notes().end())},
            {"tensor_parallel_pairs",
             std::vector<std::string>(p.tensor_parallel_pairs().begin(), p.tensor_parallel_pairs().end())},
+           {"fusion", fusionJson(p)},
            {"ranks", Json()},
            {"collectives", Json::array()},
            {"reference", rankJson(s.reference)}};
@@ -201,10 +229,12 @@ std::string planReportText(const plan::Plan& p) {
       o << "  alternative " << meshText(e.mesh()) << ": ";
       if (!e.error().empty()) o << "cannot be partitioned: " << e.error();
       else o << e.estimated_time_ms() << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
-      o << "\n";
-    }
+        }
   }
-  o << "\n";
+  o << "fusion:  " << p.fusion().ops_before() << " kernels before, " << p.fusion().kernels_after() << " after;";
+  Json fusion = fusionJson(p);
+  for (const auto& e : fusion["patterns"].items()) o << " " << e.key() << " " << e.value().get<int64_t>();
+  o << "\n\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-6s %-11s %8s %12s %12s %12s %12s %12s  %s\n", "rank", "(pp,dp,tp)", "kernels",
                 "GFLOP", "weights", "peak act.", "arena", "naive sum", "communication");

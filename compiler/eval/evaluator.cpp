@@ -159,6 +159,11 @@ StatusOr<std::vector<Tensor>> runRegion(const Node& n, const std::vector<const T
     case OpKind::If: return runIf(n, args, what);
     case OpKind::Loop: return runLoop(n, args, what);
     case OpKind::Scan: return runScan(n, args, what);
+    case OpKind::Fused: {
+      std::vector<Tensor> in;
+      for (const Tensor* t : args) in.push_back(t ? *t : Tensor{});
+      return runBody(*n.body(0), std::move(in), what);
+    }
     default: return internalError(what, ": not a region op");
   }
 }

@@ -121,6 +121,15 @@ Value* Graph::newValue(std::string name, TensorType type) {
   return values_.back().get();
 }
 
+bool Graph::renameValue(Value* v, const std::string& name) {
+  if (v->name_ == name) return true;
+  if (name.empty() || byName_.count(name)) return false;
+  byName_.erase(v->name_);
+  v->name_ = name;
+  byName_[name] = v;
+  return true;
+}
+
 std::string Graph::uniqueName(const std::string& base) const {
   if (!byName_.count(base)) return base;
   for (int i = 1;; ++i) {
@@ -250,12 +259,6 @@ void Graph::eraseUnusedConstants() {
 Value* Graph::findValue(std::string_view name) const {
   auto it = byName_.find(std::string(name));
   return it == byName_.end() ? nullptr : it->second;
-}
-
-void Graph::renameValue(Value* v, std::string name) {
-  byName_.erase(v->name_);
-  v->name_ = std::move(name);
-  byName_[v->name_] = v;
 }
 
 std::unique_ptr<Graph> Graph::clone() const {

@@ -209,8 +209,8 @@ class Graph {
   void eraseUnusedConstants();
   /// \returns a value by name, or nullptr.
   Value* findValue(std::string_view name) const;
-  /// Renames `v` to `name`, which no other value of the graph may hold.
-  void renameValue(Value* v, std::string name);
+  /// Renames `v` to `name`. \returns false (and leaves it) when another value has that name.
+  bool renameValue(Value* v, const std::string& name);
   /// \returns `base` if no value has that name, else base + "_N".
   std::string uniqueName(const std::string& base) const;
   /// \returns a deep copy (constants share their buffers; bodies are copied).

@@ -157,9 +157,32 @@ Status checkScan(const Node& n, const std::string& what) {
   return Status::OK();
 }
 
+/// A fused node passes its inputs, in order, as its body's parameters and
+/// returns the body's results as its outputs (passes/fuse.cpp).
+Status checkFused(const Node& n, const std::string& what) {
+  const Graph& body = *n.body(0);
+  if (body.inputs().size() != n.inputs().size())
+    return invalidInput(what, ": body @", body.name(), " has ", body.inputs().size(), " parameters but the node has ",
+                        n.inputs().size(), " inputs");
+  RETURN_IF_ERROR(checkParams(n, body, 0, 0, n.inputs().size(), what, "fused"));
+  if (body.outputs().size() != n.outputs().size() || n.outputs().empty())
+    return invalidInput(what, ": body @", body.name(), " has ", body.outputs().size(), " results but the node has ",
+                        n.outputs().size(), " outputs (at least one)");
+  for (size_t i = 0; i < n.outputs().size(); ++i)
+    if (body.outputs()[i]->type() != n.output(i)->type())
+      return invalidInput(what, ": body @", body.name(), " result ", i, " is ", body.outputs()[i]->type().str(),
+                          " but output ", i, " ", valueRefText(n.output(i)->name()), " is ", n.output(i)->type().str());
+  std::string kind = n.attrs().getString("kind", "");
+  if (kind != "epilogue" && kind != "elementwise")
+    return invalidInput(what, ": attribute kind must be \"epilogue\" or \"elementwise\", found \"", kind, "\"");
+  return Status::OK();
+}
+
 }  // namespace
 
-bool isRegionOp(OpKind op) { return op == OpKind::If || op == OpKind::Loop || op == OpKind::Scan; }
+bool isRegionOp(OpKind op) {
+  return op == OpKind::If || op == OpKind::Loop || op == OpKind::Scan || op == OpKind::Fused;
+}
 
 size_t numBodiesOf(OpKind op) {
   if (op == OpKind::If) return 2;
@@ -167,6 +190,7 @@ size_t numBodiesOf(OpKind op) {
 }
 
 int64_t numCaptures(const Node& n) {
+  if (n.op() == OpKind::Fused) return static_cast<int64_t>(n.inputs().size());
   if (n.op() == OpKind::If) return static_cast<int64_t>(n.inputs().size()) - 1;
   return n.attrs().getInt("captures", 0);
 }
@@ -218,6 +242,7 @@ Status checkRegionNode(const Node& n, const std::string& what) {
     case OpKind::If: return checkIf(n, what);
     case OpKind::Loop: return checkLoop(n, what);
     case OpKind::Scan: return checkScan(n, what);
+    case OpKind::Fused: return checkFused(n, what);
     default: return Status::OK();
   }
 }

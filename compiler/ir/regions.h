@@ -21,7 +21,10 @@
 
 namespace pcc {
 
-/// \returns true for ops whose nodes own bodies (If, Loop, Scan).
+//   Fused(xs...)                     body: (xs...) -> (results...), attribute kind =
+//                                    "epilogue" | "elementwise" (passes/fuse.cpp)
+
+/// \returns true for ops whose nodes own bodies (If, Loop, Scan, Fused).
 bool isRegionOp(OpKind op);
 /// \returns how many bodies a node of `op` owns (0 for ordinary ops).
 size_t numBodiesOf(OpKind op);

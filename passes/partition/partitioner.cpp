@@ -19,6 +19,11 @@
 //     a note says so). Each input then gets the layout the node needs;
 //     constants follow for free (they are sliced offline), activations are
 //     converted at lowering.
+// Before step 1, every Fused node (passes/fuse.cpp) is inlined: its body's
+// ops take its place, so each shards by its own row of the op table and a
+// group never straddles a split the partitioner decides (a row-parallel
+// MatMul's partial sum is all-reduced before its bias add). The driver fuses
+// the rank programs after lowering instead (docs/partitioning.md#fusion).
 #include "passes/partition/partitioner.h"
 
 #include <algorithm>
@@ -230,8 +235,30 @@ StatusOr<Mesh> chooseMesh(const Graph& g, const PartitionOptions& opts, Partitio
 
 }  // namespace
 
+Status inlineFusedNodes(Graph& g) {
+  std::vector<Node*> fused;
+  for (Node* n : g.nodes())
+    if (n->op() == OpKind::Fused) fused.push_back(n);
+  if (fused.empty()) return Status::OK();
+  std::vector<std::pair<Value*, std::string>> renames;
+  for (Node* n : fused) {
+    n->setName("");  // the body's nodes keep their own names
+    ASSIGN_OR_RETURN(std::vector<Value*> results, inlineBody(g, n, 0, n->inputs()));
+    for (size_t i = 0; i < results.size(); ++i) {
+      g.replaceAllUsesWith(n->output(i), results[i]);
+      renames.emplace_back(results[i], n->output(i)->name());
+    }
+  }
+  g.eraseNodes(fused);
+  for (const auto& r : renames)
+    if (!g.renameValue(r.first, r.second))
+      return internalError("inlining fused nodes: value name ", r.second, " is taken");
+  return Status::OK();
+}
+
 StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
   Partition p;
+  RETURN_IF_ERROR(inlineFusedNodes(g));
   ASSIGN_OR_RETURN(p.mesh, chooseMesh(g, opts, p));
   for (Value* v : g.constants()) v->setSharding(replicated(v->type().shape.size()));
   int64_t batch = -1;

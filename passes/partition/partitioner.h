@@ -34,8 +34,13 @@ struct Partition {
   std::vector<std::string> notes;
 };
 
-/// Chooses the mesh for `opts` and propagates shardings through `g` (sets
-/// every value's sharding annotation). \returns the partition, or an error
+/// Replaces every Fused node of `g` by its body's ops (compiler/ir/regions.h
+/// inlineBody), its outputs' names kept. \returns OK or an internal error.
+Status inlineFusedNodes(Graph& g);
+
+/// Inlines Fused nodes (inlineFusedNodes), then chooses the mesh for `opts`
+/// and propagates shardings through `g` (sets every value's sharding
+/// annotation). \returns the partition, or an error
 /// for a request that cannot be honoured (e.g. tp not dividing --gpus).
 StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts);
 

@@ -49,6 +49,11 @@ TEST(OpTable, EveryOpHasTypeInferenceAndAReferenceKernel) {
 TEST(OpTable, EveryOnnxOpHasAnImporterRow) {
   for (OpKind op : allOps()) {
     if (isCollective(op)) continue;  // made by the partitioner, not an ONNX op
+    if (op == OpKind::Fused) {       // made by the fuse pass (passes/fuse.cpp), not an ONNX op
+      EXPECT_EQ(findImporter(opName(op), kNewestOpset), nullptr) << "Fused must have no importer row";
+      EXPECT_FALSE(isControlFlowOp(opName(op)));
+      continue;
+    }
     if (isRegionOp(op)) {            // imported with their bodies by compiler/onnx/import_control.cpp
       EXPECT_TRUE(isControlFlowOp(opName(op))) << opName(op) << ": no control-flow importer";
       continue;

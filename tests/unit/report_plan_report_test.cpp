@@ -103,10 +103,35 @@ TEST(PlanReport, JsonKeepsTheKeyOrder) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : ordered.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"schema_version", "model", "mesh", "world_size", "notes",
-                                            "tensor_parallel_pairs", "ranks", "collectives", "reference"}));
+                                            "tensor_parallel_pairs", "fusion", "ranks", "collectives", "reference"}));
   EXPECT_EQ(ordered["ranks"][0]["flops"], 2 * 4 * 16 * 8);  // 2·MACs of the MatMul
   EXPECT_TRUE(ordered["notes"].is_array());
   EXPECT_TRUE(ordered["ranks"][0]["comm_bytes"].is_object());
+}
+
+TEST(PlanReport, FusionCountsComeFromThePlanAndMissingPatternsAreZero) {
+  plan::Plan p = matMulPlan("m.onnx", "MatMul", 1);
+  // A plan without the field (written before it existed) reports zeros.
+  Json empty = Json::parse(planReportJson(p))["fusion"];
+  EXPECT_EQ(empty["ops_before"], 0);
+  EXPECT_EQ(empty["kernels_after"], 0);
+  for (const char* name : {"LayerNormalization", "RMSNormalization", "Gelu", "Swish", "Attention", "fused_epilogue",
+                           "fused_elementwise", "batchnorm_folded"})
+    EXPECT_EQ(empty["patterns"][name], 0) << name;
+  p.mutable_fusion()->set_ops_before(58);
+  p.mutable_fusion()->set_kernels_after(31);
+  (*p.mutable_fusion()->mutable_patterns())["fused_epilogue"] = 10;
+  (*p.mutable_fusion()->mutable_patterns())["SomethingNew"] = 2;
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(planReportJson(p));
+  EXPECT_EQ(doc["fusion"]["ops_before"], 58);
+  EXPECT_EQ(doc["fusion"]["kernels_after"], 31);
+  EXPECT_EQ(doc["fusion"]["patterns"]["fused_epilogue"], 10);
+  EXPECT_EQ(doc["fusion"]["patterns"]["Gelu"], 0);
+  EXPECT_EQ(doc["fusion"]["patterns"]["SomethingNew"], 2);  // a count this build has no name for is kept
+  EXPECT_EQ(doc["fusion"]["patterns"].begin().key(), "LayerNormalization");
+  std::string text = planReportText(p);
+  EXPECT_NE(text.find("fusion:  58 kernels before, 31 after; LayerNormalization 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("fused_epilogue 10"), std::string::npos) << text;
 }
 
 TEST(PlanReport, NamesThatAreNotUtf8BecomeReplacementCharacters) {
