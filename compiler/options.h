@@ -50,11 +50,10 @@ struct CompileOptions {
   std::string printAfter;
   /// Run the verifier after every pass (--verify-each; always on in tests).
   bool verifyEach = false;
-  /// Run the fusion passes (passes/fuse.cpp on each rank program); --no-fuse clears it.
-  bool fuse = true;
   /// Suppress progress messages on stderr (--quiet).
   bool quiet = false;
-  /// Run the recognize and fuse passes (--no-fuse turns them off).
+  /// Run the recognize pass and the fuse pass (passes/fuse.cpp, on each rank
+  /// program); --no-fuse turns them off.
   bool fuse = true;
 };
 

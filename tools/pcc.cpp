@@ -127,15 +127,12 @@ int toolMain(int argc, char** argv) {
          },
          "print the IR after pass PASS to stderr")
       ->type_name("PASS");
-  app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes");
+  app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes: every op\nstays a kernel");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
-  bool noFuse = false;
-  app.add_flag("--no-fuse", noFuse, "do not fuse (passes/fuse.cpp): every op stays a kernel");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
   if (auto code = cli::parse(app, argc, argv, "pcc: error: ",
                              [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
     return *code;
-  opts.fuse = !noFuse;
   if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
   if (outputOpt->count() > 0 && opts.outputPath.empty())
     return fail(invalidInput("-o: the plan bundle path is empty"));
