@@ -270,7 +270,7 @@ int run(const Args& a) {
 
   bool ok = true;
   if (a.check) {
-    auto ref = runReference(*lp, inputs);
+    auto ref = runReference(*lp, inputs, a.run.timeoutSeconds);
     if (!ref.ok()) return fail(ref.status());
     ok &= report(*lp, res->outputs, *ref, "reference", a);
   }
