@@ -279,7 +279,8 @@ std::string Executor::where(const Step& s) const {
   } else {
     r += strCat("instruction #", s.index);
   }
-  return r + strCat(" (", ins.kind() == plan::Instruction::KERNEL ? ins.op() : kindName(ins.kind()), ")");
+  bool named = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;
+  return r + strCat(" (", named ? ins.op() : kindName(ins.kind()), ")");
 }
 
 Status Executor::checkType(const Step& s, int slot, const Tensor& t, const char* what) const {

@@ -170,6 +170,9 @@ StatusOr<Regions> importRegions(ImportContext& ctx, const std::vector<std::pair<
 /// `types` named as the ONNX node's; checks it and defines its outputs.
 Status addRegionNode(ImportContext& ctx, OpKind op, std::vector<Value*> inputs, AttrMap attrs, Regions r,
                      std::vector<TensorType> types) {
+  if (types.size() < ctx.numOutputs())
+    return ctx.invalid("has ", ctx.numOutputs(), " outputs but its ", op == OpKind::If ? "branches give " : "body gives ",
+                       types.size());
   if (op != OpKind::If) attrs.set("captures", static_cast<int64_t>(r.captures.size()));
   inputs.insert(inputs.end(), r.captures.begin(), r.captures.end());
   std::vector<std::string> names;
