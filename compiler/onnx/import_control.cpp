@@ -8,10 +8,18 @@
 //     they are imported. If imports the taken branch once; Loop and Scan
 //     import their body once per iteration (Scan's slices are Gathers, scan
 //     outputs Unsqueeze + Concat).
-//   - as a region (ImportOptions::keepControlFlow; Scan-8 is always unrolled): its
-//     nodes go into a Graph of its own, the body of an If / Loop / Scan node.
-//     Outer values it reads by name become parameters (captures, passed as
-//     the node's trailing inputs); outer constants are copied in instead.
+//   - as a region (a condition or trip count computed at run time, a Loop
+//     or Scan too large to unroll, or ImportOptions::keepControlFlow; Scan-8
+//     is always unrolled): its nodes go into a Graph of its own, the body of
+//     an If / Loop / Scan node. Outer values it reads by name become
+//     parameters (captures, passed as the node's trailing inputs); outer
+//     constants are copied in instead.
+// A Loop whose trip count and condition are constants is unrolled first; when
+// its body turns out to compute the condition at run time, or the unrolling
+// passes kMaxUnrolledNodes, the nodes it added are erased and the Loop is kept
+// as a region. Every output of a region node has a static type, or the node
+// is refused: If's branches must agree, and a Loop run at run time has scan
+// outputs only when it runs exactly M times.
 #include "compiler/onnx/import_control.h"
 
 #include <algorithm>
