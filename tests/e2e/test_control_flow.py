@@ -4,7 +4,8 @@ compiled by pcc, run on CPU ranks by pcc-run --check and compared with
 onnxruntime, at --gpus 1 and 2. Static ones are folded (If on a constant
 condition) or unrolled (Loop, Scan); dynamic ones (an If on an input, a Loop
 whose trip count is an input or whose condition depends on the data, an If
-nested in such a Loop, a Scan too large to unroll) stay region nodes that the
+nested in such a Loop, reading a graph input through both bodies, a Scan too
+large to unroll) stay region nodes that the
 runtime runs: each is run on inputs that take every path (both branches, zero
 and several iterations). A Loop whose scan outputs would have no static shape
 is refused with exit 2 and one line on stderr; a Loop that never stops is
@@ -181,6 +182,30 @@ def loop_until(nested_if=False):
     return opset_model(g)
 
 
+def loop_if_capture():
+    """Loop(M an input): v = If(i is even) v + x else v - x, the branches reading the
+    graph input x by name (a capture through two levels of bodies)."""
+    then_g = helper.make_graph([helper.make_node("Add", ["v", "x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", F, [3])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["v", "x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", F, [3])])
+    body = helper.make_graph(
+        [helper.make_node("Mod", ["i", "two_i"], ["r"]), helper.make_node("Equal", ["r", "zero_i"], ["even"]),
+         helper.make_node("If", ["even"], ["v_next"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Identity", ["c"], ["c_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c", B, []),
+         helper.make_tensor_value_info("v", F, [3])],
+        [helper.make_tensor_value_info("c_out", B, []), helper.make_tensor_value_info("v_next", F, [3])])
+    g = helper.make_graph([helper.make_node("Loop", ["M", "", "v0"], ["v_final"], body=body)], "loop_if_capture",
+                          [helper.make_tensor_value_info("M", I64, []), helper.make_tensor_value_info("v0", F, [3]),
+                           helper.make_tensor_value_info("x", F, [3])],
+                          [helper.make_tensor_value_info("v_final", F, [3])],
+                          [numpy_helper.from_array(np.array(2, np.int64), "two_i"),
+                           numpy_helper.from_array(np.array(0, np.int64), "zero_i")])
+    return opset_model(g)
+
+
 def loop_forever():
     """Loop(no M, cond an input): v = v + 1 while cond stays true, which it does."""
     body = helper.make_graph(
@@ -265,6 +290,9 @@ def region_cases(suite, tools, work):
     run_region_model(suite, tools, "loop_nested_if", loop_until(nested_if=True), work,
                      {"v0=1,2,3": [np.array([1, 2, 3], np.float32)], "v0=0.5": [np.array([0.5, 0.25, 0], np.float32)]},
                      ["Loop"])
+    v3, x3 = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    run_region_model(suite, tools, "loop_if_capture", loop_if_capture(), work,
+                     {f"M={m}": [np.array(m, np.int64), v3, x3] for m in (0, 1, 5)}, ["Loop"])
     s0, big = rng.standard_normal(2).astype(np.float32), rng.standard_normal((2, 70000)).astype(np.float32)
     run_region_model(suite, tools, "scan_large", scan_reversed_large(), work, {"random": [s0, big]}, ["Scan"],
                      rtol=1e-3, atol=1e-3)
