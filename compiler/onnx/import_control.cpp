@@ -287,11 +287,6 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
     states.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(numStates));
     for (size_t k = 0; k < numScanOut; ++k) parts[k].push_back(outs[numStates + k]);
   }
-  if (tooBig && unrollTooBig(ctx, before, 0)) {
-    *tooBig = true;
-    return std::vector<Value*>{};
-  }
-  RETURN_IF_ERROR(checkUnrollSize(ctx, before, 0, strCat(" of ", trip)));
   std::vector<Value*> results = states;
   for (size_t k = 0; k < numScanOut; ++k) {
     if (spec.outReverse[k]) std::reverse(parts[k].begin(), parts[k].end());
@@ -300,6 +295,12 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
     ASSIGN_OR_RETURN(Value* v, stack(ctx, parts[k], ax < 0 ? ax + r : ax));
     results.push_back(v);
   }
+  // The stacking counts too (one Unsqueeze per iteration and scan output).
+  if (tooBig && unrollTooBig(ctx, before, 0)) {
+    *tooBig = true;
+    return std::vector<Value*>{};
+  }
+  RETURN_IF_ERROR(checkUnrollSize(ctx, before, 0, strCat(" of ", trip)));
   return results;
 }
 
@@ -370,6 +371,12 @@ StatusOr<Unroll> unrollLoop(ImportContext& ctx, const LoopSpec& l) {
     if (!outs[0]->isConstant()) return Unroll::kDynamicCond;
     go = outs[0]->constantData().getInt(0) != 0;
   }
+  std::vector<Value*> stacked(l.numScan, nullptr);
+  for (size_t k = 0; k < l.numScan; ++k)
+    if (ctx.outputUsed(numCarried + k) && !scans[k].empty()) {
+      ASSIGN_OR_RETURN(stacked[k], stack(ctx, scans[k], 0));
+    }
+  // The stacking counts too (one Unsqueeze per iteration and scan output).
   if (unrollTooBig(ctx, before, 0)) return Unroll::kTooBig;
   for (size_t i = 0; i < numCarried; ++i) ctx.setOutput(i, vals[i]);
   for (size_t k = 0; k < l.numScan; ++k) {
@@ -381,8 +388,7 @@ StatusOr<Unroll> unrollLoop(ImportContext& ctx, const LoopSpec& l) {
       RETURN_IF_ERROR(ctx.constantOutput(numCarried + k, Tensor::zeros(*t)));
       continue;
     }
-    ASSIGN_OR_RETURN(Value* v, stack(ctx, scans[k], 0));
-    ctx.setOutput(numCarried + k, v);
+    ctx.setOutput(numCarried + k, stacked[k]);
   }
   return Unroll::kDone;
 }

@@ -222,7 +222,7 @@ def loop_forever():
 
 
 def scan_reversed_large():
-    """Scan over 70000 steps (too many to unroll): a running sum over axis 1 of xs [2,70000]
+    """Scan over 20000 steps (too many to unroll): a running sum over axis 1 of xs [2,20000]
     read in reverse, with the partial sums stacked along axis 1 in reverse."""
     body = helper.make_graph(
         [helper.make_node("Add", ["s", "x"], ["s_next"]), helper.make_node("Identity", ["s_next"], ["y"])],
@@ -233,8 +233,8 @@ def scan_reversed_large():
                             scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[1],
                             scan_output_directions=[1])
     g = helper.make_graph([scan], "scan_large",
-                          [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("xs", F, [2, 70000])],
-                          [helper.make_tensor_value_info("s_last", F, [2]), helper.make_tensor_value_info("ys", F, [2, 70000])])
+                          [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("xs", F, [2, 20000])],
+                          [helper.make_tensor_value_info("s_last", F, [2]), helper.make_tensor_value_info("ys", F, [2, 20000])])
     return opset_model(g)
 
 
@@ -293,7 +293,7 @@ def region_cases(suite, tools, work):
     v3, x3 = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
     run_region_model(suite, tools, "loop_if_capture", loop_if_capture(), work,
                      {f"M={m}": [np.array(m, np.int64), v3, x3] for m in (0, 1, 5)}, ["Loop"])
-    s0, big = rng.standard_normal(2).astype(np.float32), rng.standard_normal((2, 70000)).astype(np.float32)
+    s0, big = rng.standard_normal(2).astype(np.float32), rng.standard_normal((2, 20000)).astype(np.float32)
     run_region_model(suite, tools, "scan_large", scan_reversed_large(), work, {"random": [s0, big]}, ["Scan"],
                      rtol=1e-3, atol=1e-3)
 
