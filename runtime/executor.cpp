@@ -449,7 +449,14 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
         ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
         outs.push_back(std::move(t));
       }
-      return s.region->run(args, outs);  // errors name the region and the body's node
+      auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      Status st = s.region->run(args, outs);  // errors name the region and the body's node
+      if (profiling_) {  // the region as a whole, its bodies' kernels included
+        OpTime& t = profile_[ins.op()];
+        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++t.calls;
+      }
+      return st;
     }
     case plan::Instruction::FREE:
       // The memory stays where the plan put it; the slot only stops being readable.

@@ -5,6 +5,8 @@
 // with kernel outputs written into their planned place; weights, model inputs
 // and model outputs stay outside it. The executor never touches buffer memory
 // itself: every allocation, copy and kernel goes through the backend.
+// REGION instructions (If, Loop, Scan) run through a RegionRunner
+// (runtime/region.h), their bodies' kernels prepared on the same backend.
 #pragma once
 
 #include <chrono>
@@ -70,7 +72,8 @@ class Executor {
   void setTimeLimit(int seconds) { limit_.seconds = seconds; }
 
   /// Per-op time accounting: when on, run() adds each kernel's seconds and
-  /// calls to opProfile() under its op name.
+  /// calls to opProfile() under its op name (a region's under If, Loop or
+  /// Scan, its bodies' kernels included).
   void setProfiling(bool on) { profiling_ = on; }
   struct OpTime {
     double seconds = 0;
