@@ -93,7 +93,7 @@ std::variant<Args, int> parse(int argc, char** argv) {
   app.add_flag("--profile", a.run.profile, "print rank 0's time per op (all runs, warmup included)");
   app.add_flag_callback("--no-verify-weights", [&] { a.run.verifyChecksums = false; }, "skip the weight checksums");
   cli::addInteger(app, "--timeout", 1, kIntMax, [&](int64_t n) { a.run.timeoutSeconds = static_cast<int>(n); },
-                  "seconds a collective may take before it is an error\n(default 300)", "S");
+                  "seconds a collective, or a run holding a Loop, may take\nbefore it is an error (default 300)", "S");
   app.add_option("--rendezvous", a.rendezvous,
                  "run as one process per rank: this process is the rank\n"
                  "given by RANK/WORLD_SIZE or Open MPI's\n"
@@ -270,7 +270,7 @@ int run(const Args& a) {
 
   bool ok = true;
   if (a.check) {
-    auto ref = runReference(*lp, inputs);
+    auto ref = runReference(*lp, inputs, a.run.timeoutSeconds);
     if (!ref.ok()) return fail(ref.status());
     ok &= report(*lp, res->outputs, *ref, "reference", a);
   }

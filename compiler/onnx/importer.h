@@ -40,11 +40,11 @@ struct ImportOptions {
   /// of an input (for models that take shape-like tensors as inputs, as the ONNX
   /// backend tests do). The tensor must match the input's declared type.
   std::map<std::string, Tensor> inputValues;
-  /// Import If, Loop and Scan as region nodes (with bodies) instead of
-  /// folding If on a constant condition and unrolling Loop and Scan; a
-  /// condition or trip count computed at run time is then accepted rather
-  /// than refused. The reference evaluator runs such graphs; the partitioner
-  /// replicates the region nodes; the runtime does not run them yet.
+  /// Import every If, Loop and Scan (opset 9+) as a region node (with
+  /// bodies) instead of folding If on a constant condition and unrolling Loop
+  /// and Scan where they are static. Without it, only those whose condition
+  /// or trip count is computed at run time (or that are too large to unroll)
+  /// stay region nodes (see compiler/onnx/import_control.h).
   bool keepControlFlow = false;
 };
 
