@@ -62,7 +62,8 @@ class Executor {
   uint64_t arenaBytes() const { return arena_.bytes; }
 
   /// Per-op time accounting: when on, run() adds each kernel's seconds and
-  /// calls to opProfile() under its op name.
+  /// calls to opProfile() under its op name and the kernel provider that ran
+  /// the call ("MatMul (onednn)", "Softmax (reference)"; see Provider).
   void setProfiling(bool on) { profiling_ = on; }
   struct OpTime {
     double seconds = 0;
