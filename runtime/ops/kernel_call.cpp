@@ -16,6 +16,15 @@ std::vector<const Tensor*> OpKernel::normalize(const std::vector<const Tensor*>&
   return r;
 }
 
+namespace {
+/// \returns the error for an op name that is not in the op table, in the form
+/// of every kernel error: "<where>: <op> with inputs (<types>): ...".
+Status unknownOp(std::string_view op, const std::vector<TensorType>& inputs, std::string_view where) {
+  std::string d = strCat(op, " with inputs (", ops::typesToString(inputs), ")");
+  return unsupported(where.empty() ? d : strCat(where, ": ", d), ": no kernel for this op (not in the op table)");
+}
+}  // namespace
+
 std::vector<ProviderKernel> makeProviderKernels(OpKind op, const AttrMap& attrs,
                                                 const std::vector<bool>& constantInputs,
                                                 const std::vector<Provider>& preference, bool inPlace) {
@@ -45,7 +54,7 @@ StatusOr<OpKernel> OpKernel::prepare(std::string_view op, const AttrMap& attrs, 
                                      std::vector<const Tensor*> known, std::string where,
                                      std::vector<ProviderKernel> providers, bool reference) {
   std::optional<OpKind> kind = opFromName(op);
-  if (!kind) return unsupported(where.empty() ? "" : strCat(where, ": "), "unknown op '", op, "'");
+  if (!kind) return unknownOp(op, inputs, where);
   return prepare(*kind, attrs, std::move(inputs), std::move(known), std::move(where), std::move(providers),
                  reference);
 }
@@ -186,7 +195,11 @@ StatusOr<std::vector<Tensor>> runKernel(std::string_view op, const std::vector<c
                                         const AttrMap& attrs, std::string_view where, KernelOverride* fast,
                                         Provider fastProvider) {
   std::optional<OpKind> kind = opFromName(op);
-  if (!kind) return unsupported(where.empty() ? "" : strCat(where, ": "), "unknown op '", op, "'");
+  if (!kind) {
+    std::vector<TensorType> types;
+    for (const Tensor* t : inputs) types.push_back(t && t->defined() ? t->type() : TensorType{});
+    return unknownOp(op, types, where);
+  }
   return runKernel(*kind, inputs, attrs, where, fast, fastProvider);
 }
 
