@@ -1,7 +1,6 @@
-// Type inference of Collectives inserted by the partitioner. Only their types live here: they
-// run in the runtime's executor, which owns the communicators.
-// The reference kernels of these ops are runtime/ops/collectives.cpp.
-
+// Type inference (the op schemas) of AllReduce, AllGather and ReduceScatter.
+// Their reference kernels, and what the kernels compute, are
+// runtime/ops/collectives.cpp.
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 

@@ -1,7 +1,6 @@
-// Type inference of Sliding-window ops: Conv, ConvTranspose, MaxPool, AveragePool, LpPool,
-// GlobalAveragePool and GlobalMaxPool, over 1 to 3 spatial dims. Every geometry is widened to 3-D (leading spatial dims
-// of size 1, kernel 1, no padding) so one set of direct loops serves all ranks.
-// The reference kernels of these ops are runtime/ops/conv_pool.cpp.
+// Type inference (the op schemas) of Conv, MaxPool, AveragePool, LpPool,
+// GlobalAveragePool, GlobalMaxPool and ConvTranspose. Their reference kernels,
+// and what the kernels compute, are runtime/ops/conv_pool.cpp.
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -1,6 +1,6 @@
-// Type inference of Ops that move elements between tensors: Concat, Split, Slice, Gather. They
-// copy by element size and so work for every dtype.
-// The reference kernels of these ops are runtime/ops/data_movement.cpp.
+// Type inference (the op schemas) of Concat, Split, Slice and Gather. Their
+// reference kernels, and what the kernels compute, are
+// runtime/ops/data_movement.cpp.
 #include <algorithm>
 #include <cstring>
 

@@ -1,6 +1,6 @@
-// Type inference of Elementwise ops: broadcasting binary arithmetic and comparison, Where, the
-// unary math functions, Cast and Identity.
-// The reference kernels of these ops are runtime/ops/elementwise.cpp.
+// Type inference (the op schemas) of Add, Sub, Mul, Div, Pow, Equal, Where,
+// Sqrt, Erf, Tanh, Sigmoid, Gelu, Relu, Cast and Identity. Their reference
+// kernels, and what the kernels compute, are runtime/ops/elementwise.cpp.
 #include <cmath>
 #include <cstring>
 #include <type_traits>

@@ -1,7 +1,5 @@
-// Type inference of MatMul (numpy semantics) and Gemm. Loops run in i-k-j order so the inner
-// loop streams rows of B and of the output.
-// The reference kernels of these ops are runtime/ops/linalg.cpp.
-
+// Type inference (the op schemas) of MatMul and Gemm. Their reference kernels,
+// and what the kernels compute, are runtime/ops/linalg.cpp.
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 #include "runtime/schema/linalg.h"

@@ -1,6 +1,6 @@
-// Type inference of Activations with attributes: LeakyRelu, Elu, Selu, Celu, HardSigmoid,
-// HardSwish, Mish, ThresholdedRelu, Shrink; Clip and PRelu.
-// The reference kernels of these ops are runtime/ops/math_activation.cpp.
+// Type inference (the op schemas) of LeakyRelu, Elu, Selu, Celu, HardSigmoid,
+// HardSwish, Mish, ThresholdedRelu, Shrink, Clip and PRelu. Their reference
+// kernels, and what the kernels compute, are runtime/ops/math_activation.cpp.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>

@@ -1,6 +1,7 @@
-// Type inference of Broadcasting binary and variadic ops: And, Or, Xor; Less, LessOrEqual,
-// Greater, GreaterOrEqual; Mod; BitShift, BitwiseAnd/Or/Xor; Min, Max, Sum, Mean.
-// The reference kernels of these ops are runtime/ops/math_binary.cpp.
+// Type inference (the op schemas) of And, Or, Xor, Less, LessOrEqual, Greater,
+// GreaterOrEqual, Mod, BitShift, BitwiseAnd, BitwiseOr, BitwiseXor, Min, Max,
+// Sum and Mean. Their reference kernels, and what the kernels compute, are
+// runtime/ops/math_binary.cpp.
 #include <cmath>
 #include <type_traits>
 

@@ -1,7 +1,6 @@
-// Type inference of Ops that generate or rearrange values along an axis or a diagonal: Range,
-// CumSum, Trilu, OneHot, EyeLike; and CastLike, which is Cast with the target
-// type taken from a second input.
-// The reference kernels of these ops are runtime/ops/math_generate.cpp.
+// Type inference (the op schemas) of CastLike, Range, CumSum, Trilu, OneHot and
+// EyeLike. Their reference kernels, and what the kernels compute, are
+// runtime/ops/math_generate.cpp.
 #include <cmath>
 #include <cstring>
 

@@ -1,8 +1,6 @@
-// Type inference of Linear quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis
-// and blocked), DynamicQuantizeLinear, MatMulInteger. Quantized types: int8,
-// uint8, int16, uint16, int4, uint4 (saturated to their range), the four
-// float8 formats (saturated unless saturate = 0) and float4 e2m1.
-// The reference kernels of these ops are runtime/ops/math_quant.cpp.
+// Type inference (the op schemas) of QuantizeLinear, DequantizeLinear,
+// DynamicQuantizeLinear and MatMulInteger. Their reference kernels, and what
+// the kernels compute, are runtime/ops/math_quant.cpp.
 #include <algorithm>
 #include <cmath>
 

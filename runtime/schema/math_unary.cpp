@@ -1,7 +1,8 @@
-// Type inference of Attribute-free unary math: Abs, Neg, Sign (any numeric type); Exp, Log,
-// Reciprocal, Floor, Ceil, Round, the trigonometric and hyperbolic functions,
-// Softplus, Softsign (float types); Not, IsNaN, IsInf, BitwiseNot.
-// The reference kernels of these ops are runtime/ops/math_unary.cpp.
+// Type inference (the op schemas) of Abs, Neg, Sign, Exp, Log, Reciprocal,
+// Floor, Ceil, Round, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh,
+// Acosh, Atanh, Softplus, Softsign, Not, BitwiseNot, IsNaN and IsInf. Their
+// reference kernels, and what the kernels compute, are
+// runtime/ops/math_unary.cpp.
 #include <cfenv>
 #include <cmath>
 #include <limits>

@@ -1,7 +1,6 @@
-// Type inference of Normalizations: Softmax and LogSoftmax, LayerNormalization and
-// RMSNormalization, BatchNormalization (inference); the reductions are in reduce_norm_reduce.cpp. Sums accumulate in double:
-// these kernels are the oracle the optimized ones are checked against.
-// The reference kernels of these ops are runtime/ops/norm_reduce.cpp.
+// Type inference (the op schemas) of Softmax, LogSoftmax, LayerNormalization,
+// RMSNormalization and BatchNormalization. Their reference kernels, and what
+// the kernels compute, are runtime/ops/norm_reduce.cpp.
 #include <cmath>
 #include <vector>
 

@@ -1,20 +1,6 @@
-// Type inference of Attention and RotaryEmbedding, opset-23 semantics.
-//
-// Attention works on 4-D [batch, heads, seq, head_size] tensors; 3-D
-// [batch, seq, heads * head_size] inputs (with q_num_heads / kv_num_heads)
-// are viewed as 4-D by index arithmetic, never copied. For each query row:
-//   1. scores over the key sequence, past keys first: (q . k) * scale;
-//   2. bias: the float mask (or -inf where a bool mask is false; a mask shorter
-//      than the key sequence is padded with -inf), -inf for the keys at and
-//      after nonpad_kv_seqlen[b] (opset 24, padded batches), and the causal
-//      -inf above the diagonal shifted by the past length;
-//   3. softcap: cap * tanh(score / cap) when cap > 0;
-//   4. softmax, then the weighted sum of the values.
-// Grouped-query attention: query head h reads key/value head h / (Hq / Hkv).
-// The node's num_outputs (set by the importer, 1 to 4) selects the outputs Y,
-// present_key, present_value and qk_matmul_output (scores after the step that
-// qk_matmul_output_mode names: 0 step 1, 1 step 2, 2 step 3, 3 step 4).
-// The reference kernels of these ops are runtime/ops/reduce_norm_attention.cpp.
+// Type inference (the op schemas) of Attention and RotaryEmbedding. Their
+// reference kernels, and what the kernels compute, are
+// runtime/ops/reduce_norm_attention.cpp.
 #include <cmath>
 
 #include "runtime/schema/infer_util.h"

@@ -1,15 +1,5 @@
-// Type inference of Einsum: a general Einstein summation, computed directly.
-//
-// 1. The equation is parsed into one label list per operand and one for the
-//    output. Letters are labels; an ellipsis stands for the operand's leading
-//    unnamed dims, which are broadcast across operands right-aligned and get
-//    labels of their own. Without "->" the output is the ellipsis dims followed
-//    by the letters used exactly once, in alphabetical order.
-// 2. Each label gets one size; a size-1 dim broadcasts against a larger one.
-// 3. An odometer walks every combination of label values, output labels
-//    outermost; each operand's element offset is the sum of the strides of its
-//    labels, so a label repeated within one operand walks its diagonal.
-// The reference kernels of these ops are runtime/ops/reduce_norm_einsum.cpp.
+// Type inference (the op schemas) of Einsum. Their reference kernels, and what
+// the kernels compute, are runtime/ops/reduce_norm_einsum.cpp.
 #include <algorithm>
 #include <array>
 #include <string>

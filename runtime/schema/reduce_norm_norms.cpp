@@ -1,8 +1,6 @@
-// Type inference of Normalizations over channel groups and axes: InstanceNormalization,
-// GroupNormalization (opset-21 form: scale and bias per channel),
-// LpNormalization, MeanVarianceNormalization and LRN. Statistics accumulate in
-// double. (LayerNormalization and RMSNormalization are in norm_reduce.cpp.)
-// The reference kernels of these ops are runtime/ops/reduce_norm_norms.cpp.
+// Type inference (the op schemas) of InstanceNormalization, GroupNormalization,
+// LpNormalization, MeanVarianceNormalization and LRN. Their reference kernels,
+// and what the kernels compute, are runtime/ops/reduce_norm_norms.cpp.
 #include <algorithm>
 #include <cmath>
 

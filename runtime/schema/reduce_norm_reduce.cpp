@@ -1,15 +1,7 @@
-// Type inference of Reductions over a set of axes (ReduceSum, ReduceMean, ReduceMax, ReduceMin,
-// ReduceProd, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp,
-// ReduceSumSquare) and the index reductions over one axis (ArgMax, ArgMin).
-//
-// One kernel serves every Reduce*: it walks the input once in row-major order
-// with the keepdims-shaped output broadcast over it, so each input element
-// knows its output slot, and folds the element into that slot's accumulator.
-// Sums accumulate in double. A reduction over no elements yields the identity
-// of its fold: 0 for sums, 1 for products, -inf (or the lowest integer) for
-// ReduceMax and ReduceLogSum(Exp), +inf (or the highest integer) for ReduceMin,
-// NaN (0 for integers) for ReduceMean.
-// The reference kernels of these ops are runtime/ops/reduce_norm_reduce.cpp.
+// Type inference (the op schemas) of ReduceSum, ReduceMean, ReduceMax,
+// ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp,
+// ReduceSumSquare, ArgMax and ArgMin. Their reference kernels, and what the
+// kernels compute, are runtime/ops/reduce_norm_reduce.cpp.
 #include <cmath>
 #include <limits>
 #include <type_traits>

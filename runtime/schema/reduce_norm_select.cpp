@@ -1,6 +1,5 @@
-// Type inference of Selection along one axis: TopK (the k largest or smallest elements and their
-// indices) and Hardmax (one-hot of the first maximum).
-// The reference kernels of these ops are runtime/ops/reduce_norm_select.cpp.
+// Type inference (the op schemas) of TopK and Hardmax. Their reference kernels,
+// and what the kernels compute, are runtime/ops/reduce_norm_select.cpp.
 #include <algorithm>
 #include <numeric>
 

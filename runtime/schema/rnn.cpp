@@ -1,24 +1,5 @@
-// Type inference of Reference kernels of the recurrent network op family: RNN, GRU and LSTM in
-// their newest-opset form.
-//
-// Shapes (H = hidden size, G = gates per cell: 1 RNN, 3 GRU, 4 LSTM, D = 2 when
-// bidirectional else 1; layout 1 puts the batch first in X, Y and the states):
-//   X [S, B, I]   W [D, G*H, I]   R [D, G*H, H]   B [D, 2*G*H] (W bias, R bias)
-//   sequence_lens [B]   initial_h / initial_c [D, B, H]   P [D, 3*H] (LSTM)
-//   Y [S, D, B, H]   Y_h / Y_c [D, B, H]
-// Gate order in W, R and B: RNN i; GRU z, r, h; LSTM i, o, f, c; P is i, o, f.
-//
-// Each batch row runs its own time loop of sequence_lens[b] steps (S when the
-// input is absent); the reverse direction walks those steps backwards. Steps
-// past a row's length leave Y zero, and Y_h / Y_c hold the state after the
-// row's last step. `clip` bounds every gate's pre-activation.
-//
-// Activations are given per direction (forward first), f for RNN, f g for GRU
-// and f g h for LSTM; activation_alpha / activation_beta are consumed in that
-// order by the activations that take an alpha (or a beta), the others fall back
-// to their defaults. The node's num_outputs (set by the importer) says how many
-// of Y, Y_h, Y_c it produces.
-// The reference kernels of these ops are runtime/ops/rnn.cpp.
+// Type inference (the op schemas) of RNN, GRU and LSTM. Their reference
+// kernels, and what the kernels compute, are runtime/ops/rnn.cpp.
 #include <algorithm>
 #include <cctype>
 #include <cmath>

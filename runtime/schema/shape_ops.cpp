@@ -1,7 +1,6 @@
-// Type inference of Ops that change only a tensor's shape or make one from a shape: Reshape,
-// Flatten, Squeeze, Unsqueeze, Transpose, Shape, ConstantOfShape, Expand.
-// They move bytes by element size and so work for every dtype.
-// The reference kernels of these ops are runtime/ops/shape_ops.cpp.
+// Type inference (the op schemas) of Reshape, Flatten, Squeeze, Unsqueeze,
+// Transpose, Shape, ConstantOfShape and Expand. Their reference kernels, and
+// what the kernels compute, are runtime/ops/shape_ops.cpp.
 #include <algorithm>
 #include <cstring>
 

@@ -1,15 +1,6 @@
-// Type inference of Classification losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
-//
-// Both read scores X [N, C, d1, ..., dk] and class indices T [N, d1, ..., dk]:
-//   1. (SCE only) X becomes log_softmax(X) over the class axis 1; that is the
-//      optional second output log_prob;
-//   2. loss[n, d] = -w[T[n, d]] * X[n, T[n, d], d], with w the optional class
-//      weights (1 when absent) and 0 where T equals ignore_index;
-//   3. reduction "none" keeps the [N, d1, ..., dk] losses, "sum" adds them and
-//      "mean" divides that sum by the sum of the weights of the counted
-//      elements (their count when there are no weights).
-// Sums are accumulated in double and written in X's dtype.
-// The reference kernels of these ops are runtime/ops/signal_loss.cpp.
+// Type inference (the op schemas) of NegativeLogLikelihoodLoss and
+// SoftmaxCrossEntropyLoss. Their reference kernels, and what the kernels
+// compute, are runtime/ops/signal_loss.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>

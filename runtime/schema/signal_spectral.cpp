@@ -1,12 +1,5 @@
-// Type inference of Spectral transforms: DFT (opset-20 form: dft_length and axis are inputs)
-// and STFT. Signals hold real ([..., 1]) or complex ([..., 2]) samples in the
-// last dim; results are always complex ([..., 2]).
-//
-// The transform of length n along an axis of length L reads the first min(n, L)
-// samples and treats the rest as zero (as numpy's fft with `n`); onesided
-// keeps the first n/2 + 1 frequencies. Each output is a direct O(n^2) sum in
-// double with a table of twiddle factors: a reference kernel, not an FFT.
-// The reference kernels of these ops are runtime/ops/signal_spectral.cpp.
+// Type inference (the op schemas) of DFT and STFT. Their reference kernels, and
+// what the kernels compute, are runtime/ops/signal_spectral.cpp.
 #include <algorithm>
 #include <cmath>
 #include <numbers>

@@ -1,9 +1,6 @@
-// Type inference of Generators of constant signal-processing tensors: the Blackman, Hann and
-// Hamming windows and the mel filter bank (MelWeightMatrix). Their output
-// shapes depend on input values, so type inference needs those inputs as
-// constants; the values are computed in double and converted to
-// `output_datatype` (integer types truncate, as a cast does).
-// The reference kernels of these ops are runtime/ops/signal_window.cpp.
+// Type inference (the op schemas) of BlackmanWindow, HannWindow, HammingWindow
+// and MelWeightMatrix. Their reference kernels, and what the kernels compute,
+// are runtime/ops/signal_window.cpp.
 #include <cmath>
 #include <numbers>
 

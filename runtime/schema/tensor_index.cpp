@@ -1,7 +1,6 @@
-// Type inference of Ops that read or write elements at positions given by an index tensor:
-// GatherElements, GatherND, ScatterElements and ScatterND. Indices may be
-// negative (counted from the end of their dim); out-of-range ones are errors.
-// The reference kernels of these ops are runtime/ops/tensor_index.cpp.
+// Type inference (the op schemas) of GatherElements, ScatterElements, GatherND
+// and ScatterND. Their reference kernels, and what the kernels compute, are
+// runtime/ops/tensor_index.cpp.
 #include <algorithm>
 #include <cstring>
 

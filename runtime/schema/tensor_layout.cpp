@@ -1,7 +1,6 @@
-// Type inference of Ops that rearrange or select whole elements: Pad, Tile, DepthToSpace,
-// SpaceToDepth, ReverseSequence, Compress, NonZero and Size. They copy by
-// element size and so work for every dtype.
-// The reference kernels of these ops are runtime/ops/tensor_layout.cpp.
+// Type inference (the op schemas) of Pad, Tile, DepthToSpace, SpaceToDepth,
+// ReverseSequence, Compress, NonZero and Size. Their reference kernels, and
+// what the kernels compute, are runtime/ops/tensor_layout.cpp.
 #include <algorithm>
 #include <cstring>
 

@@ -1,20 +1,5 @@
-// Type inference of Resize: nearest, n-D linear and cubic interpolation with every coordinate
-// transformation mode of opset 19, antialiasing, axes and the aspect-ratio
-// policies. Upsample and the opset-10/11 forms are mapped onto it at import.
-//
-// Algorithm:
-//   1. Work out per axis the output size, the scale and the (fractional) target
-//      width from `scales` or `sizes`, `axes` and keep_aspect_ratio_policy.
-//   2. For every output position on every resized axis, map it to a source
-//      coordinate with the coordinate transformation mode, and turn that into a
-//      list of taps (source index, weight); indices past either end read the
-//      edge element, or get weight 0 under exclude_outside.
-//   3. Interpolation is separable: nearest copies elements through one index
-//      table per axis (exact for every dtype); linear and cubic apply the taps
-//      one axis at a time on a double buffer and round once at the end.
-//   4. tf_crop_and_resize positions whose source coordinate falls outside the
-//      input on any axis take extrapolation_value.
-// The reference kernels of these ops are runtime/ops/tensor_resize.cpp.
+// Type inference (the op schemas) of Resize. Their reference kernels, and what
+// the kernels compute, are runtime/ops/tensor_resize.cpp.
 #include <algorithm>
 #include <cmath>
 

@@ -1,13 +1,5 @@
-// Type inference of Text featurization: TfIdfVectorizer over integer token ids (string pools are
-// out of scope: pcc has no string tensors).
-//
-// The pool holds n-grams grouped by length: ngram_counts[k] is where the
-// (k+1)-grams start. N-gram j of the pool (in pool order) counts into output
-// column ngram_indexes[j]. For each row, for each skip distance d in
-// 1..max_skip_count+1, for each start s, the tokens s, s+d, ..., s+(n-1)d form
-// an n-gram for n in [min_gram_length, max_gram_length]; each one found in the
-// pool is counted. Unigrams do not depend on d and are counted once.
-// The reference kernels of these ops are runtime/ops/text.cpp.
+// Type inference (the op schemas) of TfIdfVectorizer. Their reference kernels,
+// and what the kernels compute, are runtime/ops/text.cpp.
 #include <map>
 #include <string>
 #include <vector>

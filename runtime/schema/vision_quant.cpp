@@ -1,9 +1,6 @@
-// Type inference of Quantized linear algebra: QLinearMatMul, QLinearConv and ConvInteger. Each
-// subtracts the zero points, runs the float MatMul or Conv kernel on f64
-// copies (exact for every integer sum these ops can produce in practice), and
-// requantizes. Scales multiply in their own dtype, as the reference does, so
-// that results round the same way.
-// The reference kernels of these ops are runtime/ops/vision_quant.cpp.
+// Type inference (the op schemas) of QLinearMatMul, QLinearConv and
+// ConvInteger. Their reference kernels, and what the kernels compute, are
+// runtime/ops/vision_quant.cpp.
 #include <algorithm>
 #include <cmath>
 

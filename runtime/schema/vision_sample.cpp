@@ -1,7 +1,6 @@
-// Type inference of Ops that sample an image at computed, fractional positions: GridSample
-// (opset-20 semantics, any number of spatial dims), AffineGrid, RoiAlign and
-// DeformConv. Positions and weights are computed in double.
-// The reference kernels of these ops are runtime/ops/vision_sample.cpp.
+// Type inference (the op schemas) of GridSample, AffineGrid, RoiAlign and
+// DeformConv. Their reference kernels, and what the kernels compute, are
+// runtime/ops/vision_sample.cpp.
 #include <algorithm>
 #include <cmath>
 #include <string>

@@ -1,10 +1,6 @@
-// Type inference of Ops that select or place elements, most with a data-dependent output shape:
-// NonMaxSuppression, Unique, CenterCropPad, MaxUnpool, Col2Im, TensorScatter;
-// and Det and Swish, which have no better home.
-//
-// Where the output shape depends on input values, the InferFn needs those
-// inputs to be constants and computes the op to learn the shape.
-// The reference kernels of these ops are runtime/ops/vision_select.cpp.
+// Type inference (the op schemas) of NonMaxSuppression, Unique, CenterCropPad,
+// MaxUnpool, Col2Im, TensorScatter, Det and Swish. Their reference kernels, and
+// what the kernels compute, are runtime/ops/vision_select.cpp.
 #include <algorithm>
 #include <array>
 #include <cmath>
