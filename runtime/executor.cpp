@@ -49,7 +49,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p, const 
 StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p, const plan::RankProgram& prog,
                                                      bool verifyChecksums, bool fastKernels) {
   BackendOptions o;
-  o.fastKernels = fastKernels;
+  if (!fastKernels) o.kernelProviders = {Provider::kReference};
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, makeBackend("cpu", o));
   return create(p, prog, std::shared_ptr<Backend>(std::move(cpu)), verifyChecksums);
 }
@@ -389,7 +389,8 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status st = s.kernel->run(args, outs);
       if (profiling_) {
-        OpTime& t = profile_[ins.op()];
+        std::string_view provider = s.kernel->provider();
+        OpTime& t = profile_[provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")")];
         t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++t.calls;
       }

@@ -72,8 +72,9 @@ class Executor {
   void setTimeLimit(int seconds) { limit_.seconds = seconds; }
 
   /// Per-op time accounting: when on, run() adds each kernel's seconds and
-  /// calls to opProfile() under its op name (a region's under If, Loop or
-  /// Scan, its bodies' kernels included).
+  /// calls to opProfile() under its op name and the kernel provider that ran
+  /// the call ("MatMul (onednn)", "Softmax (reference)"; see Provider); a
+  /// region's under If, Loop or Scan, its bodies' kernels included.
   void setProfiling(bool on) { profiling_ = on; }
   struct OpTime {
     double seconds = 0;

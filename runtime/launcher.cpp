@@ -152,7 +152,7 @@ int localRanks(int worldSize) {
 StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan::RankProgram& prog,
                                                  const RunOptions& o) {
   BackendOptions bo;
-  bo.fastKernels = !o.referenceKernels;
+  if (o.referenceKernels) bo.kernelProviders = {Provider::kReference};
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums));
   exec->setTimeLimit(o.timeoutSeconds);

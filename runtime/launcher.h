@@ -51,7 +51,8 @@ struct RunResult {
   std::vector<Tensor> outputs;
   /// Per rank: mean wall time of one timed run, in seconds.
   std::vector<double> rankSeconds;
-  /// With RunOptions.profile: rank 0's seconds and calls per op, over all its
+  /// With RunOptions.profile: rank 0's seconds and calls per op and kernel
+  /// provider ("MatMul (onednn)"), over all its
   /// runs (warmup included).
   struct OpTime {
     double seconds = 0;

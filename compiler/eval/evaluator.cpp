@@ -151,7 +151,7 @@ StatusOr<std::vector<Tensor>> runNode(const Node& n, const std::vector<const Ten
       types.push_back(t && t->defined() ? t->type() : TensorType{});
       known.push_back(t && t->defined() ? t : nullptr);
     }
-    ASSIGN_OR_RETURN(OpKernel k, OpKernel::prepare(n.opName(), n.attrs(), std::move(types), std::move(known), what));
+    ASSIGN_OR_RETURN(OpKernel k, OpKernel::prepare(n.op(), n.attrs(), std::move(types), std::move(known), what));
     RETURN_IF_ERROR(k.checkDeclared(declared, StatusCode::kInternal, [&](size_t i) {
       return strCat(valueRefText(n.output(i)->name()), " in the graph");
     }));

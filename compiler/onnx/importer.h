@@ -2,7 +2,7 @@
 //
 // The importer accepts models of opsets 1 to 24 of the default domain (IR
 // versions up to 12) and maps every node into the canonical (newest-opset)
-// ops of compiler/ir/Ops.def; all opset differences are resolved here (see op_importers.cpp). Shapes are
+// ops of runtime/schema/Ops.def; all opset differences are resolved here (see op_importers.cpp). Shapes are
 // inferred by pcc itself (inferOutputTypes), not by the ONNX library, whose
 // shape inference stops at opset 17. Nodes whose inputs are all constants are
 // evaluated at import (constant folding), so the shape subgraphs of exported
