@@ -37,7 +37,7 @@ bool opMayRunInPlace(std::string_view op) {
   std::optional<OpKind> k = opFromName(op);
   if (!k) return false;
   if (isElementwiseOp(*k)) return true;
-  const OpSchema* s = findOpSchema(op);
+  const KernelEntry* s = referenceKernel(*k);
   return opClass(*k) == OpClass::kInjective && s && s->viewOfInput0;
 }
 

@@ -23,8 +23,8 @@ constexpr uint64_t kArenaAlignment = 64;
 using InPlacePredicate = std::function<bool(std::string_view op)>;
 
 /// The in-place rule pcc plans with, read from the op table: ops of kind
-/// Elementwise (compiler/ir/Ops.def), and ops of kind Injective whose kernel
-/// output is input 0's bytes under another shape (OpSchema::viewOfInput0:
+/// Elementwise (runtime/schema/Ops.def), and ops of kind Injective whose kernel
+/// output is input 0's bytes under another shape (KernelEntry::viewOfInput0, runtime/ops/registry.h:
 /// Reshape, Flatten, Squeeze, Unsqueeze). Unknown op names: false.
 bool opMayRunInPlace(std::string_view op);
 

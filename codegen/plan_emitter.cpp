@@ -5,6 +5,8 @@
 #include <unordered_map>
 
 #include "codegen/memory_plan.h"
+#include "codegen/region_emitter.h"
+#include "compiler/ir/regions.h"
 #include "passes/partition/dim_map.h"
 #include "report/plan_report.h"
 #include "runtime/plan_convert.h"
@@ -95,6 +97,8 @@ class ProgramEmitter {
         } else {
           for (const auto& [name, a] : n->attrs().all()) toAttrProto(name, a, ins->add_attrs());
         }
+        // If, Loop, Scan: a REGION carrying its bodies (codegen/region_emitter.h).
+        if (isRegionOp(n->op())) RETURN_IF_ERROR(emitRegion(*n, weights_, prog_, ins));
       }
       plan::Instruction* freeIns = nullptr;
       for (Value* v : n->inputs()) {

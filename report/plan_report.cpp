@@ -60,6 +60,9 @@ RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::Repeate
         ++s.opCounts[ins.op()];
         s.flops += instructionFlops(ins, prog);
         break;
+      case plan::Instruction::REGION:  // If, Loop, Scan: counted as one op; their bodies' work is not known statically
+        ++s.opCounts[ins.op()];
+        break;
       default: {
         std::string name = plan::Instruction::Kind_Name(ins.kind());
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);

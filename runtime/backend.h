@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/communicator.h"
+#include "runtime/ops/registry.h"
 #include "runtime/support/attribute.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
@@ -68,6 +69,9 @@ class DeviceKernel {
   /// for an output the program does not use (its result is dropped).
   /// \returns ok, or an error naming the op.
   virtual Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) = 0;
+  /// \returns the name of the kernel provider that ran the last call
+  /// ("reference", "onednn": see Provider), or "" where the backend has none.
+  virtual std::string_view provider() const { return {}; }
 };
 
 class Backend {
@@ -100,9 +104,12 @@ class Backend {
 
 /// What a backend is made with.
 struct BackendOptions {
-  /// cpu: run ops on the oneDNN kernels where they have one (else every op
-  /// runs its reference kernel).
-  bool fastKernels = true;
+  /// cpu: the kernel providers in order of preference. Each instruction runs
+  /// the first one that has a kernel for its op and takes the call (a oneDNN
+  /// kernel declines a dtype or attribute it does not handle); providers after
+  /// kReference are never reached, and without kReference a call no provider
+  /// takes is an error. `pcc-run --reference-kernels` is {kReference}.
+  std::vector<Provider> kernelProviders = {Provider::kOneDnn, Provider::kReference};
 };
 
 using BackendMaker = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

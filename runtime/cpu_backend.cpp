@@ -1,6 +1,8 @@
 // The cpu backend: device memory is host memory, kernels are the oneDNN
 // kernels of runtime/cpu where an op has one and the reference kernels of
-// runtime/ops otherwise, communicators are gloo's.
+// runtime/ops otherwise (the providers kOneDnn and kReference of the kernel
+// registry, in the order BackendOptions::kernelProviders gives), communicators
+// are gloo's.
 //
 // Kernels run through the shared kernel entry (OpKernel, runtime/ops/
 // kernel_call.h), which the evaluator and the constant folder use too, with
@@ -13,6 +15,7 @@
 // plan's types; at run time only ops whose inference needs the value of a
 // computed input (none in the plans pcc writes today, whose shape operands are
 // constants) infer again.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +33,7 @@ namespace {
 class NoOpKernel : public DeviceKernel {
  public:
   Status run(const std::vector<const Tensor*>&, const std::vector<Tensor>&) override { return Status::OK(); }
+  std::string_view provider() const override { return "none"; }
 };
 
 /// An instruction on the shared kernel entry (runtime/ops/kernel_call.h):
@@ -40,6 +44,7 @@ class CpuKernel : public DeviceKernel {
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
     return k_.runInto(inputs, outputs);
   }
+  std::string_view provider() const override { return providerName(k_.lastProvider()); }
 
  private:
   OpKernel k_;
@@ -47,7 +52,7 @@ class CpuKernel : public DeviceKernel {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(const BackendOptions& o) : options_(o) {}
+  explicit CpuBackend(const BackendOptions& o) : options_(o) { registered_ = cpu::registerOneDnnKernels(); }
 
   std::string_view name() const override { return "cpu"; }
 
@@ -74,24 +79,29 @@ class CpuBackend : public Backend {
   }
 
   StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) override {
-    const OpSchema* schema = findOpSchema(k.op);
-    if (!schema) return unsupported(k.where, ": op '", k.op, "' has no CPU kernel");
-    std::unique_ptr<KernelOverride> fast;
-    if (options_.fastKernels && (!k.inPlace || cpu::fastKernelRunsInPlace(k.op))) {
-      std::vector<bool> constant;
-      for (const Tensor* t : k.constInputs) constant.push_back(t != nullptr);
-      constant.resize(k.inputs.size(), false);
-      fast = cpu::makeFastKernel(k.op, *k.attrs, constant);
-    }
+    RETURN_IF_ERROR(registered_);
+    std::optional<OpKind> op = opFromName(k.op);
+    if (!op) return unsupported(k.where, ": op '", k.op, "' has no CPU kernel");
+    const KernelEntry* reference = referenceKernel(*op);
+    // Per instruction: the kernels of the preferred providers, in order (an
+    // instruction planned in place takes only those that compute in place).
+    std::vector<bool> constant;
+    for (const Tensor* t : k.constInputs) constant.push_back(t != nullptr);
+    constant.resize(k.inputs.size(), false);
+    const std::vector<Provider>& order = options_.kernelProviders;
+    std::vector<ProviderKernel> providers = makeProviderKernels(*op, *k.attrs, constant, order, k.inPlace);
+    bool useReference = std::find(order.begin(), order.end(), Provider::kReference) != order.end();
+    if (!useReference && providers.empty())
+      return unsupported(k.where, ": op '", k.op, "' has no kernel of the preferred providers");
     // Errors of the op name the op and its inputs; the executor prefixes k.where.
-    auto prepared = OpKernel::prepare(k.op, *k.attrs, k.inputs, k.constInputs, {}, std::move(fast));
+    auto prepared = OpKernel::prepare(*op, *k.attrs, k.inputs, k.constInputs, {}, std::move(providers), useReference);
     if (!prepared.ok()) return prepared.status().withContext(k.where);
     OpKernel kernel = std::move(prepared).value();
     RETURN_IF_ERROR(kernel.checkDeclared(k.outputs, StatusCode::kInvalidInput, [&](size_t i) {
       return strCat("the plan's ", i < k.outputNames.size() ? k.outputNames[i] : std::string("buffer"));
     }).withContext(k.where));
     // Planned in place, an op whose output is its input's bytes has nothing to do.
-    if (k.inPlace && !kernel.infersAtRun() && schema->viewOfInput0 && k.outputs.size() == 1)
+    if (k.inPlace && !kernel.infersAtRun() && reference && reference->viewOfInput0 && k.outputs.size() == 1)
       return std::unique_ptr<DeviceKernel>(new NoOpKernel);
     return std::unique_ptr<DeviceKernel>(new CpuKernel(std::move(kernel)));
   }
@@ -103,6 +113,7 @@ class CpuBackend : public Backend {
 
  private:
   BackendOptions options_;
+  Status registered_;
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ const char* kindName(plan::Instruction::Kind k) {
     case plan::Instruction::SEND: return "SEND";
     case plan::Instruction::RECV: return "RECV";
     case plan::Instruction::FREE: return "FREE";
+    case plan::Instruction::REGION: return "REGION";
     default: return "UNKNOWN";
   }
 }
@@ -48,7 +49,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p, const 
 StatusOr<std::unique_ptr<Executor>> Executor::create(const LoadedPlan& p, const plan::RankProgram& prog,
                                                      bool verifyChecksums, bool fastKernels) {
   BackendOptions o;
-  o.fastKernels = fastKernels;
+  if (!fastKernels) o.kernelProviders = {Provider::kReference};
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, makeBackend("cpu", o));
   return create(p, prog, std::shared_ptr<Backend>(std::move(cpu)), verifyChecksums);
 }
@@ -116,9 +117,10 @@ Status Executor::prepare(bool verifyChecksums) {
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
     const plan::Instruction& ins = prog_.instructions(i);
-    Step s{&ins, i, {}, {}, {}, nullptr};
+    Step s{&ins, i, {}, {}, {}, nullptr, nullptr};
     std::string ctx = where(s);
-    bool kernel = ins.kind() == plan::Instruction::KERNEL;
+    // Kernels and regions may name absent operands (-1).
+    bool kernel = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;
     for (int id : ins.inputs()) {
       ASSIGN_OR_RETURN(int slot, resolve(id, kernel, ctx));
       s.in.push_back(slot);
@@ -143,6 +145,7 @@ Status Executor::prepare(bool verifyChecksums) {
       case plan::Instruction::SEND: needIn = 1; break;
       case plan::Instruction::RECV: needOut = 1; break;
       case plan::Instruction::FREE: break;
+      case plan::Instruction::REGION: break;
       default: return invalidInput(ctx, ": unknown instruction kind ", static_cast<int>(ins.kind()));
     }
     if (!kernel && ins.kind() != plan::Instruction::FREE &&
@@ -158,6 +161,7 @@ Status Executor::prepare(bool verifyChecksums) {
   }
   hostWeights_.resize(buffers_.size());
   // Kernels are prepared once the steps no longer move (they keep &attrs).
+  RETURN_IF_ERROR(prepareRegions(verifyChecksums));
   for (Step& s : steps_) {
     if (s.ins->kind() != plan::Instruction::KERNEL) continue;
     KernelDesc k;
@@ -186,6 +190,30 @@ Status Executor::prepare(bool verifyChecksums) {
   for (size_t slot = 0; slot < buffers_.size(); ++slot)
     if (homes_[slot] == Home::kArena)
       arenaViews_[slot] = arena_.view(static_cast<uint64_t>(buffers_[slot]->arena_offset()), types_[slot]);
+  return Status::OK();
+}
+
+Status Executor::prepareRegions(bool verifyChecksums) {
+  RegionEnv env;
+  env.backend = backend_.get();
+  env.limit = &limit_;
+  env.weight = [this, verifyChecksums](int index, const Tensor** host) -> StatusOr<Tensor> {
+    auto it = bodyWeights_.find(index);
+    if (it == bodyWeights_.end()) {
+      ASSIGN_OR_RETURN(Tensor w, loadWeight(plan_, prog_, index, verifyChecksums));
+      ASSIGN_OR_RETURN(Tensor dev, backend_->toDevice(w));
+      it = bodyWeights_.emplace(index, std::make_pair(std::move(dev), std::move(w))).first;
+    }
+    *host = &it->second.second;
+    return it->second.first;
+  };
+  for (Step& s : steps_) {
+    if (s.ins->kind() != plan::Instruction::REGION) continue;
+    std::vector<TensorType> ins, outs;
+    for (int slot : s.in) ins.push_back(slot >= 0 ? types_[slot] : TensorType{});
+    for (int slot : s.out) outs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+    ASSIGN_OR_RETURN(s.region, RegionRunner::prepare(*s.ins, s.attrs, ins, outs, env, where(s)));
+  }
   return Status::OK();
 }
 
@@ -251,7 +279,8 @@ std::string Executor::where(const Step& s) const {
   } else {
     r += strCat("instruction #", s.index);
   }
-  return r + strCat(" (", ins.kind() == plan::Instruction::KERNEL ? ins.op() : kindName(ins.kind()), ")");
+  bool named = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;
+  return r + strCat(" (", named ? ins.op() : kindName(ins.kind()), ")");
 }
 
 Status Executor::checkType(const Step& s, int slot, const Tensor& t, const char* what) const {
@@ -273,6 +302,7 @@ StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
 
 Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
                      std::vector<OutputPiece>* outputs) {
+  if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
   std::vector<Tensor> bufs = weights_;  // views: copying them copies no data
   for (size_t i = 0; i < inputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.inputs(static_cast<int>(i));
@@ -359,7 +389,8 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status st = s.kernel->run(args, outs);
       if (profiling_) {
-        OpTime& t = profile_[ins.op()];
+        std::string_view provider = s.kernel->provider();
+        OpTime& t = profile_[provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")")];
         t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++t.calls;
       }
@@ -403,6 +434,30 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       Tensor got = out;
       RETURN_IF_ERROR(c->recv(&got, ins.peer()).withContext(where(s)));
       return settle(got, out, "the received tensor");
+    }
+    case plan::Instruction::REGION: {
+      std::vector<const Tensor*> args;
+      for (size_t k = 0; k < s.in.size(); ++k) {
+        ASSIGN_OR_RETURN(const Tensor* t, input(k));
+        args.push_back(t);
+      }
+      std::vector<Tensor> outs;
+      for (int slot : s.out) {
+        if (slot < 0) {
+          outs.emplace_back();
+          continue;
+        }
+        ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
+        outs.push_back(std::move(t));
+      }
+      auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      Status st = s.region->run(args, outs);  // errors name the region and the body's node
+      if (profiling_) {  // the region as a whole, its bodies' kernels included
+        OpTime& t = profile_[ins.op()];
+        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++t.calls;
+      }
+      return st;
     }
     case plan::Instruction::FREE:
       // The memory stays where the plan put it; the slot only stops being readable.

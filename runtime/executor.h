@@ -5,8 +5,11 @@
 // with kernel outputs written into their planned place; weights, model inputs
 // and model outputs stay outside it. The executor never touches buffer memory
 // itself: every allocation, copy and kernel goes through the backend.
+// REGION instructions (If, Loop, Scan) run through a RegionRunner
+// (runtime/region.h), their bodies' kernels prepared on the same backend.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +18,7 @@
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
 #include "runtime/plan_io.h"
+#include "runtime/region.h"
 #include "runtime/support/attribute.h"
 
 namespace pcc {
@@ -61,8 +65,16 @@ class Executor {
   /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
   uint64_t arenaBytes() const { return arena_.bytes; }
 
+  /// Bounds each run() to `seconds` (0: no bound) where it could otherwise
+  /// run for ever: a Loop region stops with an error once the run has taken
+  /// that long (its condition never turned false, or a huge trip count).
+  /// Collectives have their own timeout (RunOptions::timeoutSeconds).
+  void setTimeLimit(int seconds) { limit_.seconds = seconds; }
+
   /// Per-op time accounting: when on, run() adds each kernel's seconds and
-  /// calls to opProfile() under its op name.
+  /// calls to opProfile() under its op name and the kernel provider that ran
+  /// the call ("MatMul (onednn)", "Softmax (reference)"; see Provider); a
+  /// region's under If, Loop or Scan, its bodies' kernels included.
   void setProfiling(bool on) { profiling_ = on; }
   struct OpTime {
     double seconds = 0;
@@ -85,6 +97,7 @@ class Executor {
     AttrMap attrs;
     std::vector<int> in, out;  // slots; -1 for an absent optional input
     std::unique_ptr<DeviceKernel> kernel;  // KERNEL steps
+    std::unique_ptr<RegionRunner> region;  // REGION steps
   };
 
   Executor(const LoadedPlan& p, const plan::RankProgram& prog, std::shared_ptr<Backend> backend)
@@ -93,6 +106,8 @@ class Executor {
   Status prepare(bool verifyChecksums);
   /// Checks the memory plan of every buffer and of every instruction.
   Status checkMemoryPlan(const std::string& rankName) const;
+  /// Prepares the REGION steps (their bodies' kernels and weights).
+  Status prepareRegions(bool verifyChecksums);
   Status execute(const Step& s, std::vector<Tensor>& bufs, RankComms* comms);
   /// \returns the memory output `slot` is written to in this run (and marks it written).
   StatusOr<Tensor> outputOf(int slot, std::vector<Tensor>& bufs);
@@ -115,6 +130,9 @@ class Executor {
   std::vector<int> inputSlots_, outputSlots_;  // per binding
   bool profiling_ = false;
   std::map<std::string, OpTime> profile_;
+  // REGION bodies: the weights they read (by weight index) and the run's deadline.
+  std::map<int, std::pair<Tensor, Tensor>> bodyWeights_;  // device, host
+  RunLimit limit_;
 };
 
 }  // namespace pcc

@@ -152,9 +152,11 @@ int localRanks(int worldSize) {
 StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan::RankProgram& prog,
                                                  const RunOptions& o) {
   BackendOptions bo;
-  bo.fastKernels = !o.referenceKernels;
+  if (o.referenceKernels) bo.kernelProviders = {Provider::kReference};
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
-  return Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums);
+  ASSIGN_OR_RETURN(auto exec, Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums));
+  exec->setTimeLimit(o.timeoutSeconds);
+  return exec;
 }
 
 /// What the processes of a multi-process run leave in the rendezvous folder,
@@ -404,12 +406,13 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   return result;
 }
 
-StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs) {
+StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs, int timeLimitSeconds) {
   RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   if (!p.plan.has_reference() || p.plan.reference().instructions_size() == 0)
     return invalidInput(p.dir, ": the plan has no reference program");
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, p.plan.reference(), /*verifyChecksums=*/true,
                                                /*fastKernels=*/false));
+  exec->setTimeLimit(timeLimitSeconds);
   std::vector<std::vector<OutputPiece>> pieces(1);
   RETURN_IF_ERROR(exec->run(inputs, nullptr, &pieces[0]).withContext("reference program"));
   return assemble(p.plan, pieces);

@@ -21,7 +21,8 @@ namespace pcc {
 struct RunOptions {
   /// Check every weight's crc32 when mapping it.
   bool verifyChecksums = true;
-  /// Bound on connecting and on every collective, in seconds.
+  /// Bound on connecting and on every collective, in seconds; also the bound
+  /// on one run of a rank program that holds a Loop (Executor::setTimeLimit).
   int timeoutSeconds = 300;
   /// Timed runs; outputs come from the last one.
   int iters = 1;
@@ -50,7 +51,8 @@ struct RunResult {
   std::vector<Tensor> outputs;
   /// Per rank: mean wall time of one timed run, in seconds.
   std::vector<double> rankSeconds;
-  /// With RunOptions.profile: rank 0's seconds and calls per op, over all its
+  /// With RunOptions.profile: rank 0's seconds and calls per op and kernel
+  /// provider ("MatMul (onednn)"), over all its
   /// runs (warmup included).
   struct OpTime {
     double seconds = 0;
@@ -81,9 +83,11 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 
 /// Runs Plan.reference, the unpartitioned one-rank program, on the reference
 /// kernels (never the oneDNN ones), so that --check compares the fast kernels
-/// with the simple ones.
+/// with the simple ones. `timeLimitSeconds` (0: none) bounds its Loop regions
+/// as RunOptions::timeoutSeconds bounds the ranks' (Executor::setTimeLimit).
 /// \returns its outputs, or an error (invalid-input when the plan has none).
-StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs);
+StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs,
+                                           int timeLimitSeconds = 0);
 
 /// \returns one tensor per Plan.inputs entry from pseudoRandomTensors
 /// (runtime/support/random.h), the generator of the evaluator's randomInputs:

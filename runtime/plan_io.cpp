@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
 #include <tuple>
 
 #include "runtime/plan_convert.h"
+#include "runtime/plan_regions.h"
 #include "runtime/support/confined_path.h"
 
 namespace pcc {
@@ -412,7 +414,7 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
     std::string ctx = strCat(who, ": instruction #", i);
     if (!ins.node().empty()) ctx += strCat(" (node '", ins.node(), "')");
     using K = plan::Instruction;
-    bool kernel = ins.kind() == K::KERNEL;
+    bool kernel = ins.kind() == K::KERNEL || ins.kind() == K::REGION;  // may name absent operands (-1)
     for (int id : ins.inputs())
       if (!byId.count(id) && !(kernel && id == -1)) return invalidInput(ctx, ": input names no buffer (", id, ")");
     for (int id : ins.outputs())
@@ -424,6 +426,9 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
         continue;
       case K::FREE:
         if (ins.outputs_size() != 0) return invalidInput(ctx, ": FREE has outputs");
+        continue;
+      case K::REGION:
+        RETURN_IF_ERROR(checkRegion(ins, prog, ctx, 1));
         continue;
       case K::ALL_REDUCE: case K::ALL_GATHER: case K::REDUCE_SCATTER: needIn = needOut = 1; break;
       case K::SEND: needIn = 1; break;
@@ -458,6 +463,8 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
 }
 
 }  // namespace
+
+Status checkTensorDesc(const plan::TensorDesc& d, const std::string& ctx) { return checkDesc(d, ctx); }
 
 Status validatePlan(const plan::Plan& plan) {
   for (int k = 0; k < plan.inputs_size(); ++k)
@@ -551,16 +558,25 @@ void forEachString(const plan::Plan& p, F&& f) {
     f(who + ": weight file", r.weight_file());
     for (const plan::Weight& w : r.weights()) f(who + ": weight name", w.name());
     for (const plan::Buffer& b : r.buffers()) f(strCat(who, ": buffer ", b.id(), " name"), b.name());
-    for (const plan::Instruction& ins : r.instructions()) {
-      f(who + ": node name", ins.node());
-      f(who + ": op", ins.op());
-      for (const plan::Attr& a : ins.attrs()) {
-        f(who + ": attribute name", a.name());
-        if (a.has_s()) f(strCat(who, ": attribute '", a.name(), "'"), a.s());
-        if (a.has_strings())
-          for (const std::string& s : a.strings().v()) f(strCat(who, ": attribute '", a.name(), "'"), s);
-      }
-    }
+    std::function<void(const google::protobuf::RepeatedPtrField<plan::Instruction>&)> code =
+        [&](const google::protobuf::RepeatedPtrField<plan::Instruction>& list) {
+          for (const plan::Instruction& ins : list) {
+            f(who + ": node name", ins.node());
+            f(who + ": op", ins.op());
+            for (const plan::Attr& a : ins.attrs()) {
+              f(who + ": attribute name", a.name());
+              if (a.has_s()) f(strCat(who, ": attribute '", a.name(), "'"), a.s());
+              if (a.has_strings())
+                for (const std::string& s : a.strings().v()) f(strCat(who, ": attribute '", a.name(), "'"), s);
+            }
+            for (const plan::Body& b : ins.bodies()) {  // REGION bodies
+              f(who + ": body name", b.name());
+              for (const plan::Buffer& buf : b.buffers()) f(strCat(who, ": body buffer ", buf.id(), " name"), buf.name());
+              code(b.instructions());
+            }
+          }
+        };
+    code(r.instructions());
   };
   for (const plan::RankProgram& r : p.ranks()) prog(r, strCat("rank ", r.rank()));
   if (p.has_reference()) prog(p.reference(), "reference program");
@@ -603,7 +619,9 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
   if (lp.plan.schema_version() > 0 && lp.plan.schema_version() < kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),
                         " is older than this runtime's ", kPlanSchemaVersion, " (it has no ",
-                        lp.plan.schema_version() == 1 ? "memory plan" : "checksum of plan.pb",
+                        lp.plan.schema_version() == 1   ? "memory plan"
+                        : lp.plan.schema_version() == 2 ? "checksum of plan.pb"
+                                                        : "REGION instruction for If, Loop and Scan",
                         "); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),

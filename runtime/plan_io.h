@@ -18,8 +18,9 @@ namespace pcc {
 
 /// The plan schema this runtime reads and writes. Bump it on any change that an
 /// older reader would misinterpret; readers refuse versions they do not know.
-/// Version 3 added the checksum of plan.pb (Plan.plan_crc32).
-constexpr uint32_t kPlanSchemaVersion = 3;
+/// Version 3 added the checksum of plan.pb (Plan.plan_crc32); version 4 the
+/// REGION instruction and its bodies (If, Loop, Scan run at run time).
+constexpr uint32_t kPlanSchemaVersion = 4;
 
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;
@@ -98,6 +99,10 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir);
 /// prepares them.
 /// \returns ok or an invalid-input error naming the rank, buffer or instruction.
 Status validatePlan(const plan::Plan& plan);
+
+/// \returns ok, or an invalid-input error "CTX: problem" when `d` has an
+/// unknown dtype, a negative dim or more than 2^48 bytes.
+Status checkTensorDesc(const plan::TensorDesc& d, const std::string& ctx);
 
 /// \returns ok, or an invalid-input error naming the first string of the plan
 /// (a name, an op, a string attribute) that is not valid UTF-8, which

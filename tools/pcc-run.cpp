@@ -90,10 +90,10 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  "names are refused with the list of registered ones)")
       ->type_name("NAME");
   app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
-  app.add_flag("--profile", a.run.profile, "print rank 0's time per op (all runs, warmup included)");
+  app.add_flag("--profile", a.run.profile, "print rank 0's time per op and kernel provider (all runs, warmup included)");
   app.add_flag_callback("--no-verify-weights", [&] { a.run.verifyChecksums = false; }, "skip the weight checksums");
   cli::addInteger(app, "--timeout", 1, kIntMax, [&](int64_t n) { a.run.timeoutSeconds = static_cast<int>(n); },
-                  "seconds a collective may take before it is an error\n(default 300)", "S");
+                  "seconds a collective, or a run holding a Loop, may take\nbefore it is an error (default 300)", "S");
   app.add_option("--rendezvous", a.rendezvous,
                  "run as one process per rank: this process is the rank\n"
                  "given by RANK/WORLD_SIZE or Open MPI's\n"
@@ -264,13 +264,13 @@ int run(const Args& a) {
     double total = 0;
     for (const auto& [op, t] : ops) total += t.seconds;
     for (const auto& [op, t] : ops)
-      std::printf("profile rank 0: %-22s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
+      std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
                   total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
   }
 
   bool ok = true;
   if (a.check) {
-    auto ref = runReference(*lp, inputs);
+    auto ref = runReference(*lp, inputs, a.run.timeoutSeconds);
     if (!ref.ok()) return fail(ref.status());
     ok &= report(*lp, res->outputs, *ref, "reference", a);
   }

@@ -13,13 +13,13 @@
 #include "compiler/eval/evaluator.h"
 
 #include <algorithm>
-#include <cstring>
 #include <unordered_map>
 
 #include "compiler/ir/regions.h"
 #include "compiler/ir/text.h"
 #include "runtime/ops/kernel_call.h"
 #include "runtime/support/random.h"
+#include "runtime/support/tensor_block.h"
 
 namespace pcc {
 
@@ -28,45 +28,6 @@ namespace {
 /// Loops without a trip count stop when their condition does; a body that
 /// never says stop is cut at this many iterations (an error, not a hang).
 constexpr int64_t kMaxLoopIterations = int64_t{1} << 24;
-
-/// Splits `shape` at `axis` into the element counts before and after it.
-void splitAt(const Dims& shape, size_t axis, int64_t& outer, int64_t& inner) {
-  outer = inner = 1;
-  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
-  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-}
-
-/// \returns index `i` of `x` along `axis` (that dimension removed).
-Tensor sliceAt(const Tensor& x, size_t axis, int64_t i) {
-  Dims shape = x.shape();
-  int64_t n = shape[axis];
-  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
-  Tensor out = Tensor::zeros(x.dtype(), shape);
-  int64_t outer, inner;
-  splitAt(x.shape(), axis, outer, inner);
-  size_t bytes = static_cast<size_t>(inner) * dtypeSize(x.dtype());
-  const char* src = static_cast<const char*>(x.raw());
-  char* dst = static_cast<char*>(out.mutableData());
-  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * bytes, src + (o * n + i) * bytes, bytes);
-  return out;
-}
-
-/// \returns `parts` (equal types) stacked along a new dimension `axis`.
-Tensor stackAt(const std::vector<Tensor>& parts, const TensorType& partType, size_t axis) {
-  Dims shape = partType.shape;
-  int64_t n = static_cast<int64_t>(parts.size());
-  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(axis), n);
-  Tensor out = Tensor::zeros(partType.dtype, shape);
-  int64_t outer, inner;
-  splitAt(shape, axis, outer, inner);
-  size_t bytes = static_cast<size_t>(inner) * dtypeSize(partType.dtype);
-  char* dst = static_cast<char*>(out.mutableData());
-  for (int64_t i = 0; i < n; ++i) {
-    const char* src = static_cast<const char*>(parts[static_cast<size_t>(i)].raw());
-    for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + (o * n + i) * bytes, src + o * bytes, bytes);
-  }
-  return out;
-}
 
 Tensor flag(const TensorType& t, int64_t v) {
   Tensor x = Tensor::zeros(t);
@@ -113,7 +74,7 @@ StatusOr<std::vector<Tensor>> runLoop(const Node& n, const std::vector<const Ten
     if (static_cast<int64_t>(scans[k].size()) != declared.shape[0])
       return invalidInput(what, ": ran ", scans[k].size(), " iterations but scan output ", k, " is declared as ",
                           declared.str());
-    results.push_back(stackAt(scans[k], body.outputs()[1 + carriedCount + k]->type(), 0));
+    results.push_back(stackAlong(scans[k], body.outputs()[1 + carriedCount + k]->type(), 0));
   }
   return results;
 }
@@ -136,7 +97,7 @@ StatusOr<std::vector<Tensor>> runScan(const Node& n, const std::vector<const Ten
   for (int64_t t = 0; t < trip; ++t) {
     std::vector<Tensor> in = std::move(state);
     for (size_t j = 0; j < m; ++j)
-      in.push_back(sliceAt(*args[states + j], static_cast<size_t>(axes.inputAxes[j]), axes.inputReverse[j] ? trip - 1 - t : t));
+      in.push_back(takeAlong(*args[states + j], static_cast<size_t>(axes.inputAxes[j]), axes.inputReverse[j] ? trip - 1 - t : t));
     for (size_t i = 0; i < caps; ++i) in.push_back(*args[states + m + i]);
     ASSIGN_OR_RETURN(std::vector<Tensor> out, runBody(body, std::move(in), what));
     state.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(states));
@@ -147,7 +108,7 @@ StatusOr<std::vector<Tensor>> runScan(const Node& n, const std::vector<const Ten
     if (axes.outputReverse[k]) std::reverse(scans[k].begin(), scans[k].end());
     const TensorType& part = body.outputs()[states + k]->type();
     int64_t r = part.rank() + 1, ax = axes.outputAxes[k];
-    results.push_back(stackAt(scans[k], part, static_cast<size_t>(ax < 0 ? ax + r : ax)));
+    results.push_back(stackAlong(scans[k], part, static_cast<size_t>(ax < 0 ? ax + r : ax)));
   }
   return results;
 }
@@ -190,7 +151,7 @@ StatusOr<std::vector<Tensor>> runNode(const Node& n, const std::vector<const Ten
       types.push_back(t && t->defined() ? t->type() : TensorType{});
       known.push_back(t && t->defined() ? t : nullptr);
     }
-    ASSIGN_OR_RETURN(OpKernel k, OpKernel::prepare(n.opName(), n.attrs(), std::move(types), std::move(known), what));
+    ASSIGN_OR_RETURN(OpKernel k, OpKernel::prepare(n.op(), n.attrs(), std::move(types), std::move(known), what));
     RETURN_IF_ERROR(k.checkDeclared(declared, StatusCode::kInternal, [&](size_t i) {
       return strCat(valueRefText(n.output(i)->name()), " in the graph");
     }));

@@ -2,47 +2,10 @@
 #include <unordered_set>
 
 #include "compiler/ir/ir.h"
-#include "runtime/ops/schema.h"
+#include "runtime/schema/schema.h"
 
 namespace pcc {
 
-// --- The op table
-namespace {
-constexpr uint32_t shapeMask() { return 0; }
-template <typename... Rest>
-constexpr uint32_t shapeMask(int first, Rest... rest) {
-  return (1u << first) | shapeMask(rest...);
-}
-
-const OpInfo kOpInfos[] = {
-#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) \
-  {#Name, MinIn, MaxIn, NumOut, OpClass::k##Kind, shapeMask ShapeOperands, ShardRule::k##Shard},
-#include "compiler/ir/Ops.def"
-#undef PCC_OP
-};
-static_assert(std::size(kOpInfos) == static_cast<size_t>(OpKind::kNumOps));
-}  // namespace
-
-const OpInfo& opInfo(OpKind op) { return kOpInfos[static_cast<int>(op)]; }
-
-std::optional<OpKind> opFromName(std::string_view name) {
-  for (int i = 0; i < static_cast<int>(OpKind::kNumOps); ++i)
-    if (kOpInfos[i].name == name) return static_cast<OpKind>(i);
-  return std::nullopt;
-}
-
-std::string_view opClassName(OpClass c) {
-  switch (c) {
-    case OpClass::kElementwise: return "elementwise";
-    case OpClass::kBroadcast: return "broadcast";
-    case OpClass::kInjective: return "injective";
-    case OpClass::kReduction: return "reduction";
-    case OpClass::kOpaque: return "opaque";
-    case OpClass::kCollective: return "collective";
-  }
-  return "?";
-}
-// --- end op table
 
 std::string_view meshAxisName(MeshAxis a) {
   switch (a) {
@@ -302,7 +265,7 @@ StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<
       s += strCat(i ? ", " : "", inputs[i] ? inputs[i]->type().str() : std::string("none"));
     return s + ")";
   };
-  InferFn infer = findInferFn(opName(op));
+  InferFn infer = inferFn(op);
   if (!infer) return unsupported(describe(), ": no type inference for this op");
   InferArgs args;
   args.attrs = &attrs;

@@ -246,15 +246,15 @@ StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*>
 
   // Type inference: the schema's InferFn (what inferOutputTypes calls), invoked
   // directly so the message can take the importer's node-error form.
-  const OpSchema* schema = findOpSchema(info.name);
-  if (!schema || !schema->infer) return unsupportedHere("no type inference for ", info.name);
+  InferFn infer = inferFn(op);
+  if (!infer) return unsupportedHere("no type inference for ", info.name);
   InferArgs args;
   args.attrs = &attrs;
   for (Value* v : inputs) {
     args.inputs.push_back(v ? v->type() : TensorType{});
     args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
   }
-  auto inferred = inferCheckedTypes(schema->infer, args);
+  auto inferred = inferCheckedTypes(infer, args);
   if (!inferred.ok()) {
     const Status& s = inferred.status();
     return error(s.code(), info.name == node_->op_type() ? s.message() : strCat(info.name, ": ", s.message()));
@@ -270,10 +270,10 @@ StatusOr<std::vector<Value*>> ImportContext::emit(OpKind op, std::vector<Value*>
   std::string base = strCat(nodeName_, "_", tag.empty() ? info.name : tag);
 
   std::vector<Value*> outs;
-  if (!feedsGraphOutput && schema->compute && shouldFold(inputs, types)) {
+  if (!feedsGraphOutput && referenceKernel(op) && shouldFold(inputs, types)) {
     std::vector<const Tensor*> ins;
     for (Value* v : inputs) ins.push_back(v ? &v->constantData() : nullptr);
-    auto r = runKernel(info.name, ins, attrs);  // the kernel entry the evaluator and runtime share
+    auto r = runKernel(op, ins, attrs);  // the kernel entry the evaluator and runtime share
     if (!r.ok()) return error(r.status().code(), strCat("constant folding failed: ", r.status().message()));
     for (size_t i = 0; i < r->size(); ++i)
       outs.push_back(graph_.addConstant(names[i].empty() ? freshName(base) : names[i], std::move((*r)[i])));

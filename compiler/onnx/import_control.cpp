@@ -8,10 +8,18 @@
 //     they are imported. If imports the taken branch once; Loop and Scan
 //     import their body once per iteration (Scan's slices are Gathers, scan
 //     outputs Unsqueeze + Concat).
-//   - as a region (ImportOptions::keepControlFlow; Scan-8 is always unrolled): its
-//     nodes go into a Graph of its own, the body of an If / Loop / Scan node.
-//     Outer values it reads by name become parameters (captures, passed as
-//     the node's trailing inputs); outer constants are copied in instead.
+//   - as a region (a condition or trip count computed at run time, a Loop
+//     or Scan too large to unroll, or ImportOptions::keepControlFlow; Scan-8
+//     is always unrolled): its nodes go into a Graph of its own, the body of
+//     an If / Loop / Scan node. Outer values it reads by name become
+//     parameters (captures, passed as the node's trailing inputs); outer
+//     constants are copied in instead.
+// A Loop whose trip count and condition are constants is unrolled first; when
+// its body turns out to compute the condition at run time, or the unrolling
+// passes kMaxUnrolledNodes, the nodes it added are erased and the Loop is kept
+// as a region. Every output of a region node has a static type, or the node
+// is refused: If's branches must agree, and a Loop run at run time has scan
+// outputs only when it runs exactly M times.
 #include "compiler/onnx/import_control.h"
 
 #include <algorithm>
@@ -170,6 +178,9 @@ StatusOr<Regions> importRegions(ImportContext& ctx, const std::vector<std::pair<
 /// `types` named as the ONNX node's; checks it and defines its outputs.
 Status addRegionNode(ImportContext& ctx, OpKind op, std::vector<Value*> inputs, AttrMap attrs, Regions r,
                      std::vector<TensorType> types) {
+  if (types.size() < ctx.numOutputs())
+    return ctx.invalid("has ", ctx.numOutputs(), " outputs but its ", op == OpKind::If ? "branches give " : "body gives ",
+                       types.size());
   if (op != OpKind::If) attrs.set("captures", static_cast<int64_t>(r.captures.size()));
   inputs.insert(inputs.end(), r.captures.begin(), r.captures.end());
   std::vector<std::string> names;
@@ -219,14 +230,35 @@ Status checkUnrollSize(ImportContext& ctx, size_t nodesBefore, int64_t iteration
                              iteration, " iterations", of);
 }
 
+/// Why an unrolling gave up, leaving the node to run as a region at run time.
+enum class Unroll {
+  kDone,         // unrolled (or failed with an error of its own)
+  kTooBig,       // past kMaxUnrolledNodes nodes or iterations
+  kDynamicCond,  // a Loop body computes its condition at run time
+};
+
+/// \returns true when the unrolling begun at `nodesBefore` has grown past the limit.
+bool unrollTooBig(ImportContext& ctx, size_t nodesBefore, int64_t iteration) {
+  return static_cast<int64_t>(ctx.graph().numNodes() - nodesBefore) > kMaxUnrolledNodes || iteration >= kMaxUnrolledNodes;
+}
+
+/// Erases the nodes an abandoned unrolling added after the first `nodesBefore`.
+void discardUnrolled(ImportContext& ctx, size_t nodesBefore) {
+  std::vector<Node*> all = ctx.graph().nodes();
+  ctx.graph().eraseNodes(std::vector<Node*>(all.begin() + static_cast<std::ptrdiff_t>(nodesBefore), all.end()));
+}
+
 /// Scan of opset 9+ semantics on explicit values. \returns the final states then the scan outputs.
 struct ScanSpec {
   std::vector<int64_t> inAxes, outAxes;
   std::vector<bool> inReverse, outReverse;
 };
 
+/// With `tooBig`, an unrolling past the limit sets it and \returns an empty
+/// list (the caller keeps the node as a region); without, it is an error.
 StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphProto& body, std::vector<Value*> states,
-                                         const std::vector<Value*>& scans, const ScanSpec& spec, const std::string& prefix) {
+                                         const std::vector<Value*>& scans, const ScanSpec& spec, const std::string& prefix,
+                                         bool* tooBig = nullptr) {
   size_t numStates = states.size();
   if (body.output_size() < static_cast<int>(numStates))
     return ctx.invalid("body has ", body.output_size(), " outputs, fewer than its ", numStates, " states");
@@ -240,6 +272,10 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
   size_t before = ctx.graph().numNodes();
   std::vector<std::vector<Value*>> parts(numScanOut);
   for (int64_t t = 0; t < trip; ++t) {
+    if (tooBig && unrollTooBig(ctx, before, t)) {
+      *tooBig = true;
+      return std::vector<Value*>{};
+    }
     RETURN_IF_ERROR(checkUnrollSize(ctx, before, t, strCat(" of ", trip)));
     std::vector<Value*> args = states;
     for (size_t j = 0; j < scans.size(); ++j) {
@@ -251,7 +287,6 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
     states.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(numStates));
     for (size_t k = 0; k < numScanOut; ++k) parts[k].push_back(outs[numStates + k]);
   }
-  RETURN_IF_ERROR(checkUnrollSize(ctx, before, 0, strCat(" of ", trip)));
   std::vector<Value*> results = states;
   for (size_t k = 0; k < numScanOut; ++k) {
     if (spec.outReverse[k]) std::reverse(parts[k].begin(), parts[k].end());
@@ -260,6 +295,12 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
     ASSIGN_OR_RETURN(Value* v, stack(ctx, parts[k], ax < 0 ? ax + r : ax));
     results.push_back(v);
   }
+  // The stacking counts too (one Unsqueeze per iteration and scan output).
+  if (tooBig && unrollTooBig(ctx, before, 0)) {
+    *tooBig = true;
+    return std::vector<Value*>{};
+  }
+  RETURN_IF_ERROR(checkUnrollSize(ctx, before, 0, strCat(" of ", trip)));
   return results;
 }
 
@@ -269,10 +310,7 @@ Status importIf(ImportContext& ctx) {
   ASSIGN_OR_RETURN(const onnx::GraphProto* elseG, requiredGraph(ctx, "else_branch"));
   if (cond->type().dtype != DType::kBool || cond->type().numel() != 1)
     return ctx.invalid("the condition must be a one-element bool tensor");
-  if (!ctx.keepControlFlow()) {
-    if (!cond->isConstant())
-      return ctx.unsupportedHere("the condition is computed at run time; it must be a constant at compile time (pcc "
-                                 "folds If on a constant condition and does not branch at run time yet)");
+  if (!ctx.keepControlFlow() && cond->isConstant()) {
     bool taken = cond->constantData().getInt(0) != 0;
     const onnx::GraphProto& branch = taken ? *thenG : *elseG;
     ASSIGN_OR_RETURN(std::vector<Value*> outs,
@@ -282,92 +320,145 @@ Status importIf(ImportContext& ctx) {
     for (size_t i = 0; i < ctx.numOutputs(); ++i) ctx.setOutput(i, outs[i]);
     return Status::OK();
   }
+  // The condition is computed at run time: the node stays, both branches its bodies.
   ASSIGN_OR_RETURN(Regions r, importRegions(ctx, {{thenG, "then_branch"}, {elseG, "else_branch"}}, {}));
+  const std::vector<Value*>& thenOuts = r.bodies[0]->outputs();
+  const std::vector<Value*>& elseOuts = r.bodies[1]->outputs();
+  if (thenOuts.size() != elseOuts.size())
+    return ctx.unsupportedHere("the condition is computed at run time and the then branch has ", thenOuts.size(),
+                               " outputs, the else branch ", elseOuts.size());
   std::vector<TensorType> types;
-  for (const Value* v : r.bodies[0]->outputs()) types.push_back(v->type());
+  for (size_t i = 0; i < thenOuts.size(); ++i) {
+    if (thenOuts[i]->type() != elseOuts[i]->type())
+      return ctx.unsupportedHere("the condition is computed at run time and output ", i, " has no static type: the then "
+                                 "branch gives ", thenOuts[i]->type().str(), ", the else branch ", elseOuts[i]->type().str());
+    types.push_back(thenOuts[i]->type());
+  }
   return addRegionNode(ctx, OpKind::If, {cond}, {}, std::move(r), std::move(types));
 }
 
-Status importLoop(ImportContext& ctx) {
-  ASSIGN_OR_RETURN(const onnx::GraphProto* body, requiredGraph(ctx, "body"));
-  if (ctx.numInputs() < 2) return ctx.invalid("takes at least 2 inputs (M, cond), got ", ctx.numInputs());
-  Value* m = ctx.input(0);
-  Value* cond = ctx.input(1);
-  size_t numCarried = ctx.numInputs() - 2;
+/// What a Loop node's import needs: its inputs and its body's shape.
+struct LoopSpec {
+  const onnx::GraphProto* body = nullptr;
+  Value* m = nullptr;     // trip count, or null
+  Value* cond = nullptr;  // initial condition, or null
   std::vector<Value*> carried;
-  for (size_t i = 0; i < numCarried; ++i) {
-    ASSIGN_OR_RETURN(Value* v, ctx.requiredInput(2 + i));
-    carried.push_back(v);
-  }
-  if (body->input_size() != static_cast<int>(2 + numCarried) || body->output_size() < static_cast<int>(1 + numCarried))
-    return ctx.invalid("body has ", body->input_size(), " inputs and ", body->output_size(), " outputs for ", numCarried,
-                       " loop-carried values (expected ", 2 + numCarried, " inputs, at least ", 1 + numCarried, " outputs)");
-  size_t numScan = static_cast<size_t>(body->output_size()) - 1 - numCarried;
-  if (m && (m->type().dtype != DType::kI64 || m->type().numel() != 1))
-    return ctx.invalid("the trip count M must be a one-element int64 tensor");
-  if (cond && (cond->type().dtype != DType::kBool || cond->type().numel() != 1))
-    return ctx.invalid("the condition must be a one-element bool tensor");
-  if (!m && !cond) return ctx.unsupportedHere("a Loop without trip count and condition never ends");
-  TensorType iterType = flagType(body->input(0), DType::kI64), condType = flagType(body->input(1), DType::kBool);
+  size_t numScan = 0;
+  TensorType iterType, condType;
+};
 
-  if (ctx.keepControlFlow()) {
-    std::vector<TensorType> params{iterType, condType};
-    for (Value* v : carried) params.push_back(v->type());
-    ASSIGN_OR_RETURN(Regions r, importRegions(ctx, {{body, "body"}}, params));
-    std::vector<TensorType> types;
-    for (size_t i = 0; i < numCarried; ++i) types.push_back(r.bodies[0]->outputs()[1 + i]->type());
-    if (numScan > 0 && !(m && m->isConstant()))
-      return ctx.unsupportedHere("scan outputs of a Loop whose trip count is computed at run time (their shape is not static)");
-    for (size_t k = 0; k < numScan; ++k) {
-      TensorType t = r.bodies[0]->outputs()[1 + numCarried + k]->type();
-      t.shape.insert(t.shape.begin(), std::max<int64_t>(0, m->constantData().getInt(0)));
-      types.push_back(t);
-    }
-    std::vector<Value*> inputs{m, cond};
-    inputs.insert(inputs.end(), carried.begin(), carried.end());
-    return addRegionNode(ctx, OpKind::Loop, std::move(inputs), {}, std::move(r), std::move(types));
-  }
-
-  if ((m && !m->isConstant()) || (cond && !cond->isConstant()))
-    return ctx.unsupportedHere("dynamic trip count: the trip count M and the condition are computed at run time; they must be "
-                               "a constant at compile time (pcc unrolls Loop and does not loop at run time yet)");
-  int64_t trip = m ? std::max<int64_t>(0, m->constantData().getInt(0)) : -1;  // -1: no trip count
-  bool go = cond ? cond->constantData().getInt(0) != 0 : true;
-  std::vector<Value*> vals = carried;
-  std::vector<std::vector<Value*>> scans(numScan);
+/// Unrolls a Loop whose trip count and initial condition are constants.
+/// \returns kDone (with the outputs defined, or an error), or why the loop
+/// must run at run time instead (nothing is defined then).
+StatusOr<Unroll> unrollLoop(ImportContext& ctx, const LoopSpec& l) {
+  size_t numCarried = l.carried.size();
+  int64_t trip = l.m ? std::max<int64_t>(0, l.m->constantData().getInt(0)) : -1;  // -1: no trip count
+  bool go = l.cond ? l.cond->constantData().getInt(0) != 0 : true;
+  std::vector<Value*> vals = l.carried;
+  std::vector<std::vector<Value*>> scans(l.numScan);
   size_t before = ctx.graph().numNodes();
   int64_t it = 0;
   for (; (trip < 0 || it < trip) && go; ++it) {
-    RETURN_IF_ERROR(checkUnrollSize(ctx, before, it, trip < 0 ? std::string() : strCat(" of ", trip)));
-    std::vector<Value*> args{ctx.constant(flagTensor(iterType, it), strCat(it, "/iter")),
-                             ctx.constant(flagTensor(condType, 1), strCat(it, "/cond"))};
+    if (unrollTooBig(ctx, before, it)) return Unroll::kTooBig;
+    std::vector<Value*> args{ctx.constant(flagTensor(l.iterType, it), strCat(it, "/iter")),
+                             ctx.constant(flagTensor(l.condType, 1), strCat(it, "/cond"))};
     args.insert(args.end(), vals.begin(), vals.end());
-    ASSIGN_OR_RETURN(std::vector<Value*> outs, inlineGraph(ctx, *body, args, strCat(ctx.nodeName(), "/", it, "/")));
+    ASSIGN_OR_RETURN(std::vector<Value*> outs, inlineGraph(ctx, *l.body, args, strCat(ctx.nodeName(), "/", it, "/")));
     vals.assign(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(numCarried));
-    for (size_t k = 0; k < numScan; ++k) scans[k].push_back(outs[1 + numCarried + k]);
+    for (size_t k = 0; k < l.numScan; ++k) scans[k].push_back(outs[1 + numCarried + k]);
     bool last = trip >= 0 && it + 1 >= trip;
     if (last) continue;
-    if (!outs[0]->isConstant())
-      return ctx.unsupportedHere("dynamic trip count: the condition the body computes in iteration ", it,
-                                 " is computed at run time; it must be a constant at compile time (pcc unrolls Loop "
-                                 "and does not loop at run time yet)");
+    if (!outs[0]->isConstant()) return Unroll::kDynamicCond;
     go = outs[0]->constantData().getInt(0) != 0;
   }
-  RETURN_IF_ERROR(checkUnrollSize(ctx, before, 0, ""));
+  std::vector<Value*> stacked(l.numScan, nullptr);
+  for (size_t k = 0; k < l.numScan; ++k)
+    if (ctx.outputUsed(numCarried + k) && !scans[k].empty()) {
+      ASSIGN_OR_RETURN(stacked[k], stack(ctx, scans[k], 0));
+    }
+  // The stacking counts too (one Unsqueeze per iteration and scan output).
+  if (unrollTooBig(ctx, before, 0)) return Unroll::kTooBig;
   for (size_t i = 0; i < numCarried; ++i) ctx.setOutput(i, vals[i]);
-  for (size_t k = 0; k < numScan; ++k) {
+  for (size_t k = 0; k < l.numScan; ++k) {
     if (!ctx.outputUsed(numCarried + k)) continue;
     if (scans[k].empty()) {
-      std::optional<TensorType> t = declaredType(body->output(static_cast<int>(1 + numCarried + k)));
+      std::optional<TensorType> t = declaredType(l.body->output(static_cast<int>(1 + numCarried + k)));
       if (!t) return ctx.unsupportedHere("a Loop of zero iterations whose scan output ", k, " has no declared static shape");
       t->shape.insert(t->shape.begin(), 0);
       RETURN_IF_ERROR(ctx.constantOutput(numCarried + k, Tensor::zeros(*t)));
       continue;
     }
-    ASSIGN_OR_RETURN(Value* v, stack(ctx, scans[k], 0));
-    ctx.setOutput(numCarried + k, v);
+    ctx.setOutput(numCarried + k, stacked[k]);
   }
-  return Status::OK();
+  return Unroll::kDone;
+}
+
+/// Keeps a Loop as a region node, run at run time. `staticCount`: the loop
+/// runs exactly M times (M a constant, the conditions constant true), so its
+/// scan outputs have a static shape; otherwise a scan output is refused.
+Status loopRegion(ImportContext& ctx, const LoopSpec& l, bool staticCount, const std::string& dynamic) {
+  size_t numCarried = l.carried.size();
+  if (l.numScan > 0 && !staticCount)
+    return ctx.unsupportedHere(dynamic, ": the Loop runs at run time and its scan outputs have no static shape (",
+                               l.numScan, " scan output(s), iteration count unknown at compile time)");
+  std::vector<TensorType> params{l.iterType, l.condType};
+  for (Value* v : l.carried) params.push_back(v->type());
+  ASSIGN_OR_RETURN(Regions r, importRegions(ctx, {{l.body, "body"}}, params));
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < numCarried; ++i) types.push_back(r.bodies[0]->outputs()[1 + i]->type());
+  for (size_t k = 0; k < l.numScan; ++k) {
+    TensorType t = r.bodies[0]->outputs()[1 + numCarried + k]->type();
+    t.shape.insert(t.shape.begin(), std::max<int64_t>(0, l.m->constantData().getInt(0)));
+    types.push_back(t);
+  }
+  std::vector<Value*> inputs{l.m, l.cond};
+  inputs.insert(inputs.end(), l.carried.begin(), l.carried.end());
+  return addRegionNode(ctx, OpKind::Loop, std::move(inputs), {}, std::move(r), std::move(types));
+}
+
+Status importLoop(ImportContext& ctx) {
+  LoopSpec l;
+  ASSIGN_OR_RETURN(l.body, requiredGraph(ctx, "body"));
+  if (ctx.numInputs() < 2) return ctx.invalid("takes at least 2 inputs (M, cond), got ", ctx.numInputs());
+  l.m = ctx.input(0);
+  l.cond = ctx.input(1);
+  size_t numCarried = ctx.numInputs() - 2;
+  for (size_t i = 0; i < numCarried; ++i) {
+    ASSIGN_OR_RETURN(Value* v, ctx.requiredInput(2 + i));
+    l.carried.push_back(v);
+  }
+  const onnx::GraphProto* body = l.body;
+  if (body->input_size() != static_cast<int>(2 + numCarried) || body->output_size() < static_cast<int>(1 + numCarried))
+    return ctx.invalid("body has ", body->input_size(), " inputs and ", body->output_size(), " outputs for ", numCarried,
+                       " loop-carried values (expected ", 2 + numCarried, " inputs, at least ", 1 + numCarried, " outputs)");
+  l.numScan = static_cast<size_t>(body->output_size()) - 1 - numCarried;
+  if (l.m && (l.m->type().dtype != DType::kI64 || l.m->type().numel() != 1))
+    return ctx.invalid("the trip count M must be a one-element int64 tensor");
+  if (l.cond && (l.cond->type().dtype != DType::kBool || l.cond->type().numel() != 1))
+    return ctx.invalid("the condition must be a one-element bool tensor");
+  if (!l.m && !l.cond) return ctx.unsupportedHere("a Loop without trip count and condition never ends");
+  l.iterType = flagType(body->input(0), DType::kI64);
+  l.condType = flagType(body->input(1), DType::kBool);
+  bool constM = !l.m || l.m->isConstant();
+  bool constCond = !l.cond || l.cond->isConstant();
+  bool condTrue = !l.cond || (constCond && l.cond->constantData().getInt(0) != 0);
+
+  if (ctx.keepControlFlow())
+    return loopRegion(ctx, l, l.m && l.m->isConstant(), "a Loop kept as a region");
+  if (!constM || !constCond)
+    return loopRegion(ctx, l, false,
+                      !constM ? "dynamic trip count: the trip count M is computed at run time"
+                              : "dynamic trip count: the initial condition is computed at run time");
+  // Both constant: unroll; a body that computes its condition at run time, or
+  // an unrolling past the limit, leaves the node to run at run time.
+  size_t before = ctx.graph().numNodes();
+  ASSIGN_OR_RETURN(Unroll u, unrollLoop(ctx, l));
+  if (u == Unroll::kDone) return Status::OK();
+  discardUnrolled(ctx, before);
+  if (u == Unroll::kDynamicCond)
+    return loopRegion(ctx, l, false, "dynamic trip count: the condition the body computes is known only at run time");
+  return loopRegion(ctx, l, l.m != nullptr && condTrue,
+                    strCat("the Loop is too large to unroll (over ", kMaxUnrolledNodes, " nodes or iterations)"));
 }
 
 /// \returns attribute `name`, `count` entries (default zeros).
@@ -420,7 +511,16 @@ Status importScan(ImportContext& ctx) {
     for (int64_t d : outDirs) spec.outReverse.push_back(d != 0);
   }
 
-  if (ctx.keepControlFlow() && !opset8) {
+  // Unrolled unless asked to keep it (or it is too large to unroll): then the
+  // node runs at run time, its trip count static all the same.
+  size_t before = ctx.graph().numNodes();
+  bool tooBig = false;
+  std::vector<Value*> results;
+  if (!ctx.keepControlFlow() && !opset8) {
+    ASSIGN_OR_RETURN(results, unrollScan(ctx, *body, states, scans, spec, ctx.nodeName() + "/", &tooBig));
+    if (tooBig) discardUnrolled(ctx, before);
+  }
+  if ((ctx.keepControlFlow() || tooBig) && !opset8) {
     std::vector<TensorType> params;
     for (Value* v : states) params.push_back(v->type());
     for (size_t j = 0; j < scans.size(); ++j) {
@@ -446,10 +546,7 @@ Status importScan(ImportContext& ctx) {
     return addRegionNode(ctx, OpKind::Scan, std::move(inputs), std::move(attrs), std::move(r), std::move(types));
   }
 
-  std::vector<Value*> results;
-  if (!opset8) {
-    ASSIGN_OR_RETURN(results, unrollScan(ctx, *body, states, scans, spec, ctx.nodeName() + "/"));
-  } else {
+  if (opset8) {
     int64_t batch = (states.empty() ? scans[0] : states[0])->type().shape.empty() ? 0
                     : (states.empty() ? scans[0] : states[0])->type().shape[0];
     int64_t seqLen = scans[0]->type().shape[1];

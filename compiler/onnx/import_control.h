@@ -1,13 +1,17 @@
 // Import of ONNX control flow: If, Loop and Scan, whose bodies are
 // graph-valued attributes reading outer values by name.
 //
-// By default the importer removes them: an If whose condition is a constant
-// (after binding shapes and folding constants) becomes the branch it takes;
-// a Loop whose trip count and conditions are constants, and every Scan, is
-// unrolled, up to kMaxUnrolledNodes nodes per loop. What remains (a condition
-// or trip count computed at run time) is refused with an 'unsupported' error,
-// unless ImportOptions::keepControlFlow asks for region nodes (If, Loop, Scan
-// with bodies, compiler/ir/regions.h), which the reference evaluator runs.
+// By default the importer removes them where it can: an If whose condition is
+// a constant (after binding shapes and folding constants) becomes the branch
+// it takes; a Loop whose trip count and conditions are constants, and every
+// Scan, is unrolled, up to kMaxUnrolledNodes nodes per loop. What remains (a
+// condition or trip count computed at run time, a loop too large to unroll)
+// stays a region node (If, Loop, Scan with bodies, compiler/ir/regions.h),
+// replicated on every rank and run by the runtime on CPU ranks; every output
+// type must be static (an If's branches agree, a Loop run at run time has
+// no scan outputs unless it runs exactly M times), else the node is refused
+// with an 'unsupported' error. ImportOptions::keepControlFlow keeps every
+// If, Loop and Scan (opset 9+) as a region node.
 #pragma once
 
 #include <string>

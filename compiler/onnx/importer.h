@@ -2,7 +2,7 @@
 //
 // The importer accepts models of opsets 1 to 24 of the default domain (IR
 // versions up to 12) and maps every node into the canonical (newest-opset)
-// ops of compiler/ir/Ops.def; all opset differences are resolved here (see op_importers.cpp). Shapes are
+// ops of runtime/schema/Ops.def; all opset differences are resolved here (see op_importers.cpp). Shapes are
 // inferred by pcc itself (inferOutputTypes), not by the ONNX library, whose
 // shape inference stops at opset 17. Nodes whose inputs are all constants are
 // evaluated at import (constant folding), so the shape subgraphs of exported
@@ -40,11 +40,11 @@ struct ImportOptions {
   /// of an input (for models that take shape-like tensors as inputs, as the ONNX
   /// backend tests do). The tensor must match the input's declared type.
   std::map<std::string, Tensor> inputValues;
-  /// Import If, Loop and Scan as region nodes (with bodies) instead of
-  /// folding If on a constant condition and unrolling Loop and Scan; a
-  /// condition or trip count computed at run time is then accepted rather
-  /// than refused. The reference evaluator runs such graphs; the partitioner
-  /// replicates the region nodes; the runtime does not run them yet.
+  /// Import every If, Loop and Scan (opset 9+) as a region node (with
+  /// bodies) instead of folding If on a constant condition and unrolling Loop
+  /// and Scan where they are static. Without it, only those whose condition
+  /// or trip count is computed at run time (or that are too large to unroll)
+  /// stay region nodes (see compiler/onnx/import_control.h).
   bool keepControlFlow = false;
 };
 

@@ -1,63 +1,60 @@
-// The table of fast kernels, and the OpenMP thread count per rank.
+// The oneDNN provider: its kernels registered by OpKind in the kernel
+// registry, and the OpenMP thread count per rank.
 #include "runtime/cpu/fast_kernels.h"
 
 #include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
-#include <map>
 #include <string>
 
 #include "runtime/cpu/dnnl_kernels.h"
 
 namespace pcc::cpu {
-namespace {
 
-using Factory = std::unique_ptr<KernelOverride> (*)(const AttrMap&, const std::vector<bool>&);
-
-struct Entry {
-  Factory make;
-  bool inPlace;  // computes correctly with output 0 over input 0 (oneDNN's dst = op(src0, ...))
-};
-
-const std::map<std::string_view, Entry>& factories() {
-  static const std::map<std::string_view, Entry> t = {
-      {"Add", {&makeAddKernel, true}},
-      {"AveragePool", {&makeAveragePoolKernel, false}},
-      {"Conv", {&makeConvKernel, false}},
-      {"Div", {&makeDivKernel, true}},
-      {"Gelu", {&makeGeluKernel, true}},
-      {"Gemm", {&makeGemmKernel, false}},
-      {"MatMul", {&makeMatMulKernel, false}},
-      {"MaxPool", {&makeMaxPoolKernel, false}},
-      {"Mul", {&makeMulKernel, true}},
-      {"Pow", {&makePowKernel, true}},
-      {"Relu", {&makeReluKernel, true}},
-      {"Sub", {&makeSubKernel, true}},
-      {"Swish", {&makeSwishKernel, true}},
-      {"Tanh", {&makeTanhKernel, true}},
-  };
-  return t;
+Status registerOneDnnKernels() {
+  // Function-local static: registered exactly once, thread-safe. The entries
+  // marked in place compute correctly with output 0 over input 0 (oneDNN's
+  // dst = op(src0, ...)).
+  static const Status registered = [] {
+    struct Row {
+      OpKind op;
+      KernelFactory make;
+      bool inPlace;
+    };
+    const Row rows[] = {
+        {OpKind::Add, &makeAddKernel, true},
+        {OpKind::AveragePool, &makeAveragePoolKernel, false},
+        {OpKind::Conv, &makeConvKernel, false},
+        {OpKind::Div, &makeDivKernel, true},
+        {OpKind::Gelu, &makeGeluKernel, true},
+        {OpKind::Gemm, &makeGemmKernel, false},
+        {OpKind::MatMul, &makeMatMulKernel, false},
+        {OpKind::MaxPool, &makeMaxPoolKernel, false},
+        {OpKind::Mul, &makeMulKernel, true},
+        {OpKind::Pow, &makePowKernel, true},
+        {OpKind::Relu, &makeReluKernel, true},
+        {OpKind::Sub, &makeSubKernel, true},
+        {OpKind::Swish, &makeSwishKernel, true},
+        {OpKind::Tanh, &makeTanhKernel, true},
+    };
+    KernelRegistry& r = kernelRegistry();
+    for (const Row& row : rows) {
+      KernelEntry e;
+      e.make = row.make;
+      e.inPlace = row.inPlace;
+      RETURN_IF_ERROR(r.add(row.op, Provider::kOneDnn, e));
+    }
+    return Status::OK();
+  }();
+  return registered;
 }
 
-}  // namespace
-
-std::unique_ptr<KernelOverride> makeFastKernel(std::string_view op, const AttrMap& attrs,
+std::unique_ptr<KernelOverride> makeFastKernel(OpKind op, const AttrMap& attrs,
                                                const std::vector<bool>& constantInputs) {
-  auto it = factories().find(op);
-  if (it == factories().end()) return nullptr;
-  return it->second.make(attrs, constantInputs);
-}
-
-bool fastKernelRunsInPlace(std::string_view op) {
-  auto it = factories().find(op);
-  return it != factories().end() && it->second.inPlace;
-}
-
-std::vector<std::string_view> fastKernelOps() {
-  std::vector<std::string_view> names;
-  for (const auto& [name, f] : factories()) names.push_back(name);
-  return names;
+  if (!registerOneDnnKernels().ok()) return nullptr;
+  const KernelEntry* e = kernelRegistry().find(op, Provider::kOneDnn);
+  return e ? e->make(attrs, constantInputs) : nullptr;
 }
 
 int availableCores() {

@@ -25,19 +25,18 @@
 
 namespace pcc::cpu {
 
-/// \returns a fast kernel for one instruction of op `op` with attributes
-/// `attrs` (copied), or nullptr when `op` has none. `constantInputs[k]` says
-/// that input k holds the same data on every call (a plan weight), which lets
-/// the kernel keep a reordered copy of it.
-std::unique_ptr<KernelOverride> makeFastKernel(std::string_view op, const AttrMap& attrs,
+/// Registers the oneDNN kernels in the kernel registry as provider kOneDnn,
+/// by OpKind (once per process; later calls do nothing).
+/// \returns ok, or the registry's error (a kernel registered twice).
+Status registerOneDnnKernels();
+
+/// \returns the oneDNN kernel for one instruction of `op` with attributes
+/// `attrs` (copied), or nullptr when `op` has none: the registry's kOneDnn
+/// factory (registering the kernels first). `constantInputs[k]` says that
+/// input k holds the same data on every call (a plan weight), which lets the
+/// kernel keep a reordered copy of it.
+std::unique_ptr<KernelOverride> makeFastKernel(OpKind op, const AttrMap& attrs,
                                                const std::vector<bool>& constantInputs);
-
-/// \returns whether op `op`'s fast kernel accepts output 0 sharing memory
-/// with input 0 (the elementwise ones); false for an op without one.
-bool fastKernelRunsInPlace(std::string_view op);
-
-/// \returns the names of the ops that have a fast kernel.
-std::vector<std::string_view> fastKernelOps();
 
 /// \returns the processors this process may run on (its affinity mask).
 int availableCores();

@@ -1,15 +1,18 @@
 // Elementwise ops: broadcasting binary arithmetic and comparison, Where, the
 // unary math functions, Cast and Identity.
+// Their type inference is runtime/schema/elementwise.cpp.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "runtime/ops/op_util.h"
 #include "runtime/support/float_formats.h"
+#include "runtime/schema/elementwise.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
+using namespace ops::elementwise_schema;
 
 // ---- broadcasting ----------------------------------------------------------
 
@@ -26,16 +29,6 @@ void broadcastBinary(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   }
   BroadcastWalker w(out.shape(), {a.shape(), b.shape()});
   for (int64_t i = 0; i < n; ++i, w.next()) po[i] = f(pa[w.offset(0)], pb[w.offset(1)]);
-}
-
-StatusOr<std::vector<TensorType>> inferArith(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType &a = args.inputs[0], &b = args.inputs[1];
-  RETURN_IF_ERROR(checkDType(a, kNumericTypes, "input A"));
-  if (a.dtype != b.dtype)
-    return invalidInput("input types differ: ", a.str(), " and ", b.str());
-  ASSIGN_OR_RETURN(Dims out, broadcastShapes(a.shape, b.shape));
-  return std::vector<TensorType>{{a.dtype, out}};
 }
 
 enum class Arith { kAdd, kSub, kMul, kDiv };
@@ -76,15 +69,6 @@ Status computeArith(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-StatusOr<std::vector<TensorType>> inferPow(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType &a = args.inputs[0], &b = args.inputs[1];
-  RETURN_IF_ERROR(checkDType(a, kNumericTypes, "base"));
-  RETURN_IF_ERROR(checkDType(b, kNumericTypes, "exponent"));
-  ASSIGN_OR_RETURN(Dims out, broadcastShapes(a.shape, b.shape));
-  return std::vector<TensorType>{{a.dtype, out}};
-}
-
 Status computePow(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computePow, in, attrs, out);
@@ -103,15 +87,6 @@ Status computePow(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-StatusOr<std::vector<TensorType>> inferEqual(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType &a = args.inputs[0], &b = args.inputs[1];
-  if (a.dtype != b.dtype)
-    return invalidInput("input types differ: ", a.str(), " and ", b.str());
-  ASSIGN_OR_RETURN(Dims out, broadcastShapes(a.shape, b.shape));
-  return std::vector<TensorType>{{DType::kBool, out}};
-}
-
 Status computeEqual(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeEqual, in, attrs, out);
@@ -123,16 +98,6 @@ Status computeEqual(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-StatusOr<std::vector<TensorType>> inferWhere(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 3));
-  const TensorType &c = args.inputs[0], &x = args.inputs[1], &y = args.inputs[2];
-  if (c.dtype != DType::kBool) return invalidInput("condition must be bool, got ", c.str());
-  if (x.dtype != y.dtype) return invalidInput("X and Y types differ: ", x.str(), " and ", y.str());
-  ASSIGN_OR_RETURN(Dims xy, broadcastShapes(x.shape, y.shape));
-  ASSIGN_OR_RETURN(Dims out, broadcastShapes(c.shape, xy));
-  return std::vector<TensorType>{{x.dtype, out}};
 }
 
 Status computeWhere(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
@@ -151,25 +116,6 @@ Status computeWhere(const std::vector<const Tensor*>& in, const AttrMap&, std::v
   }
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- unary -----------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferFloatUnary(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kFloatTypes, "input"));
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
-StatusOr<std::vector<TensorType>> inferNumericUnary(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input"));
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
-StatusOr<std::vector<TensorType>> inferSameType(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  return std::vector<TensorType>{args.inputs[0]};
 }
 
 enum class Unary { kSqrt, kErf, kTanh, kSigmoid, kGeluErf, kGeluTanh };
@@ -210,13 +156,6 @@ Status computeUnary(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return runUnary(kOp, *in[0], out);
 }
 
-StatusOr<std::vector<TensorType>> inferGelu(const InferArgs& args) {
-  std::string approx = args.attrs ? args.attrs->getString("approximate", "none") : "none";
-  if (approx != "none" && approx != "tanh")
-    return invalidInput("approximate must be \"none\" or \"tanh\", got \"", approx, "\"");
-  return inferFloatUnary(args);
-}
-
 Status computeGelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                    std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeGelu, in, attrs, out);
@@ -242,22 +181,6 @@ Status computeIdentity(const std::vector<const Tensor*>& in, const AttrMap&,
                        std::vector<Tensor>& out) {
   out.push_back(in[0]->clone());
   return Status::OK();
-}
-
-// ---- Cast ------------------------------------------------------------------
-
-StatusOr<DType> castTarget(const AttrMap* attrs) {
-  if (!attrs || !attrs->has("to")) return invalidInput("missing attribute 'to'");
-  int64_t code = attrs->getInt("to", 0);
-  auto t = dtypeFromOnnx(static_cast<int32_t>(code));
-  if (!t) return unsupported("cast to ONNX dtype ", code, " is not supported");
-  return *t;
-}
-
-StatusOr<std::vector<TensorType>> inferCast(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  ASSIGN_OR_RETURN(DType to, castTarget(args.attrs));
-  return std::vector<TensorType>{{to, args.inputs[0].shape}};
 }
 
 /// \returns Cast's round_mode attribute (float8 e8m0 targets only).
@@ -299,21 +222,21 @@ Status computeCast(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& r) {
-  r.add({"Add", &inferArith, &computeArith<Arith::kAdd>});
-  r.add({"Sub", &inferArith, &computeArith<Arith::kSub>});
-  r.add({"Mul", &inferArith, &computeArith<Arith::kMul>});
-  r.add({"Div", &inferArith, &computeArith<Arith::kDiv>});
-  r.add({"Pow", &inferPow, &computePow});
-  r.add({"Equal", &inferEqual, &computeEqual});
-  r.add({"Where", &inferWhere, &computeWhere});
-  r.add({"Sqrt", &inferFloatUnary, &computeUnary<Unary::kSqrt>});
-  r.add({"Erf", &inferFloatUnary, &computeUnary<Unary::kErf>});
-  r.add({"Tanh", &inferFloatUnary, &computeUnary<Unary::kTanh>});
-  r.add({"Sigmoid", &inferFloatUnary, &computeUnary<Unary::kSigmoid>});
-  r.add({"Gelu", &inferGelu, &computeGelu});
-  r.add({"Relu", &inferNumericUnary, &computeRelu});
-  r.add({"Cast", &inferCast, &computeCast});
-  r.add({"Identity", &inferSameType, &computeIdentity, /*viewOfInput0=*/true});
+  r.add(OpKind::Add, &computeArith<Arith::kAdd>);
+  r.add(OpKind::Sub, &computeArith<Arith::kSub>);
+  r.add(OpKind::Mul, &computeArith<Arith::kMul>);
+  r.add(OpKind::Div, &computeArith<Arith::kDiv>);
+  r.add(OpKind::Pow, &computePow);
+  r.add(OpKind::Equal, &computeEqual);
+  r.add(OpKind::Where, &computeWhere);
+  r.add(OpKind::Sqrt, &computeUnary<Unary::kSqrt>);
+  r.add(OpKind::Erf, &computeUnary<Unary::kErf>);
+  r.add(OpKind::Tanh, &computeUnary<Unary::kTanh>);
+  r.add(OpKind::Sigmoid, &computeUnary<Unary::kSigmoid>);
+  r.add(OpKind::Gelu, &computeGelu);
+  r.add(OpKind::Relu, &computeRelu);
+  r.add(OpKind::Cast, &computeCast);
+  r.add(OpKind::Identity, &computeIdentity, /*viewOfInput0=*/true);
 }
 
 }  // namespace pcc

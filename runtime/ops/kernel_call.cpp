@@ -16,10 +16,33 @@ std::vector<const Tensor*> OpKernel::normalize(const std::vector<const Tensor*>&
   return r;
 }
 
+namespace {
+/// \returns the error for an op name that is not in the op table, in the form
+/// of every kernel error: "<where>: <op> with inputs (<types>): ...".
+Status unknownOp(std::string_view op, const std::vector<TensorType>& inputs, std::string_view where) {
+  std::string d = strCat(op, " with inputs (", ops::typesToString(inputs), ")");
+  return unsupported(where.empty() ? d : strCat(where, ": ", d), ": no kernel for this op (not in the op table)");
+}
+}  // namespace
+
+std::vector<ProviderKernel> makeProviderKernels(OpKind op, const AttrMap& attrs,
+                                                const std::vector<bool>& constantInputs,
+                                                const std::vector<Provider>& preference, bool inPlace) {
+  std::vector<ProviderKernel> r;
+  for (Provider p : preference) {
+    if (p == Provider::kReference) break;  // it takes every call: later providers never would
+    const KernelEntry* e = kernelRegistry().find(op, p);
+    if (!e || (inPlace && !e->inPlace)) continue;
+    std::unique_ptr<KernelOverride> k = e->make(attrs, constantInputs);
+    if (k) r.push_back({p, std::shared_ptr<KernelOverride>(std::move(k))});
+  }
+  return r;
+}
+
 std::string OpKernel::describe(const std::vector<const Tensor*>& inputs) const {
   std::vector<TensorType> ts;
   for (const Tensor* t : inputs) ts.push_back(t ? t->type() : TensorType{});
-  std::string d = strCat(op_, " with inputs (", ops::typesToString(ts), ")");
+  std::string d = strCat(opName(op_), " with inputs (", ops::typesToString(ts), ")");
   return where_.empty() ? d : strCat(where_, ": ", d);
 }
 
@@ -29,12 +52,23 @@ Status OpKernel::fail(const Status& st, const std::vector<const Tensor*>& inputs
 
 StatusOr<OpKernel> OpKernel::prepare(std::string_view op, const AttrMap& attrs, std::vector<TensorType> inputs,
                                      std::vector<const Tensor*> known, std::string where,
-                                     std::shared_ptr<KernelOverride> fast) {
+                                     std::vector<ProviderKernel> providers, bool reference) {
+  std::optional<OpKind> kind = opFromName(op);
+  if (!kind) return unknownOp(op, inputs, where);
+  return prepare(*kind, attrs, std::move(inputs), std::move(known), std::move(where), std::move(providers),
+                 reference);
+}
+
+StatusOr<OpKernel> OpKernel::prepare(OpKind op, const AttrMap& attrs, std::vector<TensorType> inputs,
+                                     std::vector<const Tensor*> known, std::string where,
+                                     std::vector<ProviderKernel> providers, bool reference) {
+  RETURN_IF_ERROR(kernelTableStatus());
+  RETURN_IF_ERROR(schemaTableStatus());
   OpKernel k;
-  k.op_ = std::string(op);
+  k.op_ = op;
   k.where_ = std::move(where);
   k.attrs_ = &attrs;
-  k.fast_ = std::move(fast);
+  k.providers_ = std::move(providers);
   InferArgs args;
   args.attrs = &attrs;
   args.inputs = std::move(inputs);
@@ -42,12 +76,14 @@ StatusOr<OpKernel> OpKernel::prepare(std::string_view op, const AttrMap& attrs, 
   args.constInputs = std::move(known);
   args.constInputs.resize(args.inputs.size(), nullptr);
   auto describe = [&] {
-    std::string d = strCat(op, " with inputs (", ops::typesToString(args.inputs), ")");
+    std::string d = strCat(opName(op), " with inputs (", ops::typesToString(args.inputs), ")");
     return k.where_.empty() ? d : strCat(k.where_, ": ", d);
   };
-  k.schema_ = findOpSchema(op);
-  if (!k.schema_ || !k.schema_->compute || !k.schema_->infer) return unsupported(describe(), ": no kernel for this op");
-  auto inferred = k.schema_->infer(args);
+  k.infer_ = inferFn(op);
+  if (reference) k.reference_ = referenceKernel(op);
+  if (!k.infer_ || (!k.reference_ && k.providers_.empty()))
+    return unsupported(describe(), ": no kernel for this op");
+  auto inferred = k.infer_(args);
   if (inferred.ok()) {
     k.inferred_ = std::move(inferred).value();
     return k;
@@ -77,7 +113,7 @@ Status OpKernel::checkDeclared(const std::vector<TensorType>& declared, StatusCo
 
 StatusOr<std::vector<TensorType>> OpKernel::typesFor(const std::vector<const Tensor*>& inputs) const {
   if (!inferAtRun_) return inferred_;
-  auto inferred = schema_->infer(ops::argsFromTensors(inputs, *attrs_));
+  auto inferred = infer_(ops::argsFromTensors(inputs, *attrs_));
   if (!inferred.ok()) return fail(inferred.status(), inputs);
   return inferred;
 }
@@ -86,17 +122,7 @@ StatusOr<std::vector<Tensor>> OpKernel::run(const std::vector<const Tensor*>& gi
   std::vector<const Tensor*> inputs = normalize(given);
   ASSIGN_OR_RETURN(std::vector<TensorType> types, typesFor(inputs));
   std::vector<Tensor> outputs;
-  bool done = false;
-  if (fast_) {
-    auto ran = fast_->run(inputs, outputs);
-    if (!ran.ok()) return fail(ran.status(), inputs);
-    done = *ran;
-    if (!done) outputs.clear();
-  }
-  if (!done) {
-    Status st = schema_->compute(inputs, *attrs_, outputs);
-    if (!st.ok()) return fail(st, inputs);
-  }
+  RETURN_IF_ERROR(dispatch(inputs, {}, outputs));
   if (outputs.size() != types.size())
     return fail(internalError("kernel produced ", outputs.size(), " outputs, inference ", types.size()), inputs);
   for (size_t i = 0; i < outputs.size(); ++i)
@@ -105,6 +131,26 @@ StatusOr<std::vector<Tensor>> OpKernel::run(const std::vector<const Tensor*>& gi
                                 types[i].str()),
                   inputs);
   return outputs;
+}
+
+Status OpKernel::dispatch(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& planned,
+                          std::vector<Tensor>& got) {
+  for (const ProviderKernel& p : providers_) {
+    got = planned;  // views: a provider writes into the planned memory
+    auto ran = p.kernel->run(inputs, got);
+    if (!ran.ok()) return fail(ran.status(), inputs);
+    if (*ran) {
+      lastProvider_ = p.provider;
+      return Status::OK();
+    }
+  }
+  got.clear();
+  if (!reference_)
+    return fail(unsupported("no kernel of the preferred providers takes this call"), inputs);
+  Status st = reference_->compute(inputs, *attrs_, got);
+  if (!st.ok()) return fail(st, inputs);
+  lastProvider_ = Provider::kReference;
+  return Status::OK();
 }
 
 bool OpKernel::isNormal(const std::vector<const Tensor*>& inputs) {
@@ -130,18 +176,7 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
                     inputs);
   }
   std::vector<Tensor> got;
-  bool done = false;
-  if (fast_) {
-    got = outputs;  // views: the provider writes into the planned memory
-    auto ran = fast_->run(inputs, got);
-    if (!ran.ok()) return fail(ran.status(), inputs);
-    done = *ran;
-    if (!done) got.clear();
-  }
-  if (!done) {
-    Status st = schema_->compute(inputs, *attrs_, got);
-    if (!st.ok()) return fail(st, inputs);
-  }
+  RETURN_IF_ERROR(dispatch(inputs, outputs, got));
   if (got.size() < outputs.size())
     return fail(internalError("the kernel made ", got.size(), " outputs, the caller planned ", outputs.size()), inputs);
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -157,7 +192,19 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
 }
 
 StatusOr<std::vector<Tensor>> runKernel(std::string_view op, const std::vector<const Tensor*>& inputs,
-                                        const AttrMap& attrs, std::string_view where, KernelOverride* fast) {
+                                        const AttrMap& attrs, std::string_view where, KernelOverride* fast,
+                                        Provider fastProvider) {
+  std::optional<OpKind> kind = opFromName(op);
+  if (!kind) {
+    std::vector<TensorType> types;
+    for (const Tensor* t : inputs) types.push_back(t && t->defined() ? t->type() : TensorType{});
+    return unknownOp(op, types, where);
+  }
+  return runKernel(*kind, inputs, attrs, where, fast, fastProvider);
+}
+
+StatusOr<std::vector<Tensor>> runKernel(OpKind op, const std::vector<const Tensor*>& inputs, const AttrMap& attrs,
+                                        std::string_view where, KernelOverride* fast, Provider fastProvider) {
   std::vector<TensorType> types;
   std::vector<const Tensor*> known;
   for (const Tensor* t : inputs) {
@@ -165,9 +212,10 @@ StatusOr<std::vector<Tensor>> runKernel(std::string_view op, const std::vector<c
     types.push_back(present ? t->type() : TensorType{});
     known.push_back(present ? t : nullptr);
   }
-  std::shared_ptr<KernelOverride> borrowed(fast, [](KernelOverride*) {});
+  std::vector<ProviderKernel> providers;
+  if (fast) providers.push_back({fastProvider, std::shared_ptr<KernelOverride>(fast, [](KernelOverride*) {})});
   ASSIGN_OR_RETURN(OpKernel k, OpKernel::prepare(op, attrs, std::move(types), std::move(known), std::string(where),
-                                                 fast ? std::move(borrowed) : nullptr));
+                                                 std::move(providers)));
   return k.run(inputs);
 }
 

@@ -9,8 +9,8 @@
 //    of the inputs known when it is prepared (every input, for a one-shot
 //    call; the plan's weights, in the runtime), and again at run time only when
 //    an op's type needs the value of an input that was not known;
-//  - the kernel choice: a provider's kernel (KernelOverride, the oneDNN ones in
-//    the cpu backend) where it takes the call, else the reference kernel;
+//  - the kernel choice: the first provider's kernel (KernelOverride, the oneDNN
+//    ones in the cpu backend) that takes the call, else the reference kernel;
 //  - the checks of the results against the inferred types, and the error
 //    context: "<where>: <Op> with inputs (<types>): <problem>".
 #pragma once
@@ -25,27 +25,48 @@
 
 namespace pcc {
 
+/// A provider's kernel for one instruction (see KernelRegistry).
+struct ProviderKernel {
+  Provider provider;
+  std::shared_ptr<KernelOverride> kernel;
+};
+
+/// \returns the kernels of the providers of `preference` (in its order) that
+/// have one for `op`, up to the first kReference, made for attributes `attrs`
+/// and constant inputs `constantInputs` (see KernelFactory). With `inPlace`,
+/// only kernels that accept output 0 over input 0.
+std::vector<ProviderKernel> makeProviderKernels(OpKind op, const AttrMap& attrs,
+                                                const std::vector<bool>& constantInputs,
+                                                const std::vector<Provider>& preference, bool inPlace);
+
 class OpKernel {
  public:
   /// Prepares op `op` with attributes `attrs` (kept by pointer: they must
   /// outlive the kernel) for inputs of types `inputs` (dtype kUndefined: an
   /// absent optional input). `known[i]` is input i's value where it is known
   /// now and on every run (else nullptr; shorter than `inputs` means the rest
-  /// are unknown). `fast` is tried before the reference kernel (nullptr: none).
-  /// `where` prefixes every error (empty: none).
+  /// are unknown). The kernels of `providers` are tried in order, and the
+  /// reference kernel last when `reference` (else a call no provider takes is
+  /// an error). `where` prefixes every error (empty: none).
   /// \returns the kernel, or an error: no kernel for the op, or inputs the
   /// op's inference rejects although every input's value is known. A
   /// rejection while some input's value is unknown is not an error here: the
   /// kernel infers on every run instead (infersAtRun), and reports it there.
+  static StatusOr<OpKernel> prepare(OpKind op, const AttrMap& attrs, std::vector<TensorType> inputs,
+                                    std::vector<const Tensor*> known, std::string where = {},
+                                    std::vector<ProviderKernel> providers = {}, bool reference = true);
+  /// prepare by op name (tests, tools). \returns an error for an unknown name too.
   static StatusOr<OpKernel> prepare(std::string_view op, const AttrMap& attrs, std::vector<TensorType> inputs,
                                     std::vector<const Tensor*> known, std::string where = {},
-                                    std::shared_ptr<KernelOverride> fast = nullptr);
+                                    std::vector<ProviderKernel> providers = {}, bool reference = true);
 
   /// \returns the output types inferred at preparation (empty when the op
   /// infers at run time).
   const std::vector<TensorType>& outputTypes() const { return inferred_; }
   /// \returns whether type inference runs again on every call.
   bool infersAtRun() const { return inferAtRun_; }
+  /// \returns the provider whose kernel ran the last call (kReference before any).
+  Provider lastProvider() const { return lastProvider_; }
 
   /// Checks the types a caller declared for the outputs (a node's, a plan's
   /// buffers') against the inferred ones; a declared type with dtype
@@ -78,21 +99,33 @@ class OpKernel {
   Status fail(const Status& st, const std::vector<const Tensor*>& inputs) const;
   /// \returns the output types for `inputs`: the prepared ones, or inferred now.
   StatusOr<std::vector<TensorType>> typesFor(const std::vector<const Tensor*>& inputs) const;
+  /// Runs the first provider that takes the call, else the reference kernel.
+  /// `got` arrives as the planned outputs (or empty). \returns ok with `got` filled.
+  Status dispatch(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& planned,
+                  std::vector<Tensor>& got);
 
-  std::string op_, where_;
+  OpKind op_ = OpKind::kNumOps;
+  std::string where_;
   const AttrMap* attrs_ = nullptr;
-  const OpSchema* schema_ = nullptr;
-  std::shared_ptr<KernelOverride> fast_;
+  InferFn infer_ = nullptr;
+  const KernelEntry* reference_ = nullptr;
+  std::vector<ProviderKernel> providers_;
   std::vector<TensorType> inferred_;
   bool inferAtRun_ = false;
+  Provider lastProvider_ = Provider::kReference;
 };
 
 /// Runs op `op` once on `inputs` (nullptr: absent), all of whose values are
 /// known: OpKernel::prepare on their types and values, then run. `where`
-/// prefixes errors; `fast` (borrowed) is tried before the reference kernel.
+/// prefixes errors; `fast` (borrowed, a kernel of `fastProvider`) is tried
+/// before the reference kernel.
 /// \returns the outputs, or an error "<where>: <Op> with inputs (...): ...".
+StatusOr<std::vector<Tensor>> runKernel(OpKind op, const std::vector<const Tensor*>& inputs, const AttrMap& attrs,
+                                        std::string_view where = {}, KernelOverride* fast = nullptr,
+                                        Provider fastProvider = Provider::kOneDnn);
+/// runKernel by op name. \returns an error for an unknown name too.
 StatusOr<std::vector<Tensor>> runKernel(std::string_view op, const std::vector<const Tensor*>& inputs,
                                         const AttrMap& attrs, std::string_view where = {},
-                                        KernelOverride* fast = nullptr);
+                                        KernelOverride* fast = nullptr, Provider fastProvider = Provider::kOneDnn);
 
 }  // namespace pcc

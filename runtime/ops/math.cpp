@@ -6,14 +6,6 @@ namespace pcc {
 
 namespace ops {
 
-Status checkSameDType(const InferArgs& args) {
-  for (size_t i = 1; i < args.inputs.size(); ++i)
-    if (args.has(i) && args.inputs[i].dtype != args.inputs[0].dtype)
-      return invalidInput("input types differ: ", args.inputs[0].str(), " and ",
-                          args.inputs[i].str(), " (input ", i, ")");
-  return Status::OK();
-}
-
 }  // namespace ops
 
 void registerMathOps(OpRegistry& r) {

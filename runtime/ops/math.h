@@ -32,20 +32,7 @@ void broadcastMap(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   for (int64_t i = 0; i < n; ++i, w.next()) po[i] = f(pa[w.offset(0)], pb[w.offset(1)]);
 }
 
-/// Dtypes of the integer (and bitwise) ops pcc supports.
-inline constexpr std::initializer_list<DType> kIntTypes = {
-    DType::kI8, DType::kU8, DType::kI16, DType::kU16, DType::kI32, DType::kU32, DType::kI64, DType::kU64};
-/// Every dtype pcc has, the narrow storage types included: ops that only move
-/// or convert elements accept all of them.
-inline constexpr std::initializer_list<DType> kAllTypes = {
-    DType::kF32,        DType::kF64,     DType::kF16,    DType::kBF16,      DType::kI8,
-    DType::kU8,         DType::kI16,     DType::kU16,    DType::kI32,       DType::kU32,
-    DType::kI64,        DType::kU64,     DType::kBool,   DType::kF8E4M3FN,  DType::kF8E4M3FNUZ,
-    DType::kF8E5M2,     DType::kF8E5M2FNUZ, DType::kF8E8M0, DType::kF4E2M1, DType::kI4,
-    DType::kU4};
 
-/// \returns an error unless every present input has the dtype of input 0.
-Status checkSameDType(const InferArgs& args);
 
 }  // namespace ops
 }  // namespace pcc

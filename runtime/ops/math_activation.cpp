@@ -1,16 +1,17 @@
 // Activations with attributes: LeakyRelu, Elu, Selu, Celu, HardSigmoid,
 // HardSwish, Mish, ThresholdedRelu, Shrink; Clip and PRelu.
+// Their type inference is runtime/schema/math_activation.cpp.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "runtime/ops/math.h"
+#include "runtime/schema/math_activation.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-enum class Act { kLeakyRelu, kElu, kSelu, kCelu, kHardSigmoid, kHardSwish, kMish, kThresholdedRelu, kShrink };
+using namespace ops::math_activation_schema;
 
 /// The attributes of an activation with the ONNX defaults filled in.
 struct ActParams {
@@ -61,17 +62,6 @@ double applyAct(Act a, const ActParams& p, double x) {
 }
 
 template <Act kAct>
-StatusOr<std::vector<TensorType>> inferAct(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  // Shrink is defined on every numeric type; the others on floats only.
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kAct == Act::kShrink ? kNumericTypes : kFloatTypes,
-                             "input"));
-  if (kAct == Act::kCelu && args.attrs && args.attrs->getFloat("alpha", 1.0f) == 0.0f)
-    return invalidInput("alpha must not be 0");
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
-template <Act kAct>
 Status computeAct(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeAct<kAct>, in, attrs, out);
@@ -91,18 +81,6 @@ Status computeAct(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- Clip ------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferClip(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 3));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input"));
-  RETURN_IF_ERROR(checkSameDType(args));
-  for (size_t i = 1; i < args.inputs.size(); ++i)
-    if (args.has(i) && args.inputs[i].numel() != 1)
-      return invalidInput(i == 1 ? "min" : "max", " must be a scalar, got ", args.inputs[i].str());
-  return std::vector<TensorType>{args.inputs[0]};
 }
 
 Status computeClip(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -127,20 +105,6 @@ Status computeClip(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- PRelu -----------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferPRelu(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input X"));
-  RETURN_IF_ERROR(checkSameDType(args));
-  // The slope broadcasts to X, never the other way round.
-  ASSIGN_OR_RETURN(Dims out, broadcastShapes(args.inputs[0].shape, args.inputs[1].shape));
-  if (out != args.inputs[0].shape)
-    return invalidInput("slope ", args.inputs[1].str(), " does not broadcast to X ",
-                        args.inputs[0].str());
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
 Status computePRelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computePRelu, in, attrs, out);
@@ -156,17 +120,17 @@ Status computePRelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 }  // namespace
 
 void registerMathActivationOps(OpRegistry& r) {
-  r.add({"LeakyRelu", &inferAct<Act::kLeakyRelu>, &computeAct<Act::kLeakyRelu>});
-  r.add({"Elu", &inferAct<Act::kElu>, &computeAct<Act::kElu>});
-  r.add({"Selu", &inferAct<Act::kSelu>, &computeAct<Act::kSelu>});
-  r.add({"Celu", &inferAct<Act::kCelu>, &computeAct<Act::kCelu>});
-  r.add({"HardSigmoid", &inferAct<Act::kHardSigmoid>, &computeAct<Act::kHardSigmoid>});
-  r.add({"HardSwish", &inferAct<Act::kHardSwish>, &computeAct<Act::kHardSwish>});
-  r.add({"Mish", &inferAct<Act::kMish>, &computeAct<Act::kMish>});
-  r.add({"ThresholdedRelu", &inferAct<Act::kThresholdedRelu>, &computeAct<Act::kThresholdedRelu>});
-  r.add({"Shrink", &inferAct<Act::kShrink>, &computeAct<Act::kShrink>});
-  r.add({"Clip", &inferClip, &computeClip});
-  r.add({"PRelu", &inferPRelu, &computePRelu});
+  r.add(OpKind::LeakyRelu, &computeAct<Act::kLeakyRelu>);
+  r.add(OpKind::Elu, &computeAct<Act::kElu>);
+  r.add(OpKind::Selu, &computeAct<Act::kSelu>);
+  r.add(OpKind::Celu, &computeAct<Act::kCelu>);
+  r.add(OpKind::HardSigmoid, &computeAct<Act::kHardSigmoid>);
+  r.add(OpKind::HardSwish, &computeAct<Act::kHardSwish>);
+  r.add(OpKind::Mish, &computeAct<Act::kMish>);
+  r.add(OpKind::ThresholdedRelu, &computeAct<Act::kThresholdedRelu>);
+  r.add(OpKind::Shrink, &computeAct<Act::kShrink>);
+  r.add(OpKind::Clip, &computeClip);
+  r.add(OpKind::PRelu, &computePRelu);
 }
 
 }  // namespace pcc

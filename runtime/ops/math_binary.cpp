@@ -1,34 +1,16 @@
 // Broadcasting binary and variadic ops: And, Or, Xor; Less, LessOrEqual,
 // Greater, GreaterOrEqual; Mod; BitShift, BitwiseAnd/Or/Xor; Min, Max, Sum, Mean.
+// Their type inference is runtime/schema/math_binary.cpp.
 #include <cmath>
 #include <type_traits>
 
 #include "runtime/ops/math.h"
+#include "runtime/schema/math_binary.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-/// Checks a two-input op whose inputs share one of `allowed` dtypes.
-/// \returns the output type: `outType` (or the input dtype when undefined) at the broadcast shape.
-StatusOr<std::vector<TensorType>> inferBinary(const InferArgs& args,
-                                              std::initializer_list<DType> allowed, DType outType) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], allowed, "input A"));
-  RETURN_IF_ERROR(checkSameDType(args));
-  ASSIGN_OR_RETURN(Dims out, broadcastShapes(args.inputs[0].shape, args.inputs[1].shape));
-  return std::vector<TensorType>{
-      {outType == DType::kUndefined ? args.inputs[0].dtype : outType, out}};
-}
-
-// ---- And, Or, Xor ----------------------------------------------------------
-
-enum class Logic { kAnd, kOr, kXor };
-
-template <Logic kOp>
-StatusOr<std::vector<TensorType>> inferLogic(const InferArgs& args) {
-  return inferBinary(args, {DType::kBool}, DType::kBool);
-}
+using namespace ops::math_binary_schema;
 
 template <Logic kOp>
 Status computeLogic(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
@@ -42,15 +24,6 @@ Status computeLogic(const std::vector<const Tensor*>& in, const AttrMap&, std::v
   });
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- Comparisons -----------------------------------------------------------
-
-enum class Cmp { kLess, kLessOrEqual, kGreater, kGreaterOrEqual };
-
-template <Cmp kOp>
-StatusOr<std::vector<TensorType>> inferCmp(const InferArgs& args) {
-  return inferBinary(args, kNumericTypes, DType::kBool);
 }
 
 template <Cmp kOp>
@@ -70,17 +43,6 @@ Status computeCmp(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- Mod -------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferMod(const InferArgs& args) {
-  ASSIGN_OR_RETURN(std::vector<TensorType> t, inferBinary(args, kNumericTypes, DType::kUndefined));
-  int64_t fmod = args.attrs ? args.attrs->getInt("fmod", 0) : 0;
-  if (fmod != 0 && fmod != 1) return invalidInput("fmod must be 0 or 1, got ", fmod);
-  if (fmod == 0 && isFloat(args.inputs[0].dtype))
-    return invalidInput("fmod = 0 is defined for integer types only, got ", args.inputs[0].str());
-  return t;
 }
 
 Status computeMod(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -112,23 +74,6 @@ Status computeMod(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- Bitwise ops -----------------------------------------------------------
-
-enum class Bit { kAnd, kOr, kXor, kShift };
-
-template <Bit kOp>
-StatusOr<std::vector<TensorType>> inferBit(const InferArgs& args) {
-  if constexpr (kOp == Bit::kShift) {
-    // ONNX BitShift is defined on the unsigned types.
-    std::string dir = args.attrs ? args.attrs->getString("direction", "") : "";
-    if (dir != "LEFT" && dir != "RIGHT")
-      return invalidInput("direction must be \"LEFT\" or \"RIGHT\", got \"", dir, "\"");
-    return inferBinary(args, {DType::kU8, DType::kU16, DType::kU32, DType::kU64}, DType::kUndefined);
-  } else {
-    return inferBinary(args, kIntTypes, DType::kUndefined);
-  }
-}
-
 template <Bit kOp>
 Status computeBit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
@@ -156,25 +101,6 @@ Status computeBit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- Min, Max, Sum, Mean (variadic) ----------------------------------------
-
-enum class Fold { kMin, kMax, kSum, kMean };
-
-template <Fold kOp>
-StatusOr<std::vector<TensorType>> inferFold(const InferArgs& args) {
-  if (args.inputs.empty()) return invalidInput("expects at least 1 input, got 0");
-  for (size_t i = 0; i < args.inputs.size(); ++i)
-    if (!args.has(i)) return invalidInput("input ", i, " is missing");
-  bool floatOnly = kOp == Fold::kSum || kOp == Fold::kMean;
-  RETURN_IF_ERROR(checkDType(args.inputs[0], floatOnly ? kFloatTypes : kNumericTypes, "input 0"));
-  RETURN_IF_ERROR(checkSameDType(args));
-  Dims shape = args.inputs[0].shape;
-  for (size_t i = 1; i < args.inputs.size(); ++i) {
-    ASSIGN_OR_RETURN(shape, broadcastShapes(shape, args.inputs[i].shape));
-  }
-  return std::vector<TensorType>{{args.inputs[0].dtype, shape}};
 }
 
 template <Fold kOp>
@@ -219,22 +145,22 @@ Status computeFold(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 }  // namespace
 
 void registerMathBinaryOps(OpRegistry& r) {
-  r.add({"And", &inferLogic<Logic::kAnd>, &computeLogic<Logic::kAnd>});
-  r.add({"Or", &inferLogic<Logic::kOr>, &computeLogic<Logic::kOr>});
-  r.add({"Xor", &inferLogic<Logic::kXor>, &computeLogic<Logic::kXor>});
-  r.add({"Less", &inferCmp<Cmp::kLess>, &computeCmp<Cmp::kLess>});
-  r.add({"LessOrEqual", &inferCmp<Cmp::kLessOrEqual>, &computeCmp<Cmp::kLessOrEqual>});
-  r.add({"Greater", &inferCmp<Cmp::kGreater>, &computeCmp<Cmp::kGreater>});
-  r.add({"GreaterOrEqual", &inferCmp<Cmp::kGreaterOrEqual>, &computeCmp<Cmp::kGreaterOrEqual>});
-  r.add({"Mod", &inferMod, &computeMod});
-  r.add({"BitShift", &inferBit<Bit::kShift>, &computeBit<Bit::kShift>});
-  r.add({"BitwiseAnd", &inferBit<Bit::kAnd>, &computeBit<Bit::kAnd>});
-  r.add({"BitwiseOr", &inferBit<Bit::kOr>, &computeBit<Bit::kOr>});
-  r.add({"BitwiseXor", &inferBit<Bit::kXor>, &computeBit<Bit::kXor>});
-  r.add({"Min", &inferFold<Fold::kMin>, &computeFold<Fold::kMin>});
-  r.add({"Max", &inferFold<Fold::kMax>, &computeFold<Fold::kMax>});
-  r.add({"Sum", &inferFold<Fold::kSum>, &computeFold<Fold::kSum>});
-  r.add({"Mean", &inferFold<Fold::kMean>, &computeFold<Fold::kMean>});
+  r.add(OpKind::And, &computeLogic<Logic::kAnd>);
+  r.add(OpKind::Or, &computeLogic<Logic::kOr>);
+  r.add(OpKind::Xor, &computeLogic<Logic::kXor>);
+  r.add(OpKind::Less, &computeCmp<Cmp::kLess>);
+  r.add(OpKind::LessOrEqual, &computeCmp<Cmp::kLessOrEqual>);
+  r.add(OpKind::Greater, &computeCmp<Cmp::kGreater>);
+  r.add(OpKind::GreaterOrEqual, &computeCmp<Cmp::kGreaterOrEqual>);
+  r.add(OpKind::Mod, &computeMod);
+  r.add(OpKind::BitShift, &computeBit<Bit::kShift>);
+  r.add(OpKind::BitwiseAnd, &computeBit<Bit::kAnd>);
+  r.add(OpKind::BitwiseOr, &computeBit<Bit::kOr>);
+  r.add(OpKind::BitwiseXor, &computeBit<Bit::kXor>);
+  r.add(OpKind::Min, &computeFold<Fold::kMin>);
+  r.add(OpKind::Max, &computeFold<Fold::kMax>);
+  r.add(OpKind::Sum, &computeFold<Fold::kSum>);
+  r.add(OpKind::Mean, &computeFold<Fold::kMean>);
 }
 
 }  // namespace pcc

@@ -1,63 +1,27 @@
 // Ops that generate or rearrange values along an axis or a diagonal: Range,
 // CumSum, Trilu, OneHot, EyeLike; and CastLike, which is Cast with the target
 // type taken from a second input.
+// Their type inference is runtime/schema/math_generate.cpp.
 #include <cmath>
 #include <cstring>
 
 #include "runtime/ops/math.h"
+#include "runtime/schema/math_generate.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-// ---- CastLike ----------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferCastLike(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kAllTypes, "input"));
-  RETURN_IF_ERROR(checkDType(args.inputs[1], kAllTypes, "target_type"));
-  return std::vector<TensorType>{{args.inputs[1].dtype, args.inputs[0].shape}};
-}
+using namespace ops::math_generate_schema;
 
 Status computeCastLike(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                        std::vector<Tensor>& out) {
   // One conversion routine for both ops: Cast's kernel with `to` set, and
   // CastLike's saturate and round_mode passed on.
-  const OpSchema* cast = findOpSchema("Cast");
+  const KernelEntry* cast = referenceKernel(OpKind::Cast);
   if (!cast || !cast->compute) return internalError("CastLike needs the Cast kernel");
   AttrMap a = attrs;
   a.set("to", static_cast<int64_t>(in[1]->dtype()));
   return cast->compute({in[0]}, a, out);
-}
-
-// ---- Range -------------------------------------------------------------------
-
-/// \returns the number of elements of Range(start, limit, delta).
-StatusOr<int64_t> rangeCount(double start, double limit, double delta) {
-  if (delta == 0) return invalidInput("delta must not be 0");
-  double n = std::ceil((limit - start) / delta);
-  if (!std::isfinite(n)) return invalidInput("start, limit and delta must be finite");
-  return n > 0 ? static_cast<int64_t>(n) : int64_t(0);
-}
-
-StatusOr<std::vector<TensorType>> inferRange(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 3));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], {DType::kF32, DType::kF64, DType::kI32, DType::kI64},
-                             "start"));
-  RETURN_IF_ERROR(checkSameDType(args));
-  const char* names[] = {"start", "limit", "delta"};
-  double v[3];
-  for (size_t i = 0; i < 3; ++i) {
-    if (args.inputs[i].numel() != 1)
-      return invalidInput(names[i], " must be a scalar, got ", args.inputs[i].str());
-    const Tensor* t = args.constInputs.size() > i ? args.constInputs[i] : nullptr;
-    if (!t)
-      return invalidInput("input ", i, " ('", names[i],
-                          "') must be a constant: the output size depends on its value");
-    v[i] = t->getDouble(0);
-  }
-  ASSIGN_OR_RETURN(int64_t n, rangeCount(v[0], v[1], v[2]));
-  return std::vector<TensorType>{{args.inputs[0].dtype, {n}}};
 }
 
 Status computeRange(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
@@ -72,20 +36,6 @@ Status computeRange(const std::vector<const Tensor*>& in, const AttrMap&, std::v
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- CumSum ------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferCumSum(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input"));
-  RETURN_IF_ERROR(checkDType(args.inputs[1], {DType::kI32, DType::kI64}, "axis"));
-  if (args.inputs[1].numel() != 1)
-    return invalidInput("axis must be a scalar, got ", args.inputs[1].str());
-  if (const Tensor* a = args.constInputs.size() > 1 ? args.constInputs[1] : nullptr) {
-    RETURN_IF_ERROR(normalizeAxis(a->getInt(0), args.inputs[0].rank()).status());
-  }
-  return std::vector<TensorType>{args.inputs[0]};
 }
 
 /// \returns (outer, extent, inner): the element counts before, along and after `axis`.
@@ -132,20 +82,6 @@ Status computeCumSum(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- Trilu -------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferTrilu(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 2));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kAllTypes, "input"));
-  if (args.inputs[0].rank() < 2)
-    return invalidInput("input must have rank >= 2, got ", args.inputs[0].str());
-  if (args.has(1)) {
-    RETURN_IF_ERROR(checkDType(args.inputs[1], {DType::kI64}, "k"));
-    if (args.inputs[1].numel() != 1) return invalidInput("k must be a scalar, got ", args.inputs[1].str());
-  }
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
 Status computeTrilu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
@@ -169,28 +105,6 @@ Status computeTrilu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- OneHot ------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferOneHot(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 3));
-  const TensorType &ind = args.inputs[0], &depthT = args.inputs[1], &vals = args.inputs[2];
-  RETURN_IF_ERROR(checkDType(ind, kNumericTypes, "indices"));
-  RETURN_IF_ERROR(checkDType(depthT, kNumericTypes, "depth"));
-  RETURN_IF_ERROR(checkDType(vals, kAllTypes, "values"));
-  if (depthT.numel() != 1) return invalidInput("depth must be a scalar, got ", depthT.str());
-  if (vals.rank() != 1 || vals.numel() != 2)
-    return invalidInput("values must be [off_value, on_value], got ", vals.str());
-  const Tensor* d = args.constInputs.size() > 1 ? args.constInputs[1] : nullptr;
-  if (!d) return invalidInput("input 1 ('depth') must be a constant: the output size depends on it");
-  int64_t depth = static_cast<int64_t>(d->getDouble(0));
-  if (depth <= 0) return invalidInput("depth must be positive, got ", depth);
-  int64_t axis = args.attrs ? args.attrs->getInt("axis", -1) : -1;
-  ASSIGN_OR_RETURN(axis, normalizeAxis(axis, ind.rank() + 1));
-  Dims shape = ind.shape;
-  shape.insert(shape.begin() + axis, depth);
-  return std::vector<TensorType>{{vals.dtype, shape}};
 }
 
 Status computeOneHot(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -222,24 +136,6 @@ Status computeOneHot(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- EyeLike -----------------------------------------------------------------
-
-StatusOr<DType> eyeLikeType(const AttrMap* attrs, DType input) {
-  if (!attrs || !attrs->has("dtype")) return input;
-  int64_t code = attrs->getInt("dtype", 0);
-  auto t = dtypeFromOnnx(static_cast<int32_t>(code));
-  if (!t) return unsupported("EyeLike to ONNX dtype ", code, " is not supported");
-  return *t;
-}
-
-StatusOr<std::vector<TensorType>> inferEyeLike(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kAllTypes, "input"));
-  if (args.inputs[0].rank() != 2) return invalidInput("input must be 2-D, got ", args.inputs[0].str());
-  ASSIGN_OR_RETURN(DType dt, eyeLikeType(args.attrs, args.inputs[0].dtype));
-  return std::vector<TensorType>{{dt, args.inputs[0].shape}};
-}
-
 /// \returns the bytes of the value 1 in dtype `t` (at most 8).
 std::vector<char> oneOf(DType t) {
   Tensor one = Tensor::zeros(t, {});
@@ -267,12 +163,12 @@ Status computeEyeLike(const std::vector<const Tensor*>& in, const AttrMap& attrs
 }  // namespace
 
 void registerMathGenerateOps(OpRegistry& r) {
-  r.add({"CastLike", &inferCastLike, &computeCastLike});
-  r.add({"Range", &inferRange, &computeRange});
-  r.add({"CumSum", &inferCumSum, &computeCumSum});
-  r.add({"Trilu", &inferTrilu, &computeTrilu});
-  r.add({"OneHot", &inferOneHot, &computeOneHot});
-  r.add({"EyeLike", &inferEyeLike, &computeEyeLike});
+  r.add(OpKind::CastLike, &computeCastLike);
+  r.add(OpKind::Range, &computeRange);
+  r.add(OpKind::CumSum, &computeCumSum);
+  r.add(OpKind::Trilu, &computeTrilu);
+  r.add(OpKind::OneHot, &computeOneHot);
+  r.add(OpKind::EyeLike, &computeEyeLike);
 }
 
 }  // namespace pcc

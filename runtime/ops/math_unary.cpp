@@ -1,15 +1,18 @@
 // Attribute-free unary math: Abs, Neg, Sign (any numeric type); Exp, Log,
 // Reciprocal, Floor, Ceil, Round, the trigonometric and hyperbolic functions,
 // Softplus, Softsign (float types); Not, IsNaN, IsInf, BitwiseNot.
+// Their type inference is runtime/schema/math_unary.cpp.
 #include <cfenv>
 #include <cmath>
 #include <limits>
 
 #include "runtime/ops/math.h"
+#include "runtime/schema/math_unary.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
+using namespace ops::math_unary_schema;
 
 enum class FloatFn {
   kExp, kLog, kReciprocal, kFloor, kCeil, kRound, kSin, kCos, kTan, kAsin, kAcos, kAtan,
@@ -45,12 +48,6 @@ double applyFloatFn(FloatFn f, double x) {
   return x;
 }
 
-StatusOr<std::vector<TensorType>> inferFloat(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kFloatTypes, "input"));
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
 template <FloatFn kFn>
 Status computeFloat(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
@@ -64,24 +61,6 @@ Status computeFloat(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- Abs, Neg, Sign: every numeric type --------------------------------------
-
-enum class SignFn { kAbs, kNeg, kSign };
-
-template <SignFn kFn>
-StatusOr<std::vector<TensorType>> inferSignFn(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  if constexpr (kFn == SignFn::kNeg) {  // ONNX Neg has no unsigned types
-    RETURN_IF_ERROR(checkDType(args.inputs[0],
-                               {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
-                                DType::kI16, DType::kI32, DType::kI64},
-                               "input"));
-  } else {
-    RETURN_IF_ERROR(checkDType(args.inputs[0], kNumericTypes, "input"));
-  }
-  return std::vector<TensorType>{args.inputs[0]};
 }
 
 template <SignFn kFn>
@@ -113,14 +92,6 @@ Status computeSignFn(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- Logic and classification ---------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferNot(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], {DType::kBool}, "input"));
-  return std::vector<TensorType>{args.inputs[0]};
-}
-
 Status computeNot(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
   Tensor r = Tensor::zeros(in[0]->type());
   const uint8_t* p = in[0]->data<uint8_t>();
@@ -128,12 +99,6 @@ Status computeNot(const std::vector<const Tensor*>& in, const AttrMap&, std::vec
   for (int64_t i = 0; i < r.numel(); ++i) o[i] = p[i] ? 0 : 1;
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-StatusOr<std::vector<TensorType>> inferBitwiseNot(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kIntTypes, "input"));
-  return std::vector<TensorType>{args.inputs[0]};
 }
 
 Status computeBitwiseNot(const std::vector<const Tensor*>& in, const AttrMap&,
@@ -151,12 +116,6 @@ Status computeBitwiseNot(const std::vector<const Tensor*>& in, const AttrMap&,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-StatusOr<std::vector<TensorType>> inferFloatPredicate(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kFloatTypes, "input"));
-  return std::vector<TensorType>{{DType::kBool, args.inputs[0].shape}};
 }
 
 /// IsNaN when `isInf` is false; else IsInf with its detect_* attributes.
@@ -188,32 +147,32 @@ Status computeIsInf(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 }  // namespace
 
 void registerMathUnaryOps(OpRegistry& r) {
-  r.add({"Abs", &inferSignFn<SignFn::kAbs>, &computeSignFn<SignFn::kAbs>});
-  r.add({"Neg", &inferSignFn<SignFn::kNeg>, &computeSignFn<SignFn::kNeg>});
-  r.add({"Sign", &inferSignFn<SignFn::kSign>, &computeSignFn<SignFn::kSign>});
-  r.add({"Exp", &inferFloat, &computeFloat<FloatFn::kExp>});
-  r.add({"Log", &inferFloat, &computeFloat<FloatFn::kLog>});
-  r.add({"Reciprocal", &inferFloat, &computeFloat<FloatFn::kReciprocal>});
-  r.add({"Floor", &inferFloat, &computeFloat<FloatFn::kFloor>});
-  r.add({"Ceil", &inferFloat, &computeFloat<FloatFn::kCeil>});
-  r.add({"Round", &inferFloat, &computeFloat<FloatFn::kRound>});
-  r.add({"Sin", &inferFloat, &computeFloat<FloatFn::kSin>});
-  r.add({"Cos", &inferFloat, &computeFloat<FloatFn::kCos>});
-  r.add({"Tan", &inferFloat, &computeFloat<FloatFn::kTan>});
-  r.add({"Asin", &inferFloat, &computeFloat<FloatFn::kAsin>});
-  r.add({"Acos", &inferFloat, &computeFloat<FloatFn::kAcos>});
-  r.add({"Atan", &inferFloat, &computeFloat<FloatFn::kAtan>});
-  r.add({"Sinh", &inferFloat, &computeFloat<FloatFn::kSinh>});
-  r.add({"Cosh", &inferFloat, &computeFloat<FloatFn::kCosh>});
-  r.add({"Asinh", &inferFloat, &computeFloat<FloatFn::kAsinh>});
-  r.add({"Acosh", &inferFloat, &computeFloat<FloatFn::kAcosh>});
-  r.add({"Atanh", &inferFloat, &computeFloat<FloatFn::kAtanh>});
-  r.add({"Softplus", &inferFloat, &computeFloat<FloatFn::kSoftplus>});
-  r.add({"Softsign", &inferFloat, &computeFloat<FloatFn::kSoftsign>});
-  r.add({"Not", &inferNot, &computeNot});
-  r.add({"BitwiseNot", &inferBitwiseNot, &computeBitwiseNot});
-  r.add({"IsNaN", &inferFloatPredicate, &computeIsNaN});
-  r.add({"IsInf", &inferFloatPredicate, &computeIsInf});
+  r.add(OpKind::Abs, &computeSignFn<SignFn::kAbs>);
+  r.add(OpKind::Neg, &computeSignFn<SignFn::kNeg>);
+  r.add(OpKind::Sign, &computeSignFn<SignFn::kSign>);
+  r.add(OpKind::Exp, &computeFloat<FloatFn::kExp>);
+  r.add(OpKind::Log, &computeFloat<FloatFn::kLog>);
+  r.add(OpKind::Reciprocal, &computeFloat<FloatFn::kReciprocal>);
+  r.add(OpKind::Floor, &computeFloat<FloatFn::kFloor>);
+  r.add(OpKind::Ceil, &computeFloat<FloatFn::kCeil>);
+  r.add(OpKind::Round, &computeFloat<FloatFn::kRound>);
+  r.add(OpKind::Sin, &computeFloat<FloatFn::kSin>);
+  r.add(OpKind::Cos, &computeFloat<FloatFn::kCos>);
+  r.add(OpKind::Tan, &computeFloat<FloatFn::kTan>);
+  r.add(OpKind::Asin, &computeFloat<FloatFn::kAsin>);
+  r.add(OpKind::Acos, &computeFloat<FloatFn::kAcos>);
+  r.add(OpKind::Atan, &computeFloat<FloatFn::kAtan>);
+  r.add(OpKind::Sinh, &computeFloat<FloatFn::kSinh>);
+  r.add(OpKind::Cosh, &computeFloat<FloatFn::kCosh>);
+  r.add(OpKind::Asinh, &computeFloat<FloatFn::kAsinh>);
+  r.add(OpKind::Acosh, &computeFloat<FloatFn::kAcosh>);
+  r.add(OpKind::Atanh, &computeFloat<FloatFn::kAtanh>);
+  r.add(OpKind::Softplus, &computeFloat<FloatFn::kSoftplus>);
+  r.add(OpKind::Softsign, &computeFloat<FloatFn::kSoftsign>);
+  r.add(OpKind::Not, &computeNot);
+  r.add(OpKind::BitwiseNot, &computeBitwiseNot);
+  r.add(OpKind::IsNaN, &computeIsNaN);
+  r.add(OpKind::IsInf, &computeIsInf);
 }
 
 }  // namespace pcc

@@ -1,5 +1,6 @@
-// Helpers shared by the reference kernels: argument checks, axis handling,
-// broadcasting, dtype dispatch and the f16/bf16-through-f32 fallback.
+// Helpers shared by the reference kernels: strides, broadcasting, dtype
+// dispatch and the f16/bf16-through-f32 fallback. The helpers of type
+// inference (argument checks, axes, shapes) are runtime/schema/infer_util.h.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "runtime/ops/registry.h"
+#include "runtime/schema/infer_util.h"
 
 namespace pcc {
 
@@ -29,26 +31,6 @@ void registerTextOps(OpRegistry& r);        // text.cpp: TfIdfVectorizer
 
 namespace ops {
 
-/// \returns the node's attributes, or an empty map when it has none.
-const AttrMap& attrsOf(const InferArgs& args);
-
-/// Inference of an op on one float input of rank >= 1 along attribute `axis`
-/// (default -1) whose output has the input's type (Softmax, Hardmax, ...).
-StatusOr<std::vector<TensorType>> inferFloatAlongAxis(const InferArgs& args);
-
-/// \returns an error unless the op got between `minIn` and `maxIn` inputs and
-/// every required (first `minIn`) input is present.
-Status checkArity(const InferArgs& args, size_t minIn, size_t maxIn);
-
-/// \returns `axis` mapped into [0, rank), or an error naming `what` and the range.
-StatusOr<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char* what = "axis");
-
-/// \returns the values of constant input `i` (named `name` in errors) as int64;
-/// an invalid-input error when the value is not a known constant.
-StatusOr<std::vector<int64_t>> constInts(const InferArgs& args, size_t i, const char* name);
-
-/// \returns the numpy broadcast of the two shapes, or an error showing both.
-StatusOr<Dims> broadcastShapes(const Dims& a, const Dims& b);
 
 /// \returns row-major strides (in elements) of `shape`.
 std::vector<int64_t> stridesOf(const Dims& shape);
@@ -79,11 +61,7 @@ class BroadcastWalker {
 void copyStrided(const void* src, int64_t base, const std::vector<int64_t>& strides,
                  const Dims& shape, void* dst, size_t elemSize);
 
-/// \returns the InferArgs describing concrete tensors (all of them constants).
-InferArgs argsFromTensors(const std::vector<const Tensor*>& inputs, const AttrMap& attrs);
 
-/// \returns true for f16 and bf16.
-inline bool isHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 /// \returns a f32 copy of a f16/bf16 tensor.
 Tensor halfToF32(const Tensor& t);
 /// \returns `t` (f32) converted to f16 or bf16.
@@ -97,11 +75,6 @@ Status computeViaF32(ComputeFn fn, const std::vector<const Tensor*>& inputs, con
 /// \returns true if any present input is f16/bf16.
 bool anyHalf(const std::vector<const Tensor*>& inputs);
 
-/// \returns "f32[2,3], i64[2]" for error messages.
-std::string typesToString(const std::vector<TensorType>& ts);
-
-/// \returns an error unless `t` is one of the listed dtypes.
-Status checkDType(const TensorType& t, std::initializer_list<DType> allowed, const char* what);
 
 /// Dtype dispatch: calls `f.template operator()<T>()` with the C++ type of `t`.
 /// Bool maps to uint8_t. f16/bf16 are not dispatched (see computeViaF32), nor
@@ -134,25 +107,7 @@ Status visitFloat(DType t, F&& f) {
   }
 }
 
-/// Dtypes accepted by float-only math ops.
-inline constexpr std::initializer_list<DType> kFloatTypes = {DType::kF32, DType::kF64, DType::kF16,
-                                                             DType::kBF16};
-/// Dtypes accepted by arithmetic ops.
-inline constexpr std::initializer_list<DType> kNumericTypes = {
-    DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kI8,
-    DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64};
 
-/// One spatial geometry of a sliding-window op (Conv, pools), up to 3 dims.
-struct WindowGeometry {
-  int64_t spatial = 0;  ///< number of spatial dims
-  Dims in, kernel, out, strides, dilations, padBegin, padEnd;
-};
-
-/// Computes output sizes and pads of a sliding window from the ONNX attributes
-/// kernel (given), strides, dilations, pads, auto_pad and ceil_mode.
-/// \returns the geometry, or an error naming the bad attribute.
-StatusOr<WindowGeometry> windowGeometry(const Dims& inSpatial, const Dims& kernel,
-                                        const AttrMap& attrs, bool allowCeil);
 
 }  // namespace ops
 }  // namespace pcc

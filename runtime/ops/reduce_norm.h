@@ -21,14 +21,7 @@ namespace ops {
 /// Splits `shape` around `axis` into outer * n * inner element counts.
 void splitAround(const Dims& shape, int64_t axis, int64_t& outer, int64_t& n, int64_t& inner);
 
-/// \returns which dims of input 0 a Reduce* node reduces, from its constant
-/// `axes` input 1 (or an `axes` attribute): all dims when axes are absent or
-/// empty, and an empty vector for "none" (empty axes with noop_with_empty_axes).
-StatusOr<std::vector<bool>> reducedDims(const InferArgs& args);
 
-/// \returns `in` without the dims flagged in `red` (kept as 1 when `keep`);
-/// `in` itself when `red` is empty.
-Dims reducedShape(const Dims& in, const std::vector<bool>& red, bool keep);
 
 }  // namespace ops
 }  // namespace pcc

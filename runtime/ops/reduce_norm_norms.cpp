@@ -2,40 +2,17 @@
 // GroupNormalization (opset-21 form: scale and bias per channel),
 // LpNormalization, MeanVarianceNormalization and LRN. Statistics accumulate in
 // double. (LayerNormalization and RMSNormalization are in norm_reduce.cpp.)
+// Their type inference is runtime/schema/reduce_norm_norms.cpp.
 #include <algorithm>
 #include <cmath>
 
 #include "runtime/ops/reduce_norm.h"
+#include "runtime/schema/reduce_norm_norms.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-// ---- InstanceNormalization / GroupNormalization -------------------------------
-
-/// Both normalize each of `groups` contiguous channel blocks of every sample
-/// over the block's channels and spatial positions, then scale and shift per
-/// channel. InstanceNormalization is the case groups == channels.
-template <bool kGroup>
-StatusOr<std::vector<TensorType>> inferGroupNorm(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 3));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
-  if (x.rank() < 2) return invalidInput("input X must be [N,C,...], got ", x.str());
-  int64_t c = x.shape[1];
-  if (kGroup) {
-    int64_t g = attrsOf(args).getInt("num_groups", 0);
-    if (g <= 0 || c % g != 0)
-      return invalidInput("num_groups ", g, " must be positive and divide the ", c, " channels of ", x.str());
-  }
-  for (size_t i = 1; i < 3; ++i) {
-    const TensorType& t = args.inputs[i];
-    if (t.dtype != x.dtype || t.shape != Dims{c})
-      return invalidInput(i == 1 ? "scale " : "bias ", t.str(), " must be ", dtypeName(x.dtype), "[", c,
-                          "] for X ", x.str());
-  }
-  return std::vector<TensorType>{x};
-}
+using namespace ops::reduce_norm_norms_schema;
 
 template <bool kGroup>
 Status computeGroupNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
@@ -70,15 +47,6 @@ Status computeGroupNorm(const std::vector<const Tensor*>& in, const AttrMap& att
   return Status::OK();
 }
 
-// ---- LpNormalization ----------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferLpNorm(const InferArgs& args) {
-  ASSIGN_OR_RETURN(auto types, inferFloatAlongAxis(args));
-  int64_t p = attrsOf(args).getInt("p", 2);
-  if (p != 1 && p != 2) return invalidInput("p must be 1 or 2, got ", p);
-  return types;
-}
-
 Status computeLpNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeLpNorm, in, attrs, out);
   const Tensor& x = *in[0];
@@ -104,28 +72,6 @@ Status computeLpNorm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   }));
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-// ---- MeanVarianceNormalization -------------------------------------------------
-
-/// \returns the reduced dims of MVN: its `axes` attribute, [0, 2, 3] by default.
-StatusOr<std::vector<bool>> mvnDims(const InferArgs& args) {
-  if (attrsOf(args).has("axes")) return reducedDims(args);
-  const TensorType& x = args.inputs[0];
-  std::vector<bool> red(x.rank(), false);
-  for (int64_t a : {0, 2, 3}) {
-    if (a >= x.rank())
-      return invalidInput("default axes [0,2,3] need an input of rank >= 4, got ", x.str());
-    red[a] = true;
-  }
-  return red;
-}
-
-StatusOr<std::vector<TensorType>> inferMvn(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], kFloatTypes, "input X"));
-  RETURN_IF_ERROR(mvnDims(args).status());
-  return std::vector<TensorType>{args.inputs[0]};
 }
 
 Status computeMvn(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
@@ -164,18 +110,6 @@ Status computeMvn(const std::vector<const Tensor*>& in, const AttrMap& attrs, st
   return Status::OK();
 }
 
-// ---- LRN ---------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferLrn(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kFloatTypes, "input X"));
-  if (x.rank() < 3) return invalidInput("input X must be [N,C,D1,...], got ", x.str());
-  int64_t size = attrsOf(args).getInt("size", 0);
-  if (size <= 0) return invalidInput("attribute 'size' must be positive, got ", size);
-  return std::vector<TensorType>{x};
-}
-
 Status computeLrn(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeLrn, in, attrs, out);
   const Tensor& x = *in[0];
@@ -207,11 +141,11 @@ Status computeLrn(const std::vector<const Tensor*>& in, const AttrMap& attrs, st
 }  // namespace
 
 void registerNormalizationOps(OpRegistry& r) {
-  r.add({"InstanceNormalization", &inferGroupNorm<false>, &computeGroupNorm<false>});
-  r.add({"GroupNormalization", &inferGroupNorm<true>, &computeGroupNorm<true>});
-  r.add({"LpNormalization", &inferLpNorm, &computeLpNorm});
-  r.add({"MeanVarianceNormalization", &inferMvn, &computeMvn});
-  r.add({"LRN", &inferLrn, &computeLrn});
+  r.add(OpKind::InstanceNormalization, &computeGroupNorm<false>);
+  r.add(OpKind::GroupNormalization, &computeGroupNorm<true>);
+  r.add(OpKind::LpNormalization, &computeLpNorm);
+  r.add(OpKind::MeanVarianceNormalization, &computeMvn);
+  r.add(OpKind::LRN, &computeLrn);
 }
 
 }  // namespace pcc

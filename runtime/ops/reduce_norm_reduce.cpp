@@ -9,35 +9,18 @@
 // of its fold: 0 for sums, 1 for products, -inf (or the lowest integer) for
 // ReduceMax and ReduceLogSum(Exp), +inf (or the highest integer) for ReduceMin,
 // NaN (0 for integers) for ReduceMean.
+// Their type inference is runtime/schema/reduce_norm_reduce.cpp.
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "runtime/ops/reduce_norm.h"
+#include "runtime/schema/reduce_norm_reduce.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-enum class Red { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
-
-/// Dtypes of the arithmetic reductions.
-constexpr std::initializer_list<DType> kReduceTypes = kNumericTypes;
-/// ReduceMax / ReduceMin also order booleans (opset 20).
-constexpr std::initializer_list<DType> kMinMaxTypes = {
-    DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32,
-    DType::kI64, DType::kI8,  DType::kU8,  DType::kBool};
-
-template <Red kRed>
-StatusOr<std::vector<TensorType>> inferReduce(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 2));
-  const TensorType& x = args.inputs[0];
-  constexpr bool kMinMax = kRed == Red::kMax || kRed == Red::kMin;
-  RETURN_IF_ERROR(checkDType(x, kMinMax ? kMinMaxTypes : kReduceTypes, "input data"));
-  ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
-  bool keep = attrsOf(args).getInt("keepdims", 1) != 0;
-  return std::vector<TensorType>{{x.dtype, reducedShape(x.shape, red, keep)}};
-}
+using namespace ops::reduce_norm_reduce_schema;
 
 /// Folds every element of `x` into `outN` slots (`slot(i)` of element i) with
 /// the max (kMax) or min of T; NaN wins, as in numpy.
@@ -140,21 +123,6 @@ Status computeReduce(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- ArgMax / ArgMin --------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferArg(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kNumericTypes, "input data"));
-  if (x.rank() < 1) return invalidInput("input data must have rank >= 1, got ", x.str());
-  const AttrMap& attrs = attrsOf(args);
-  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", 0), x.rank()));
-  if (x.shape[axis] == 0) return invalidInput("cannot take the index of an extreme over empty axis ", axis, " of ", x.str());
-  std::vector<bool> red(x.rank(), false);
-  red[axis] = true;
-  return std::vector<TensorType>{{DType::kI64, reducedShape(x.shape, red, attrs.getInt("keepdims", 1) != 0)}};
-}
-
 template <bool kMax>
 Status computeArg(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeArg<kMax>, in, attrs, out);
@@ -188,18 +156,18 @@ Status computeArg(const std::vector<const Tensor*>& in, const AttrMap& attrs, st
 }  // namespace
 
 void registerReductionOps(OpRegistry& r) {
-  r.add({"ReduceSum", &inferReduce<Red::kSum>, &computeReduce<Red::kSum>});
-  r.add({"ReduceMean", &inferReduce<Red::kMean>, &computeReduce<Red::kMean>});
-  r.add({"ReduceMax", &inferReduce<Red::kMax>, &computeReduce<Red::kMax>});
-  r.add({"ReduceMin", &inferReduce<Red::kMin>, &computeReduce<Red::kMin>});
-  r.add({"ReduceProd", &inferReduce<Red::kProd>, &computeReduce<Red::kProd>});
-  r.add({"ReduceL1", &inferReduce<Red::kL1>, &computeReduce<Red::kL1>});
-  r.add({"ReduceL2", &inferReduce<Red::kL2>, &computeReduce<Red::kL2>});
-  r.add({"ReduceLogSum", &inferReduce<Red::kLogSum>, &computeReduce<Red::kLogSum>});
-  r.add({"ReduceLogSumExp", &inferReduce<Red::kLogSumExp>, &computeReduce<Red::kLogSumExp>});
-  r.add({"ReduceSumSquare", &inferReduce<Red::kSumSquare>, &computeReduce<Red::kSumSquare>});
-  r.add({"ArgMax", &inferArg, &computeArg<true>});
-  r.add({"ArgMin", &inferArg, &computeArg<false>});
+  r.add(OpKind::ReduceSum, &computeReduce<Red::kSum>);
+  r.add(OpKind::ReduceMean, &computeReduce<Red::kMean>);
+  r.add(OpKind::ReduceMax, &computeReduce<Red::kMax>);
+  r.add(OpKind::ReduceMin, &computeReduce<Red::kMin>);
+  r.add(OpKind::ReduceProd, &computeReduce<Red::kProd>);
+  r.add(OpKind::ReduceL1, &computeReduce<Red::kL1>);
+  r.add(OpKind::ReduceL2, &computeReduce<Red::kL2>);
+  r.add(OpKind::ReduceLogSum, &computeReduce<Red::kLogSum>);
+  r.add(OpKind::ReduceLogSumExp, &computeReduce<Red::kLogSumExp>);
+  r.add(OpKind::ReduceSumSquare, &computeReduce<Red::kSumSquare>);
+  r.add(OpKind::ArgMax, &computeArg<true>);
+  r.add(OpKind::ArgMin, &computeArg<false>);
 }
 
 }  // namespace pcc

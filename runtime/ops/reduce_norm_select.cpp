@@ -1,36 +1,16 @@
 // Selection along one axis: TopK (the k largest or smallest elements and their
 // indices) and Hardmax (one-hot of the first maximum).
+// Their type inference is runtime/schema/reduce_norm_select.cpp.
 #include <algorithm>
 #include <numeric>
 
 #include "runtime/ops/reduce_norm.h"
+#include "runtime/schema/reduce_norm_select.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-// ---- TopK ----------------------------------------------------------------------
-
-/// \returns k, the single value of constant input 1, checked against the axis size.
-StatusOr<int64_t> topK(const InferArgs& args, int64_t axisSize) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> k, constInts(args, 1, "K"));
-  if (k.size() != 1) return invalidInput("K must hold one value, got ", k.size());
-  if (k[0] < 0 || k[0] > axisSize)
-    return invalidInput("K = ", k[0], " is out of range for axis of size ", axisSize);
-  return k[0];
-}
-
-StatusOr<std::vector<TensorType>> inferTopK(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkDType(x, kNumericTypes, "input X"));
-  if (x.rank() < 1) return invalidInput("input X must have rank >= 1, got ", x.str());
-  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrsOf(args).getInt("axis", -1), x.rank()));
-  ASSIGN_OR_RETURN(int64_t k, topK(args, x.shape[axis]));
-  Dims shape = x.shape;
-  shape[axis] = k;
-  return std::vector<TensorType>{{x.dtype, shape}, {DType::kI64, shape}};
-}
+using namespace ops::reduce_norm_select_schema;
 
 Status computeTopK(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeTopK, in, attrs, out);
@@ -69,12 +49,6 @@ Status computeTopK(const std::vector<const Tensor*>& in, const AttrMap& attrs, s
   return Status::OK();
 }
 
-// ---- Hardmax ---------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferHardmax(const InferArgs& args) {
-  return inferFloatAlongAxis(args);
-}
-
 Status computeHardmax(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeHardmax, in, attrs, out);
   const Tensor& x = *in[0];
@@ -101,8 +75,8 @@ Status computeHardmax(const std::vector<const Tensor*>& in, const AttrMap& attrs
 }  // namespace
 
 void registerSelectionOps(OpRegistry& r) {
-  r.add({"TopK", &inferTopK, &computeTopK});
-  r.add({"Hardmax", &inferHardmax, &computeHardmax});
+  r.add(OpKind::TopK, &computeTopK);
+  r.add(OpKind::Hardmax, &computeHardmax);
 }
 
 }  // namespace pcc

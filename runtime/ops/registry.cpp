@@ -1,28 +1,69 @@
-// The op table. Every kernel file exposes a register function that this file
-// calls once, on first use: the library is static, so a kernel file that
-// registered itself through a static initializer could be dropped by the linker.
+// The kernel registry. Every reference kernel file exposes a register function
+// that this file calls once, on first use: the library is static, so a kernel
+// file that registered itself through a static initializer could be dropped by
+// the linker.
 #include "runtime/ops/registry.h"
 
 #include <algorithm>
-#include <map>
 
 #include "runtime/ops/kernel_call.h"
 #include "runtime/ops/op_util.h"
 
 namespace pcc {
 
-namespace {
-using Table = std::map<std::string, OpSchema, std::less<>>;
-
-Table& mutableTable() {
-  static Table t;
-  return t;
+std::string_view providerName(Provider p) {
+  switch (p) {
+    case Provider::kReference: return "reference";
+    case Provider::kOneDnn: return "onednn";
+    case Provider::kGenerated: return "generated";
+  }
+  return "?";
 }
 
-const Table& table() {
+Status KernelRegistry::add(OpKind op, Provider provider, KernelEntry e) {
+  size_t o = static_cast<size_t>(op), p = static_cast<size_t>(provider);
+  if (o >= kNumOpKinds || p >= kNumProviders) return internalError("kernel registered for an unknown op or provider");
+  if (provider == Provider::kReference ? !e.compute : !e.make)
+    return internalError("the ", providerName(provider), " kernel of ", opName(op), " has no ",
+                         provider == Provider::kReference ? "compute function" : "factory");
+  if (table_[o][p])
+    return internalError("the ", providerName(provider), " kernel of ", opName(op), " is registered twice");
+  table_[o][p] = e;
+  return Status::OK();
+}
+
+const KernelEntry* KernelRegistry::find(OpKind op, Provider provider) const {
+  size_t o = static_cast<size_t>(op), p = static_cast<size_t>(provider);
+  if (o >= kNumOpKinds || p >= kNumProviders || !table_[o][p]) return nullptr;
+  return &*table_[o][p];
+}
+
+std::vector<OpKind> KernelRegistry::ops(Provider provider) const {
+  std::vector<OpKind> r;
+  for (size_t o = 0; o < kNumOpKinds; ++o)
+    if (find(static_cast<OpKind>(o), provider)) r.push_back(static_cast<OpKind>(o));
+  return r;
+}
+
+void OpRegistry::add(OpKind op, ComputeFn compute, bool viewOfInput0) {
+  KernelEntry e;
+  e.compute = compute;
+  e.viewOfInput0 = viewOfInput0;
+  Status st = r_.add(op, Provider::kReference, e);
+  if (!st.ok() && status_.ok()) status_ = st;
+}
+
+namespace {
+struct Filled {
+  KernelRegistry* registry;
+  Status status;
+};
+
+Filled& filled() {
   // Function-local static: initialized exactly once, thread-safe.
-  static const bool filled = [] {
-    OpRegistry r;
+  static Filled f = [] {
+    auto* k = new KernelRegistry();
+    OpRegistry r(*k);
     registerElementwiseOps(r);
     registerLinalgOps(r);
     registerConvPoolOps(r);
@@ -37,33 +78,23 @@ const Table& table() {
     registerRnnOps(r);
     registerVisionOps(r);
     registerTextOps(r);
-    return true;
+    return Filled{k, r.status()};
   }();
-  (void)filled;
-  return mutableTable();
+  return f;
 }
 }  // namespace
 
-void OpRegistry::add(OpSchema s) {
-  std::string name = s.name;
-  mutableTable()[name] = std::move(s);
-}
+KernelRegistry& kernelRegistry() { return *filled().registry; }
 
-const OpSchema* findOpSchema(std::string_view name) {
-  const Table& t = table();
-  auto it = t.find(name);
-  return it == t.end() ? nullptr : &it->second;
-}
+Status kernelTableStatus() { return filled().status; }
 
-InferFn findInferFn(std::string_view name) {
-  const OpSchema* s = findOpSchema(name);
-  return s ? s->infer : nullptr;
-}
+const KernelEntry* referenceKernel(OpKind op) { return kernelRegistry().find(op, Provider::kReference); }
 
 std::vector<std::string> registeredOps() {
   std::vector<std::string> names;
-  for (const auto& [name, s] : table()) names.push_back(name);
-  return names;  // std::map keeps them sorted
+  for (OpKind op : kernelRegistry().ops(Provider::kReference)) names.emplace_back(opName(op));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const Tensor*>& inputs,

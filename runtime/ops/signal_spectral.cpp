@@ -6,16 +6,19 @@
 // samples and treats the rest as zero (as numpy's fft with `n`); onesided
 // keeps the first n/2 + 1 frequencies. Each output is a direct O(n^2) sum in
 // double with a table of twiddle factors: a reference kernel, not an FFT.
+// Their type inference is runtime/schema/signal_spectral.cpp.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "runtime/ops/reduce_norm.h"
 #include "runtime/ops/signal.h"
+#include "runtime/schema/signal_spectral.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
+using namespace ops::signal_spectral_schema;
 
 /// The parameters of one 1-D transform.
 struct DftPlan {
@@ -64,56 +67,6 @@ void twiddles(int64_t n, std::vector<double>& cosT, std::vector<double>& sinT) {
   }
 }
 
-/// \returns an error unless `x` is a float signal of rank >= `minRank` whose
-/// last dim is 1 (real) or 2 (complex).
-Status checkSignal(const TensorType& x, int64_t minRank, const char* what) {
-  RETURN_IF_ERROR(checkDType(x, kFloatTypes, what));
-  if (x.rank() < minRank || (x.shape.back() != 1 && x.shape.back() != 2))
-    return invalidInput(what, " must have rank >= ", minRank, " and a last dim of 1 (real) or 2 (complex), got ",
-                        x.str());
-  return Status::OK();
-}
-
-// ---- DFT -------------------------------------------------------------------------
-
-struct DftShape {
-  int64_t axis = 0, n = 0;
-  TensorType out;
-};
-
-StatusOr<DftShape> dftShape(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 3));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkSignal(x, 2, "input"));
-  const AttrMap& attrs = attrsOf(args);
-  DftShape s;
-  int64_t r = x.rank();
-  int64_t axis = -2;
-  if (args.has(2)) {
-    RETURN_IF_ERROR(checkDType(args.inputs[2], {DType::kI32, DType::kI64}, "input axis"));
-    ASSIGN_OR_RETURN(axis, constScalarInt(args, 2, "axis"));
-  }
-  // The last dim holds the components, so signal axes are [-r, -2] and [0, r-2].
-  if (axis < -r || axis > r - 2 || axis == -1)
-    return invalidInput("axis ", axis, " is out of range [-", r, ", -2] or [0, ", r - 2, "] for input ", x.str());
-  s.axis = axis < 0 ? axis + r : axis;
-  s.n = x.shape[s.axis];
-  if (args.has(1)) {
-    RETURN_IF_ERROR(checkDType(args.inputs[1], {DType::kI32, DType::kI64}, "input dft_length"));
-    ASSIGN_OR_RETURN(s.n, constScalarInt(args, 1, "dft_length"));
-  }
-  if (s.n <= 0) return invalidInput("dft_length must be positive, got ", s.n);
-  s.out = {x.dtype, x.shape};
-  s.out.shape[s.axis] = attrs.getInt("onesided", 0) != 0 ? s.n / 2 + 1 : s.n;
-  s.out.shape.back() = 2;
-  return s;
-}
-
-StatusOr<std::vector<TensorType>> inferDft(const InferArgs& args) {
-  ASSIGN_OR_RETURN(DftShape s, dftShape(args));
-  return std::vector<TensorType>{s.out};
-}
-
 Status computeDft(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeDft, in, attrs, out);
   ASSIGN_OR_RETURN(DftShape s, dftShape(argsFromTensors(in, attrs)));
@@ -141,50 +94,6 @@ Status computeDft(const std::vector<const Tensor*>& in, const AttrMap& attrs, st
   }));
   out.push_back(std::move(y));
   return Status::OK();
-}
-
-// ---- STFT ------------------------------------------------------------------------
-
-struct StftShape {
-  int64_t step = 0, frameLength = 0, frames = 0;
-  TensorType out;
-};
-
-StatusOr<StftShape> stftShape(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 4));
-  const TensorType& x = args.inputs[0];
-  RETURN_IF_ERROR(checkSignal(x, 3, "signal"));
-  if (x.rank() != 3) return invalidInput("signal must be [batch, length, 1 or 2], got ", x.str());
-  StftShape s;
-  RETURN_IF_ERROR(checkDType(args.inputs[1], {DType::kI32, DType::kI64}, "input frame_step"));
-  ASSIGN_OR_RETURN(s.step, constScalarInt(args, 1, "frame_step"));
-  if (s.step <= 0) return invalidInput("frame_step must be positive, got ", s.step);
-  int64_t windowLength = -1;
-  if (args.has(2)) {
-    const TensorType& w = args.inputs[2];
-    if (w.dtype != x.dtype || w.rank() != 1)
-      return invalidInput("window must be a 1-D ", dtypeName(x.dtype), " tensor, got ", w.str());
-    windowLength = w.shape[0];
-  }
-  if (args.has(3)) {
-    RETURN_IF_ERROR(checkDType(args.inputs[3], {DType::kI32, DType::kI64}, "input frame_length"));
-    ASSIGN_OR_RETURN(s.frameLength, constScalarInt(args, 3, "frame_length"));
-    if (windowLength >= 0 && windowLength != s.frameLength)
-      return invalidInput("window length ", windowLength, " differs from frame_length ", s.frameLength);
-  } else {
-    s.frameLength = windowLength >= 0 ? windowLength : x.shape[1];
-  }
-  if (s.frameLength <= 0 || s.frameLength > x.shape[1])
-    return invalidInput("frame length ", s.frameLength, " must be in [1, ", x.shape[1], "] (the signal length)");
-  s.frames = 1 + (x.shape[1] - s.frameLength) / s.step;
-  bool onesided = attrsOf(args).getInt("onesided", 1) != 0;
-  s.out = {x.dtype, {x.shape[0], s.frames, onesided ? s.frameLength / 2 + 1 : s.frameLength, 2}};
-  return s;
-}
-
-StatusOr<std::vector<TensorType>> inferStft(const InferArgs& args) {
-  ASSIGN_OR_RETURN(StftShape s, stftShape(args));
-  return std::vector<TensorType>{s.out};
 }
 
 Status computeStft(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
@@ -218,8 +127,8 @@ Status computeStft(const std::vector<const Tensor*>& in, const AttrMap& attrs, s
 }  // namespace
 
 void registerSpectralOps(OpRegistry& r) {
-  r.add({"DFT", &inferDft, &computeDft});
-  r.add({"STFT", &inferStft, &computeStft});
+  r.add(OpKind::DFT, &computeDft);
+  r.add(OpKind::STFT, &computeStft);
 }
 
 }  // namespace pcc

@@ -3,15 +3,18 @@
 // shapes depend on input values, so type inference needs those inputs as
 // constants; the values are computed in double and converted to
 // `output_datatype` (integer types truncate, as a cast does).
+// Their type inference is runtime/schema/signal_window.cpp.
 #include <cmath>
 #include <numbers>
 
 #include "runtime/ops/signal.h"
 #include "runtime/ops/tensor_util.h"
+#include "runtime/schema/signal_window.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
+using namespace ops::signal_window_schema;
 
 /// \returns a tensor of dtype `dt` and shape `shape` holding `v` converted.
 Tensor fromDoubleValues(DType dt, const Dims& shape, const std::vector<double>& v) {
@@ -28,15 +31,6 @@ Tensor fromDoubleValues(DType dt, const Dims& shape, const std::vector<double>& 
 struct CosineWindow {
   double a0, a1, a2;
 };
-
-StatusOr<std::vector<TensorType>> inferWindow(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  RETURN_IF_ERROR(checkDType(args.inputs[0], {DType::kI32, DType::kI64}, "input size"));
-  ASSIGN_OR_RETURN(int64_t size, constScalarInt(args, 0, "size"));
-  if (size < 0) return invalidInput("window size must be >= 0, got ", size);
-  ASSIGN_OR_RETURN(DType dt, generatorOutputType(args));
-  return std::vector<TensorType>{{dt, {size}}};
-}
 
 /// \returns the window of `size` samples with coefficients `w`.
 std::vector<double> cosineWindow(int64_t size, bool periodic, CosineWindow w) {
@@ -61,21 +55,6 @@ Status computeWindow(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   int64_t size = types[0].shape[0];
   out.push_back(fromDoubleValues(types[0].dtype, types[0].shape, cosineWindow(size, periodic, kCoeffs[kWhich])));
   return Status::OK();
-}
-
-// ---- MelWeightMatrix -----------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferMel(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 5, 5));
-  for (size_t i = 0; i < 3; ++i)
-    RETURN_IF_ERROR(checkDType(args.inputs[i], {DType::kI32, DType::kI64}, "integer inputs 0-2"));
-  for (size_t i = 3; i < 5; ++i) RETURN_IF_ERROR(checkDType(args.inputs[i], kFloatTypes, "edge frequencies"));
-  ASSIGN_OR_RETURN(int64_t bins, constScalarInt(args, 0, "num_mel_bins"));
-  ASSIGN_OR_RETURN(int64_t dftLength, constScalarInt(args, 1, "dft_length"));
-  if (bins <= 0 || dftLength <= 0)
-    return invalidInput("num_mel_bins and dft_length must be positive, got ", bins, " and ", dftLength);
-  ASSIGN_OR_RETURN(DType dt, generatorOutputType(args));
-  return std::vector<TensorType>{{dt, {dftLength / 2 + 1, bins}}};
 }
 
 /// \returns the mel-scale value of `hz` computed in the precision of the edge
@@ -135,10 +114,10 @@ Status computeMel(const std::vector<const Tensor*>& in, const AttrMap& attrs, st
 }  // namespace
 
 void registerWindowOps(OpRegistry& r) {
-  r.add({"BlackmanWindow", &inferWindow, &computeWindow<0>});
-  r.add({"HannWindow", &inferWindow, &computeWindow<1>});
-  r.add({"HammingWindow", &inferWindow, &computeWindow<2>});
-  r.add({"MelWeightMatrix", &inferMel, &computeMel});
+  r.add(OpKind::BlackmanWindow, &computeWindow<0>);
+  r.add(OpKind::HannWindow, &computeWindow<1>);
+  r.add(OpKind::HammingWindow, &computeWindow<2>);
+  r.add(OpKind::MelWeightMatrix, &computeMel);
 }
 
 }  // namespace pcc

@@ -17,22 +17,6 @@ void registerTensorOps(OpRegistry& r) {
 
 namespace ops {
 
-const AttrMap& attrsOrEmpty(const InferArgs& args) {
-  static const AttrMap kNoAttrs;
-  return args.attrs ? *args.attrs : kNoAttrs;
-}
-
-StatusOr<int64_t> normalizeIndex(int64_t i, int64_t dim, const char* what) {
-  if (i < -dim || i >= dim)
-    return invalidInput(what, " ", i, " out of range for a dim of size ", dim, " (must be in [",
-                        -dim, ", ", dim - 1, "])");
-  return i < 0 ? i + dim : i;
-}
-
-Status checkIndexType(const TensorType& t, const char* what) {
-  return checkDType(t, {DType::kI64, DType::kI32}, what);
-}
-
 namespace {
 /// \returns `v` rounded half to even and clamped to the range of T.
 template <typename T>

@@ -1,34 +1,23 @@
 // Ops that read or write elements at positions given by an index tensor:
 // GatherElements, GatherND, ScatterElements and ScatterND. Indices may be
 // negative (counted from the end of their dim); out-of-range ones are errors.
+// Their type inference is runtime/schema/tensor_index.cpp.
 #include <algorithm>
 #include <cstring>
 
 #include "runtime/ops/tensor_util.h"
+#include "runtime/schema/tensor_index.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
+using namespace ops::tensor_index_schema;
 
 /// Element counts of `shape[from, to)`.
 int64_t product(const Dims& shape, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to && i < shape.size(); ++i) p *= shape[i];
   return p;
-}
-
-// ---- Scatter writes (shared) -----------------------------------------------------
-
-enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
-
-StatusOr<Reduction> reductionOf(const AttrMap& attrs) {
-  std::string r = attrs.getString("reduction", "none");
-  if (r == "none") return Reduction::kNone;
-  if (r == "add") return Reduction::kAdd;
-  if (r == "mul") return Reduction::kMul;
-  if (r == "max") return Reduction::kMax;
-  if (r == "min") return Reduction::kMin;
-  return invalidInput("unknown reduction '", r, "' (expected none, add, mul, max or min)");
 }
 
 template <typename T>
@@ -81,23 +70,6 @@ Status applyWrites(Tensor& out, const Tensor& updates, const std::vector<Write>&
   });
 }
 
-// ---- GatherElements / ScatterElements ------------------------------------------------
-
-/// Checks the shared shape rules of GatherElements and ScatterElements: indices
-/// of the data's rank, no larger than the data outside `axis`.
-StatusOr<int64_t> elementsAxis(const InferArgs& args) {
-  const TensorType &x = args.inputs[0], &idx = args.inputs[1];
-  RETURN_IF_ERROR(checkIndexType(idx, "indices"));
-  if (x.rank() < 1) return invalidInput("data must have rank >= 1, got ", x.str());
-  if (idx.rank() != x.rank())
-    return invalidInput("indices ", idx.str(), " must have the rank of data ", x.str());
-  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrsOrEmpty(args).getInt("axis", 0), x.rank()));
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d != axis && idx.shape[d] > x.shape[d])
-      return invalidInput("indices ", idx.str(), " exceed data ", x.str(), " in dim ", d);
-  return axis;
-}
-
 /// \returns for each element of `idx` (row-major) the offset into data of
 /// shape `data` it addresses along `axis`.
 StatusOr<std::vector<int64_t>> elementOffsets(const Dims& data, const Tensor& idx, int64_t axis) {
@@ -116,12 +88,6 @@ StatusOr<std::vector<int64_t>> elementOffsets(const Dims& data, const Tensor& id
   return offs;
 }
 
-StatusOr<std::vector<TensorType>> inferGatherElements(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  RETURN_IF_ERROR(elementsAxis(args).status());
-  return std::vector<TensorType>{{args.inputs[0].dtype, args.inputs[1].shape}};
-}
-
 Status computeGatherElements(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                              std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(int64_t axis, elementsAxis(argsFromTensors(in, attrs)));
@@ -134,17 +100,6 @@ Status computeGatherElements(const std::vector<const Tensor*>& in, const AttrMap
   for (size_t i = 0; i < offs.size(); ++i) std::memcpy(dst + i * es, src + offs[i] * es, es);
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-StatusOr<std::vector<TensorType>> inferScatterElements(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 3));
-  RETURN_IF_ERROR(elementsAxis(args).status());
-  RETURN_IF_ERROR(reductionOf(attrsOrEmpty(args)).status());
-  const TensorType &x = args.inputs[0], &idx = args.inputs[1], &upd = args.inputs[2];
-  if (upd.dtype != x.dtype || upd.shape != idx.shape)
-    return invalidInput("updates ", upd.str(), " must have the shape of indices ", idx.str(),
-                        " and the type of data ", x.str());
-  return std::vector<TensorType>{x};
 }
 
 Status computeScatterElements(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -171,24 +126,6 @@ struct NdPlan {
   int64_t sliceLen = 1;
 };
 
-/// Shape checks shared by GatherND and ScatterND. \returns k, the tuple length.
-StatusOr<int64_t> ndTupleLength(const TensorType& x, const TensorType& idx, int64_t batchDims) {
-  RETURN_IF_ERROR(checkIndexType(idx, "indices"));
-  if (x.rank() < 1 || idx.rank() < 1)
-    return invalidInput("data ", x.str(), " and indices ", idx.str(), " must have rank >= 1");
-  if (batchDims < 0 || batchDims >= std::min(x.rank(), idx.rank()))
-    return invalidInput("batch_dims ", batchDims, " out of range for data ", x.str(), " and indices ",
-                        idx.str());
-  for (int64_t d = 0; d < batchDims; ++d)
-    if (x.shape[d] != idx.shape[d])
-      return invalidInput("batch dim ", d, " differs between data ", x.str(), " and indices ", idx.str());
-  int64_t k = idx.shape.back();
-  if (k < 1 || k > x.rank() - batchDims)
-    return invalidInput("last dim of indices ", idx.str(), " must be in [1, ", x.rank() - batchDims,
-                        "] for data ", x.str(), " with batch_dims ", batchDims);
-  return k;
-}
-
 StatusOr<NdPlan> ndPlan(const Tensor& x, const Tensor& idx, int64_t batchDims) {
   ASSIGN_OR_RETURN(int64_t k, ndTupleLength(x.type(), idx.type(), batchDims));
   const Dims& xs = x.shape();
@@ -211,21 +148,6 @@ StatusOr<NdPlan> ndPlan(const Tensor& x, const Tensor& idx, int64_t batchDims) {
   return p;
 }
 
-/// \returns the output shape of GatherND: indices.shape[:-1] + data.shape[b+k:].
-Dims gatherNdShape(const TensorType& x, const TensorType& idx, int64_t b, int64_t k) {
-  Dims out(idx.shape.begin(), idx.shape.end() - 1);
-  out.insert(out.end(), x.shape.begin() + b + k, x.shape.end());
-  return out;
-}
-
-StatusOr<std::vector<TensorType>> inferGatherND(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType &x = args.inputs[0], &idx = args.inputs[1];
-  int64_t b = attrsOrEmpty(args).getInt("batch_dims", 0);
-  ASSIGN_OR_RETURN(int64_t k, ndTupleLength(x, idx, b));
-  return std::vector<TensorType>{{x.dtype, gatherNdShape(x, idx, b, k)}};
-}
-
 Status computeGatherND(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                        std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(std::vector<TensorType> types, inferGatherND(argsFromTensors(in, attrs)));
@@ -239,18 +161,6 @@ Status computeGatherND(const std::vector<const Tensor*>& in, const AttrMap& attr
     std::memcpy(dst + i * chunk, src + p.offsets[i] * dtypeSize(x.dtype()), chunk);
   out.push_back(std::move(r));
   return Status::OK();
-}
-
-StatusOr<std::vector<TensorType>> inferScatterND(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 3, 3));
-  const TensorType &x = args.inputs[0], &idx = args.inputs[1], &upd = args.inputs[2];
-  ASSIGN_OR_RETURN(int64_t k, ndTupleLength(x, idx, 0));
-  RETURN_IF_ERROR(reductionOf(attrsOrEmpty(args)).status());
-  Dims want = gatherNdShape(x, idx, 0, k);
-  if (upd.dtype != x.dtype || upd.shape != want)
-    return invalidInput("updates ", upd.str(), " must be ", TensorType{x.dtype, want}.str(),
-                        " for data ", x.str(), " and indices ", idx.str());
-  return std::vector<TensorType>{x};
 }
 
 Status computeScatterND(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -272,10 +182,10 @@ Status computeScatterND(const std::vector<const Tensor*>& in, const AttrMap& att
 
 namespace ops {
 void registerTensorIndexOps(OpRegistry& r) {
-  r.add({"GatherElements", &inferGatherElements, &computeGatherElements});
-  r.add({"ScatterElements", &inferScatterElements, &computeScatterElements});
-  r.add({"GatherND", &inferGatherND, &computeGatherND});
-  r.add({"ScatterND", &inferScatterND, &computeScatterND});
+  r.add(OpKind::GatherElements, &computeGatherElements);
+  r.add(OpKind::ScatterElements, &computeScatterElements);
+  r.add(OpKind::GatherND, &computeGatherND);
+  r.add(OpKind::ScatterND, &computeScatterND);
 }
 }  // namespace ops
 

@@ -1,66 +1,17 @@
 // Ops that rearrange or select whole elements: Pad, Tile, DepthToSpace,
 // SpaceToDepth, ReverseSequence, Compress, NonZero and Size. They copy by
 // element size and so work for every dtype.
+// Their type inference is runtime/schema/tensor_layout.cpp.
 #include <algorithm>
 #include <cstring>
 
 #include "runtime/ops/tensor_util.h"
+#include "runtime/schema/tensor_layout.h"
 
 namespace pcc {
 namespace {
 using namespace ops;
-
-// ---- Pad ---------------------------------------------------------------------
-
-/// Per-axis begin/end pads of all `rank` axes (zero on axes not listed).
-struct PadPlan {
-  Dims begin, end;
-  std::string mode;
-};
-
-StatusOr<PadPlan> padPlan(const InferArgs& args) {
-  const TensorType& x = args.inputs[0];
-  int64_t rank = x.rank();
-  PadPlan p{Dims(rank, 0), Dims(rank, 0), attrsOrEmpty(args).getString("mode", "constant")};
-  if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge" && p.mode != "wrap")
-    return invalidInput("unknown mode '", p.mode, "' (expected constant, reflect, edge or wrap)");
-  ASSIGN_OR_RETURN(std::vector<int64_t> pads, constInts(args, 1, "pads"));
-  std::vector<int64_t> axes;
-  if (args.has(3)) {
-    ASSIGN_OR_RETURN(axes, constInts(args, 3, "axes"));
-  } else {
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  if (pads.size() != 2 * axes.size())
-    return invalidInput("pads ", dimsToString(pads), " must have 2 values per padded axis (",
-                        axes.size(), " axes) of ", x.str());
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    ASSIGN_OR_RETURN(int64_t ax, normalizeAxis(axes[i], rank));
-    if (seen[ax]) return invalidInput("axes ", dimsToString(axes), " repeat axis ", axes[i]);
-    seen[ax] = true;
-    p.begin[ax] = pads[i];
-    p.end[ax] = pads[i + axes.size()];
-    if (x.shape[ax] + p.begin[ax] + p.end[ax] < 0)
-      return invalidInput("pads ", dimsToString(pads), " remove more than dim ", ax, " of ", x.str());
-    if (p.mode != "constant" && x.shape[ax] == 0 && (p.begin[ax] > 0 || p.end[ax] > 0))
-      return invalidInput("cannot pad the empty dim ", ax, " of ", x.str(), " in mode ", p.mode);
-  }
-  if (args.has(2)) {
-    const TensorType& v = args.inputs[2];
-    if (v.dtype != x.dtype || v.numel() != 1)
-      return invalidInput("constant_value ", v.str(), " must be one element of the type of ", x.str());
-  }
-  return p;
-}
-
-StatusOr<std::vector<TensorType>> inferPad(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 4));
-  ASSIGN_OR_RETURN(PadPlan p, padPlan(args));
-  TensorType out = args.inputs[0];
-  for (int64_t d = 0; d < out.rank(); ++d) out.shape[d] += p.begin[d] + p.end[d];
-  return std::vector<TensorType>{out};
-}
+using namespace ops::tensor_layout_schema;
 
 /// \returns the input index that output position `o` of a padded axis reads,
 /// or -1 for the constant. `n` is the input dim, `begin` its begin pad.
@@ -91,22 +42,6 @@ Status computePad(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
-// ---- Tile --------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferTile(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  TensorType out = args.inputs[0];
-  ASSIGN_OR_RETURN(std::vector<int64_t> repeats, constInts(args, 1, "repeats"));
-  if (static_cast<int64_t>(repeats.size()) != out.rank())
-    return invalidInput("repeats ", dimsToString(repeats), " must have one value per dim of ",
-                        out.str());
-  for (int64_t d = 0; d < out.rank(); ++d) {
-    if (repeats[d] < 0) return invalidInput("repeats ", dimsToString(repeats), " has a negative value");
-    out.shape[d] *= repeats[d];
-  }
-  return std::vector<TensorType>{out};
-}
-
 Status computeTile(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                    std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(std::vector<TensorType> types, inferTile(argsFromTensors(in, attrs)));
@@ -116,29 +51,6 @@ Status computeTile(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     for (int64_t o = 0; o < types[0].shape[d]; ++o) maps[d].push_back(o % x.shape()[d]);
   out.push_back(gatherAxisMaps(x, maps, Tensor::zeros(x.dtype(), {})));
   return Status::OK();
-}
-
-// ---- DepthToSpace / SpaceToDepth ---------------------------------------------------
-
-StatusOr<int64_t> blockSize(const InferArgs& args) {
-  const TensorType& x = args.inputs[0];
-  if (x.rank() != 4) return invalidInput("input must be 4-D [N,C,H,W], got ", x.str());
-  if (!attrsOrEmpty(args).has("blocksize")) return invalidInput("missing attribute 'blocksize'");
-  int64_t b = attrsOrEmpty(args).getInt("blocksize", 0);
-  if (b <= 0) return invalidInput("blocksize ", b, " must be positive");
-  return b;
-}
-
-StatusOr<std::vector<TensorType>> inferDepthToSpace(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  ASSIGN_OR_RETURN(int64_t b, blockSize(args));
-  const TensorType& x = args.inputs[0];
-  std::string mode = attrsOrEmpty(args).getString("mode", "DCR");
-  if (mode != "DCR" && mode != "CRD") return invalidInput("unknown mode '", mode, "' (expected DCR or CRD)");
-  if (x.shape[1] % (b * b) != 0)
-    return invalidInput("channels of ", x.str(), " are not divisible by blocksize^2 = ", b * b);
-  return std::vector<TensorType>{
-      {x.dtype, {x.shape[0], x.shape[1] / (b * b), x.shape[2] * b, x.shape[3] * b}}};
 }
 
 /// Copies `x` viewed with the 6-D shape `view` and transposed by `perm` into a
@@ -171,16 +83,6 @@ Status computeDepthToSpace(const std::vector<const Tensor*>& in, const AttrMap& 
   return Status::OK();
 }
 
-StatusOr<std::vector<TensorType>> inferSpaceToDepth(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  ASSIGN_OR_RETURN(int64_t b, blockSize(args));
-  const TensorType& x = args.inputs[0];
-  if (x.shape[2] % b != 0 || x.shape[3] % b != 0)
-    return invalidInput("spatial dims of ", x.str(), " are not divisible by blocksize ", b);
-  return std::vector<TensorType>{
-      {x.dtype, {x.shape[0], x.shape[1] * b * b, x.shape[2] / b, x.shape[3] / b}}};
-}
-
 Status computeSpaceToDepth(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                            std::vector<Tensor>& out) {
   InferArgs args = argsFromTensors(in, attrs);
@@ -190,21 +92,6 @@ Status computeSpaceToDepth(const std::vector<const Tensor*>& in, const AttrMap& 
   int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2] / b, w = x.shape()[3] / b;
   out.push_back(permuteView(x, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4}, types[0].shape));
   return Status::OK();
-}
-
-// ---- ReverseSequence -------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferReverseSequence(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType &x = args.inputs[0], &lens = args.inputs[1];
-  RETURN_IF_ERROR(checkDType(lens, {DType::kI64}, "sequence_lens"));
-  if (x.rank() < 2) return invalidInput("input must have rank >= 2, got ", x.str());
-  int64_t t = attrsOrEmpty(args).getInt("time_axis", 0), b = attrsOrEmpty(args).getInt("batch_axis", 1);
-  if (!((t == 0 && b == 1) || (t == 1 && b == 0)))
-    return invalidInput("time_axis ", t, " and batch_axis ", b, " must be 0 and 1 in some order");
-  if (lens.rank() != 1 || lens.shape[0] != x.shape[b])
-    return invalidInput("sequence_lens ", lens.str(), " must be 1-D with the batch size of ", x.str());
-  return std::vector<TensorType>{x};
 }
 
 Status computeReverseSequence(const std::vector<const Tensor*>& in, const AttrMap& attrs,
@@ -239,40 +126,6 @@ Status computeReverseSequence(const std::vector<const Tensor*>& in, const AttrMa
   return Status::OK();
 }
 
-// ---- Compress / NonZero ------------------------------------------------------------
-
-/// The error for ops whose output size depends on the values of a run-time input.
-Status dataDependentSize(const char* op, const char* input) {
-  return unsupported(op, ": output size depends on run-time data; unsupported with pcc's static shapes unless "
-                     "input '", input, "' is known: it must be a constant (folded at import, or given with --freeze)");
-}
-
-StatusOr<std::vector<TensorType>> inferCompress(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 2, 2));
-  const TensorType &x = args.inputs[0], &cond = args.inputs[1];
-  RETURN_IF_ERROR(checkDType(cond, {DType::kBool}, "condition"));
-  if (cond.rank() != 1) return invalidInput("condition must be 1-D, got ", cond.str());
-  const Tensor* c = args.constInputs.size() > 1 ? args.constInputs[1] : nullptr;
-  if (!c) return dataDependentSize("Compress", "condition");
-  const AttrMap& a = attrsOrEmpty(args);
-  int64_t limit = x.numel();
-  int64_t axis = -1;
-  if (a.has("axis")) {
-    ASSIGN_OR_RETURN(axis, normalizeAxis(a.getInt("axis", 0), x.rank()));
-    limit = x.shape[axis];
-  }
-  if (cond.shape[0] > limit)
-    return invalidInput("condition ", cond.str(), " is longer than the selected dim of ", x.str());
-  int64_t kept = 0;
-  for (int64_t i = 0; i < c->numel(); ++i) kept += c->data<uint8_t>()[i] != 0;
-  TensorType out{x.dtype, {kept}};
-  if (axis >= 0) {
-    out.shape = x.shape;
-    out.shape[axis] = kept;
-  }
-  return std::vector<TensorType>{out};
-}
-
 Status computeCompress(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                        std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(std::vector<TensorType> types, inferCompress(argsFromTensors(in, attrs)));
@@ -300,21 +153,6 @@ Status computeCompress(const std::vector<const Tensor*>& in, const AttrMap& attr
   return Status::OK();
 }
 
-/// \returns the count of non-zero elements of `x` (any dtype; -0.0 is zero).
-int64_t countNonZero(const Tensor& x) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) n += x.getDouble(i) != 0;
-  return n;
-}
-
-StatusOr<std::vector<TensorType>> inferNonZero(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  const Tensor* x = args.constInputs.empty() ? nullptr : args.constInputs[0];
-  if (!x) return dataDependentSize("NonZero", "X");
-  // A scalar is treated as 1-D, as numpy does.
-  return std::vector<TensorType>{{DType::kI64, {std::max<int64_t>(1, x->rank()), countNonZero(*x)}}};
-}
-
 Status computeNonZero(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                       std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(std::vector<TensorType> types, inferNonZero(argsFromTensors(in, attrs)));
@@ -338,13 +176,6 @@ Status computeNonZero(const std::vector<const Tensor*>& in, const AttrMap& attrs
   return Status::OK();
 }
 
-// ---- Size --------------------------------------------------------------------
-
-StatusOr<std::vector<TensorType>> inferSize(const InferArgs& args) {
-  RETURN_IF_ERROR(checkArity(args, 1, 1));
-  return std::vector<TensorType>{{DType::kI64, {}}};
-}
-
 Status computeSize(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
   out.push_back(Tensor::scalarI64(in[0]->numel()));
   return Status::OK();
@@ -354,14 +185,14 @@ Status computeSize(const std::vector<const Tensor*>& in, const AttrMap&, std::ve
 
 namespace ops {
 void registerTensorLayoutOps(OpRegistry& r) {
-  r.add({"Pad", &inferPad, &computePad});
-  r.add({"Tile", &inferTile, &computeTile});
-  r.add({"DepthToSpace", &inferDepthToSpace, &computeDepthToSpace});
-  r.add({"SpaceToDepth", &inferSpaceToDepth, &computeSpaceToDepth});
-  r.add({"ReverseSequence", &inferReverseSequence, &computeReverseSequence});
-  r.add({"Compress", &inferCompress, &computeCompress});
-  r.add({"NonZero", &inferNonZero, &computeNonZero});
-  r.add({"Size", &inferSize, &computeSize});
+  r.add(OpKind::Pad, &computePad);
+  r.add(OpKind::Tile, &computeTile);
+  r.add(OpKind::DepthToSpace, &computeDepthToSpace);
+  r.add(OpKind::SpaceToDepth, &computeSpaceToDepth);
+  r.add(OpKind::ReverseSequence, &computeReverseSequence);
+  r.add(OpKind::Compress, &computeCompress);
+  r.add(OpKind::NonZero, &computeNonZero);
+  r.add(OpKind::Size, &computeSize);
 }
 }  // namespace ops
 

@@ -14,15 +14,8 @@ void registerTensorLayoutOps(OpRegistry& r);  // tensor_layout.cpp
 void registerTensorIndexOps(OpRegistry& r);   // tensor_index.cpp
 void registerTensorResizeOps(OpRegistry& r);  // tensor_resize.cpp
 
-/// \returns the node's attributes, or an empty map when there are none.
-const AttrMap& attrsOrEmpty(const InferArgs& args);
 
-/// \returns `i` mapped into [0, dim) (negative indices count from the end), or
-/// an error naming `what`, the index and the dim.
-StatusOr<int64_t> normalizeIndex(int64_t i, int64_t dim, const char* what);
 
-/// \returns an error unless `t` is an i32 or i64 index tensor named `what`.
-Status checkIndexType(const TensorType& t, const char* what);
 
 /// \returns a 0-d tensor of dtype `t` holding `v` (rounded and saturated for
 /// integer types, v != 0 for bool).

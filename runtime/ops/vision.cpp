@@ -6,20 +6,10 @@ namespace pcc {
 
 namespace ops {
 
-std::vector<double> toDoubles(const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.getDouble(i);
-  return v;
-}
-
 Tensor fromDoubles(DType dt, const Dims& shape, const std::vector<double>& v) {
   Tensor r = Tensor::zeros(dt, shape);
   for (int64_t i = 0; i < r.numel(); ++i) storeDouble(r, i, v[static_cast<size_t>(i)]);
   return r;
-}
-
-Status notConstant(const char* op, const char* what) {
-  return invalidInput(op, ": ", what, " must be a constant (it decides the output shape)");
 }
 
 }  // namespace ops

@@ -16,21 +16,12 @@ void registerVisionQuantOps(OpRegistry& r);   // vision_quant.cpp: QLinearMatMul
 
 namespace ops {
 
-/// \returns every element of `t` converted to double, in row-major order.
-std::vector<double> toDoubles(const Tensor& t);
 
 /// \returns a tensor of dtype `dt` and shape `shape` holding `v` converted
 /// with the rules of storeDouble (saturating for integer types).
 Tensor fromDoubles(DType dt, const Dims& shape, const std::vector<double>& v);
 
-/// \returns the present input `i` of a kernel call, or nullptr when absent.
-inline const Tensor* optionalInput(const std::vector<const Tensor*>& in, size_t i) {
-  return i < in.size() && in[i] && in[i]->defined() ? in[i] : nullptr;
-}
 
-/// \returns the message an InferFn gives for an input whose value decides the
-/// output shape but is not known at compile time.
-Status notConstant(const char* op, const char* what);
 
 }  // namespace ops
 }  // namespace pcc

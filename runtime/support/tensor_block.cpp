@@ -46,4 +46,45 @@ StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& exte
   return out;
 }
 
+namespace {
+
+/// Splits `shape` at `axis` into the element counts before and after it.
+void splitAt(const Dims& shape, size_t axis, int64_t& outer, int64_t& inner) {
+  outer = inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+}
+
+}  // namespace
+
+Tensor takeAlong(const Tensor& x, size_t axis, int64_t i) {
+  Dims shape = x.shape();
+  int64_t n = shape[axis];
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  Tensor out = Tensor::zeros(x.dtype(), shape);
+  int64_t outer, inner;
+  splitAt(x.shape(), axis, outer, inner);
+  size_t bytes = static_cast<size_t>(inner) * dtypeSize(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(out.mutableData());
+  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * bytes, src + (o * n + i) * bytes, bytes);
+  return out;
+}
+
+Tensor stackAlong(const std::vector<Tensor>& parts, const TensorType& partType, size_t axis) {
+  Dims shape = partType.shape;
+  int64_t n = static_cast<int64_t>(parts.size());
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(axis), n);
+  Tensor out = Tensor::zeros(partType.dtype, shape);
+  int64_t outer, inner;
+  splitAt(shape, axis, outer, inner);
+  size_t bytes = static_cast<size_t>(inner) * dtypeSize(partType.dtype);
+  char* dst = static_cast<char*>(out.mutableData());
+  for (int64_t i = 0; i < n; ++i) {
+    const char* src = static_cast<const char*>(parts[static_cast<size_t>(i)].raw());
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + (o * n + i) * bytes, src + o * bytes, bytes);
+  }
+  return out;
+}
+
 }  // namespace pcc

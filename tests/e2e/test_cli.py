@@ -79,6 +79,25 @@ class CliTests:
             out.write(IR)
         return f
 
+    def providers(self):
+        """--profile names the provider of each op's kernel: oneDNN's MatMul or
+        Gemm by default, the reference kernels with --reference-kernels."""
+        plan = self.plan()
+        fast = self.tools.run("pcc-run", [plan, "--profile"])
+        ref = self.tools.run("pcc-run", [plan, "--profile", "--reference-kernels"])
+        if not self.suite.check("providers: both runs succeed", fast.returncode == 0 and ref.returncode == 0,
+                                fast.describe() + ref.describe()):
+            return
+        heavy = r"^profile rank 0: (MatMul|Gemm) \((\w+)\)"
+        fast_p = {m.group(2) for m in re.finditer(heavy, fast.stdout, re.M)}
+        ref_p = {m.group(2) for m in re.finditer(heavy, ref.stdout, re.M)}
+        self.suite.check("providers: oneDNN runs the matmuls by default", fast_p == {"onednn"},
+                         f"  providers {fast_p}\n{fast.describe()}")
+        self.suite.check("providers: --reference-kernels runs them on the reference kernels", ref_p == {"reference"},
+                         f"  providers {ref_p}\n{ref.describe()}")
+        self.suite.check("providers: no oneDNN kernel with --reference-kernels", "(onednn)" not in ref.stdout,
+                         ref.describe())
+
     def usage_error(self, case, tool, args, patterns):
         """Checks that `tool args` exits 2 with one stderr line, the tool's
         prefix, matching every regex of `patterns`."""
@@ -240,6 +259,7 @@ def main():
         suite.run_case("help", t.help)
         suite.run_case("flag=value", t.equals_form)
         suite.run_case("bad values", t.bad_values)
+        suite.run_case("kernel providers", t.providers)
         if not args.keep:
             shutil.rmtree(t.work, ignore_errors=True)
     return suite.finish()

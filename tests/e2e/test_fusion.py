@@ -47,7 +47,7 @@ VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 
 def elementwise_ops():
     """\returns the op names the op table marks Elementwise."""
-    path = os.path.join(e2e.SOURCE_DIR, "compiler", "ir", "Ops.def")
+    path = os.path.join(e2e.SOURCE_DIR, "runtime", "schema", "Ops.def")
     with open(path) as f:
         return {m.group(1) for m in re.finditer(r"^PCC_OP\((\w+), [^,]+, [^,]+, [^,]+, Elementwise,", f.read(), re.M)}
 

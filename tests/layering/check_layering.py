@@ -25,17 +25,16 @@ import tempfile
 # Direct edges between pcc libraries, library -> the pcc libraries it may link.
 ALLOWED = {
     "pcc_support": set(),
-    "pcc_ops": {"pcc_support"},                       # schemas + reference kernels
+    "pcc_schema": {"pcc_support"},                    # op table + type inference
+    "pcc_ops": {"pcc_schema", "pcc_support"},         # kernel registry + reference kernels
     "pcc_plan_proto": set(),
     "pcc_onnx_tensor": {"pcc_support"},
     "pcc_cpu": {"pcc_ops"},                           # oneDNN kernels
     "pcc_runtime": {"pcc_cpu", "pcc_ops", "pcc_onnx_tensor", "pcc_plan_proto"},
-    # The IR types nodes through the op schemas (runtime/ops/schema.h; the
-    # include rules below keep it from the kernel registry). They still share
-    # pcc_ops with the reference kernels (type inference and kernels are in the
-    # same files); the edge becomes pcc_ir -> pcc_schema when they are split.
-    "pcc_ir": {"pcc_ops"},
-    "pcc_eval": {"pcc_ir"},
+    # The IR types nodes through the op schemas (runtime/schema), which link
+    # no kernel; the evaluator above it runs the reference kernels.
+    "pcc_ir": {"pcc_schema"},
+    "pcc_eval": {"pcc_ir", "pcc_ops"},
     "pcc_onnx": {"pcc_ir", "pcc_ops", "pcc_onnx_tensor"},
     "pcc_passes": {"pcc_ir", "pcc_eval"},
     # The partition report reads plans only (pcc-report links no compiler).
@@ -50,13 +49,14 @@ COMPILER = {"pcc_ir", "pcc_eval", "pcc_onnx", "pcc_passes", "pcc_codegen", "pcc_
 DEVICE = {"gloo", "DNNL::dnnl", "pcc_cpu", "pcc_runtime"}
 # Targets a library must not reach through any path.
 FORBIDDEN = {
-    "pcc_support": COMPILER | DEVICE | {"pcc_ops"},
+    "pcc_support": COMPILER | DEVICE | {"pcc_ops", "pcc_schema"},
+    "pcc_schema": COMPILER | DEVICE | {"pcc_ops"},
     "pcc_ops": COMPILER | DEVICE,
     "pcc_plan_proto": COMPILER,
     "pcc_onnx_tensor": COMPILER | DEVICE,
     "pcc_cpu": COMPILER | {"gloo", "pcc_runtime"},
     "pcc_runtime": COMPILER | {"onnx"},
-    "pcc_ir": DEVICE | {"onnx", "pcc_plan_proto", "pcc_eval", "pcc_onnx", "pcc_passes", "pcc_codegen"},
+    "pcc_ir": DEVICE | {"pcc_ops", "onnx", "pcc_plan_proto", "pcc_eval", "pcc_onnx", "pcc_passes", "pcc_codegen"},
     "pcc_eval": DEVICE | {"pcc_onnx", "pcc_passes", "pcc_codegen"},
     "pcc_onnx": DEVICE | {"pcc_plan_proto", "pcc_passes", "pcc_codegen"},
     "pcc_passes": {"gloo", "DNNL::dnnl", "pcc_onnx", "pcc_codegen", "pcc_driver"},
@@ -70,9 +70,11 @@ FORBIDDEN = {
 # exceptions to those prefixes).
 INCLUDE_RULES = [
     ("runtime", (".h", ".cpp"), ("compiler/", "passes/", "codegen/", "tools/"), ()),
+    # The op schemas link no kernel: they include nothing of the rest of the runtime.
+    ("runtime/schema", (".h", ".cpp"), ("runtime/",), ("runtime/support/", "runtime/schema/")),
     # The IR sees the op schemas (type inference), not the kernel registry.
     ("compiler/ir", (".h", ".cpp"), ("runtime/", "passes/", "codegen/", "compiler/onnx/", "compiler/eval/"),
-     ("runtime/support/", "runtime/ops/schema.h")),
+     ("runtime/support/", "runtime/schema/")),
     ("compiler/onnx", (".h", ".cpp"), ("runtime/cpu/", "runtime/comm", "runtime/executor", "runtime/launcher",
                                        "runtime/plan", "passes/", "codegen/"), ()),
     ("passes", (".h", ".cpp"), ("codegen/", "compiler/onnx/", "compiler/driver", "runtime/cpu/", "runtime/comm"), ()),
@@ -160,6 +162,8 @@ def self_test():
         '"node2" [ label = "gloo", shape = septagon ];',
         '"node3" [ label = "pcc_ir", shape = octagon ];',
         '"node4" [ label = "pcc_new", shape = octagon ];',
+        '"node5" [ label = "pcc_ops", shape = octagon ];',
+        '"node3" -> "node5" // pcc_ir -> pcc_ops',
         '"node0" -> "node1" // pcc_onnx -> pcc_runtime',
         '"node1" -> "node2" // pcc_runtime -> gloo',
         '"node1" -> "node3" // pcc_runtime -> pcc_ir',
@@ -167,12 +171,13 @@ def self_test():
     ])
     errors = check_graph(*read_dot(bad))
     want = ["pcc_onnx -> pcc_runtime", "pcc_onnx reaches gloo", "pcc_runtime -> pcc_ir",
-            "pcc_runtime reaches pcc_ir", "pcc_new: a library"]
+            "pcc_runtime reaches pcc_ir", "pcc_new: a library", "pcc_ir -> pcc_ops", "pcc_ir reaches pcc_ops"]
     # Include lines: a made-up tree whose IR includes the kernel registry and
     # whose runtime includes the IR.
     with tempfile.TemporaryDirectory(prefix="pcc-layering-self-") as tmp:
         files = {
-            "compiler/ir/graph.cpp": '#include "runtime/ops/schema.h"\n#include "runtime/ops/registry.h"\n',
+            "compiler/ir/graph.cpp": '#include "runtime/schema/schema.h"\n#include "runtime/ops/registry.h"\n',
+            "runtime/schema/math.cpp": '#include "runtime/schema/infer_util.h"\n#include "runtime/ops/op_util.h"\n',
             "runtime/executor.cpp": '#include "runtime/support/tensor.h"\n#include "compiler/ir/ir.h"\n',
             "codegen/plan_emitter.h": '#include "passes/partition/partitioner.h"\n',
         }
@@ -183,8 +188,9 @@ def self_test():
         errors += check_includes(tmp)
     want += ["compiler/ir/graph.cpp:2: includes runtime/ops/registry.h",
              "runtime/executor.cpp:2: includes compiler/ir/ir.h",
-             "codegen/plan_emitter.h:1: includes passes/partition/partitioner.h"]
-    if len([e for e in errors if ": includes " in e]) != 3:
+             "codegen/plan_emitter.h:1: includes passes/partition/partitioner.h",
+             "runtime/schema/math.cpp:2: includes runtime/ops/op_util.h"]
+    if len([e for e in errors if ": includes " in e]) != 4:
         print("self-test: include rules flagged", [e for e in errors if ": includes " in e])
         return 1
     missing = [w for w in want if not any(e.startswith(w) for e in errors)]

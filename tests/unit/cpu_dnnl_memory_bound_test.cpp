@@ -71,7 +71,7 @@ TEST(CpuDnnlEltwise, ReluMatchesReference) {
   EXPECT_TRUE(o.ran);
   EXPECT_EQ(o.worst, 0.0);
   // Clip has no fast kernel: oneDNN's clip would turn NaN into a bound.
-  EXPECT_EQ(cpu::makeFastKernel("Clip", {}, {}), nullptr);
+  EXPECT_EQ(cpu::makeFastKernel(OpKind::Clip, {}, {}), nullptr);
 }
 
 /// \returns n values spread over [-r, r], with a few special ones.

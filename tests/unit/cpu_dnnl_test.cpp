@@ -46,7 +46,7 @@ TEST(CpuDnnlMatMul, MatchesReference) {
 }
 
 TEST(CpuDnnlMatMul, DeclinesOtherTypesAndEmptyShapes) {
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel("MatMul", {}, {});
+  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(OpKind::MatMul, {}, {});
   ASSERT_TRUE(fast);
   Tensor a = Tensor::zeros(DType::kF64, {2, 3}), b = Tensor::zeros(DType::kF64, {3, 2});
   std::vector<Tensor> out;
@@ -65,7 +65,7 @@ TEST(CpuDnnlMatMul, DeclinesOtherTypesAndEmptyShapes) {
 }
 
 TEST(CpuDnnlMatMul, BadShapesAreErrorsNotCrashes) {
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel("MatMul", {}, {});
+  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(OpKind::MatMul, {}, {});
   Tensor a = randomF32({2, 3}, 1), b = randomF32({4, 2}, 2);
   auto r = runOp("MatMul", {&a, &b}, {}, fast.get());
   ASSERT_FALSE(r.ok());
@@ -186,7 +186,7 @@ TEST(CpuDnnlConv, MatchesReferenceWithAndWithoutBias) {
 TEST(CpuDnnlConv, ConstantWeightIsReorderedOnceAndReused) {
   const ConvCase& c = convCases()[3];
   Tensor w = randomF32(c.w, 7), b = randomF32({c.w[0]}, 8);
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel("Conv", convAttrs(c), {false, true, true});
+  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(OpKind::Conv, convAttrs(c), {false, true, true});
   // Several inputs through one kernel: the kept weight must serve all of them.
   for (uint64_t s = 0; s < 3; ++s) {
     Tensor x = randomF32(c.x, 20 + s);
@@ -215,7 +215,7 @@ TEST(CpuDnnlConv, ConstantWeightIsReorderedOnceAndReused) {
 TEST(CpuDnnlConv, ShapeChangeBetweenCallsMakesANewPrimitive) {
   AttrMap attrs;
   attrs.set("pads", Dims{1, 1, 1, 1});
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel("Conv", attrs, {});
+  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(OpKind::Conv, attrs, {});
   Tensor w = randomF32({4, 3, 3, 3}, 1);
   for (int64_t side : {5, 9, 5}) {
     Tensor x = randomF32({1, 3, side, side}, side);

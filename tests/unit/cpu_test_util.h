@@ -41,7 +41,7 @@ struct Outcome {
 inline bool runFast(const std::string& op, const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     const std::vector<bool>& constant, int calls, const Tensor& ref, Outcome& o,
                     std::vector<Tensor>& out) {
-  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(op, attrs, constant);
+  std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(*opFromName(op), attrs, constant);
   if (!fast) {
     o.error = "no fast kernel for " + op;
     return false;

@@ -1,5 +1,5 @@
-// The op table (compiler/ir/Ops.def) against everything else that knows an op:
-// type inference and the reference kernel (runtime/ops), the importer tables
+// The op table (runtime/schema/Ops.def) against everything else that knows an op:
+// type inference (runtime/schema) and the reference kernel (runtime/ops), the importer tables
 // (compiler/onnx), the dimension maps of the partitioner (passes/partition).
 // Adding an op without one of them fails here (docs/adding-an-op.md).
 #include <gtest/gtest.h>
@@ -38,12 +38,20 @@ TEST(OpTable, EveryOpHasTypeInferenceAndAReferenceKernel) {
   for (OpKind op : allOps()) {
     // Region ops (If, Loop, Scan) are typed by their bodies (compiler/ir/regions.h)
     // and run by the evaluator, not by a kernel.
-    if (isRegionOp(op)) continue;
-    const OpSchema* s = findOpSchema(opName(op));
-    ASSERT_NE(s, nullptr) << opName(op) << ": no schema in runtime/ops";
-    EXPECT_NE(s->infer, nullptr) << opName(op) << ": no type inference";
-    EXPECT_NE(s->compute, nullptr) << opName(op) << ": no reference kernel";
+    if (isRegionOp(op)) {
+      EXPECT_EQ(inferFn(op), nullptr) << opName(op);
+      EXPECT_EQ(referenceKernel(op), nullptr) << opName(op);
+      continue;
+    }
+    EXPECT_NE(inferFn(op), nullptr) << opName(op) << ": no type inference in runtime/schema";
+    EXPECT_EQ(findInferFn(opName(op)), inferFn(op)) << opName(op);
+    const KernelEntry* k = referenceKernel(op);
+    ASSERT_NE(k, nullptr) << opName(op) << ": no reference kernel in runtime/ops";
+    EXPECT_NE(k->compute, nullptr) << opName(op);
   }
+  // No family registered an op twice (the tables keep the first error).
+  EXPECT_TRUE(schemaTableStatus().ok()) << schemaTableStatus().message();
+  EXPECT_TRUE(kernelTableStatus().ok()) << kernelTableStatus().message();
 }
 
 TEST(OpTable, EveryOnnxOpHasAnImporterRow) {

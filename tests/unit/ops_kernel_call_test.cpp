@@ -127,13 +127,14 @@ TEST(OpsKernelCall, ProviderKernelFirstThenReference) {
   Tensor x = f32({4}, {-1, 2, -3, 4});
   AttrMap attrs;
   auto provider = std::make_shared<Alternating>();
-  auto k = OpKernel::prepare("Relu", attrs, {x.type()}, {}, {}, provider);
+  auto k = OpKernel::prepare("Relu", attrs, {x.type()}, {}, {}, {{Provider::kGenerated, provider}});
   ASSERT_TRUE(k.ok()) << k.status().message();
   std::vector<float> want{0, 2, 0, 4};
   for (int i = 0; i < 2; ++i) {  // the provider's call, then the reference's
     auto out = k->run({&x});
     ASSERT_TRUE(out.ok()) << out.status().message();
     EXPECT_EQ(floats((*out)[0]), want);
+    EXPECT_EQ(k->lastProvider(), i == 0 ? Provider::kGenerated : Provider::kReference);
   }
   for (int i = 0; i < 2; ++i) {  // into planned memory, over the input (in place)
     Tensor y = f32({4}, {-1, 2, -3, 4});
@@ -144,6 +145,22 @@ TEST(OpsKernelCall, ProviderKernelFirstThenReference) {
   EXPECT_EQ(provider->taken, 2);
   // A dropped output (undefined) is not written; the call still succeeds.
   ASSERT_TRUE(k->runInto({&x}, {Tensor()}).ok());
+}
+
+TEST(OpsKernelCall, WithoutTheReferenceACallNoProviderTakesIsAnError) {
+  Tensor x = f32({4}, {-1, 2, -3, 4});
+  AttrMap attrs;
+  auto provider = std::make_shared<Alternating>();
+  auto k = OpKernel::prepare(OpKind::Relu, attrs, {x.type()}, {}, {}, {{Provider::kGenerated, provider}},
+                             /*reference=*/false);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  ASSERT_TRUE(k->run({&x}).ok());  // the provider takes the first call
+  auto declined = k->run({&x});     // and leaves the second, with no reference kernel behind it
+  ASSERT_FALSE(declined.ok());
+  EXPECT_NE(declined.status().message().find("no kernel of the preferred providers"), std::string::npos)
+      << declined.status().message();
+  // Neither a provider nor the reference: nothing to run.
+  EXPECT_FALSE(OpKernel::prepare(OpKind::Relu, attrs, {x.type()}, {}, {}, {}, /*reference=*/false).ok());
 }
 
 TEST(OpsKernelCall, RunOpIsTheEntryWithoutContext) {

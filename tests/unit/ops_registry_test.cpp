@@ -12,14 +12,15 @@ TEST(OpsRegistry, EveryOpInOpsDefHasInferAndCompute) {
   std::vector<std::string> want;
 #define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) \
   if (!isRegionOp(OpKind::Name)) want.push_back(#Name);
-#include "compiler/ir/Ops.def"
+#include "runtime/schema/Ops.def"
 #undef PCC_OP
   for (const std::string& op : want) {
-    const OpSchema* s = findOpSchema(op);
-    ASSERT_NE(s, nullptr) << op;
-    EXPECT_EQ(s->name, op);
-    EXPECT_NE(s->infer, nullptr) << op;
-    EXPECT_NE(s->compute, nullptr) << op;
+    std::optional<OpKind> kind = opFromName(op);
+    ASSERT_TRUE(kind) << op;
+    EXPECT_NE(inferFn(*kind), nullptr) << op;
+    const KernelEntry* k = referenceKernel(*kind);
+    ASSERT_NE(k, nullptr) << op;
+    EXPECT_NE(k->compute, nullptr) << op;
   }
   std::vector<std::string> ops = registeredOps();
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
@@ -28,12 +29,61 @@ TEST(OpsRegistry, EveryOpInOpsDefHasInferAndCompute) {
 }
 
 TEST(OpsRegistry, UnknownOp) {
-  EXPECT_EQ(findOpSchema("NoSuchOp"), nullptr);
+  EXPECT_EQ(findInferFn("NoSuchOp"), nullptr);
   Tensor x = f32({1}, {1});
   auto r = runOp("NoSuchOp", {&x}, {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(r.status().message().find("NoSuchOp"), std::string::npos);
+}
+
+Status dummyCompute(const std::vector<const Tensor*>&, const AttrMap&, std::vector<Tensor>&) {
+  return Status::OK();
+}
+std::unique_ptr<KernelOverride> noKernel(const AttrMap&, const std::vector<bool>&) { return nullptr; }
+
+TEST(KernelRegistry, SameOpAndProviderTwiceIsAnError) {
+  KernelRegistry r;
+  KernelEntry ref;
+  ref.compute = &dummyCompute;
+  KernelEntry fast;
+  fast.make = &noKernel;
+  ASSERT_TRUE(r.add(OpKind::MatMul, Provider::kReference, ref).ok());
+  ASSERT_TRUE(r.add(OpKind::MatMul, Provider::kOneDnn, fast).ok());  // another provider: fine
+  ASSERT_TRUE(r.add(OpKind::Add, Provider::kReference, ref).ok());   // another op: fine
+  Status twice = r.add(OpKind::MatMul, Provider::kReference, ref);
+  EXPECT_EQ(twice.code(), StatusCode::kInternal);
+  EXPECT_NE(twice.message().find("MatMul is registered twice"), std::string::npos) << twice.message();
+  EXPECT_FALSE(r.add(OpKind::MatMul, Provider::kOneDnn, fast).ok());
+  // An entry without the provider's kind of kernel is refused too.
+  EXPECT_FALSE(r.add(OpKind::Relu, Provider::kReference, fast).ok());
+  EXPECT_FALSE(r.add(OpKind::Relu, Provider::kOneDnn, ref).ok());
+  EXPECT_EQ(r.find(OpKind::MatMul, Provider::kReference)->compute, &dummyCompute);
+  EXPECT_EQ(r.find(OpKind::MatMul, Provider::kGenerated), nullptr);
+  EXPECT_EQ(r.ops(Provider::kReference), (std::vector<OpKind>{OpKind::MatMul, OpKind::Add}));
+  EXPECT_EQ(r.ops(Provider::kOneDnn), std::vector<OpKind>{OpKind::MatMul});
+}
+
+TEST(KernelRegistry, ReferenceHooksKeepTheFirstError) {
+  KernelRegistry r;
+  OpRegistry hook(r);
+  hook.add(OpKind::Relu, &dummyCompute);
+  EXPECT_TRUE(hook.status().ok());
+  hook.add(OpKind::Relu, &dummyCompute);
+  EXPECT_FALSE(hook.status().ok());
+  EXPECT_NE(hook.status().message().find("Relu"), std::string::npos) << hook.status().message();
+}
+
+TEST(SchemaRegistry, SameOpTwiceIsAnError) {
+  SchemaRegistry r;
+  InferFn f = inferFn(OpKind::Relu);
+  ASSERT_NE(f, nullptr);
+  r.add(OpKind::Relu, f);
+  EXPECT_TRUE(r.status().ok());
+  EXPECT_EQ(r.get(OpKind::Relu), f);
+  r.add(OpKind::Relu, f);
+  EXPECT_FALSE(r.status().ok());
+  EXPECT_NE(r.status().message().find("Relu registered twice"), std::string::npos) << r.status().message();
 }
 
 TEST(OpsRegistry, RunOpErrorNamesOpAndShapes) {

@@ -65,14 +65,14 @@ inline StatusOr<std::vector<TensorType>> infer(const std::string& op,
                                                std::vector<TensorType> types,
                                                std::vector<const Tensor*> consts = {},
                                                const AttrMap& attrs = {}) {
-  const OpSchema* s = findOpSchema(op);
-  if (!s) return internalError("no op ", op);
+  InferFn f = findInferFn(op);
+  if (!f) return internalError("no op ", op);
   InferArgs a;
   a.inputs = std::move(types);
   consts.resize(a.inputs.size(), nullptr);
   a.constInputs = std::move(consts);
   a.attrs = &attrs;
-  return s->infer(a);
+  return f(a);
 }
 
 inline std::vector<double> values(const Tensor& t) {

@@ -349,6 +349,49 @@ TEST(RuntimeBackend, AHostTensorNeverReachesTheDevice) {
   EXPECT_NE(r.status().message().find("not in device memory"), std::string::npos);
 }
 
+/// Prepares and runs one MatMul of dtype `dt` on the cpu backend made with
+/// `o`. \returns the provider that ran it ("" on error, with a failure).
+std::string matMulProvider(const BackendOptions& o, DType dt) {
+  auto cpu = makeBackend("cpu", o);
+  EXPECT_TRUE(cpu.ok());
+  if (!cpu.ok()) return "";
+  Tensor a = Tensor::zeros(TensorType{dt, {4, 8}}), b = Tensor::zeros(TensorType{dt, {8, 3}});
+  for (int64_t i = 0; i < a.numel(); ++i) a.setDouble(i, (i % 5) - 2);
+  for (int64_t i = 0; i < b.numel(); ++i) b.setDouble(i, (i % 3) - 1);
+  AttrMap attrs;
+  KernelDesc k;
+  k.op = "MatMul";
+  k.attrs = &attrs;
+  k.inputs = {a.type(), b.type()};
+  k.outputs = {TensorType{dt, {4, 3}}};
+  k.outputNames = {"buffer 0 'y'"};
+  k.where = "rank 0: node 'mm' (MatMul)";
+  auto kernel = (*cpu)->prepareKernel(k);
+  EXPECT_TRUE(kernel.ok()) << kernel.status().message();
+  if (!kernel.ok()) return "";
+  Tensor y = Tensor::zeros(k.outputs[0]);
+  Status st = (*kernel)->run({&a, &b}, {y});
+  EXPECT_TRUE(st.ok()) << st.message();
+  auto want = runOp("MatMul", {&a, &b}, {});
+  EXPECT_TRUE(want.ok());
+  for (int64_t i = 0; want.ok() && i < y.numel(); ++i) EXPECT_EQ(y.getDouble(i), (*want)[0].getDouble(i)) << i;
+  return std::string((*kernel)->provider());
+}
+
+TEST(RuntimeBackend, CpuPicksTheFirstPreferredProviderThatTakesTheCall) {
+  BackendOptions fast;  // the default order: oneDNN, then the reference kernels
+  EXPECT_EQ(matMulProvider(fast, DType::kF32), "onednn");
+  // oneDNN declines an i64 MatMul: the reference kernel takes it.
+  EXPECT_EQ(matMulProvider(fast, DType::kI64), "reference");
+  BackendOptions reference;  // pcc-run --reference-kernels
+  reference.kernelProviders = {Provider::kReference};
+  EXPECT_EQ(matMulProvider(reference, DType::kF32), "reference");
+  // kGenerated has no kernels yet: preferring it changes nothing.
+  BackendOptions generated;
+  generated.kernelProviders = {Provider::kGenerated, Provider::kOneDnn, Provider::kReference};
+  EXPECT_EQ(matMulProvider(generated, DType::kF32), "onednn");
+}
+
 TEST(RuntimeBackend, UnknownBackendNamesTheKnownOnes) {
   auto b = makeBackend("tpu", BackendOptions());
   ASSERT_FALSE(b.ok());
