@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/ops/op_cost.h"
+#include "runtime/schema/op_cost.h"
 #include "runtime/plan_convert.h"
 #include "runtime/support/status.h"
 
@@ -19,7 +19,7 @@ int64_t bytesOf(const plan::Buffer& b) {
   return static_cast<int64_t>(t.bytes());
 }
 
-// The work of one instruction as the cost model counts it (runtime/ops/op_cost.h).
+// The work of one instruction as the cost model counts it (runtime/schema/op_cost.h).
 int64_t instructionFlops(const plan::Instruction& ins, const plan::RankProgram& prog) {
   std::vector<TensorType> in, out;
   for (int32_t id : ins.inputs())

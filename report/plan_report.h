@@ -15,7 +15,7 @@ struct RankStats {
   int rank = 0;
   std::vector<int> meshCoord;              ///< (pp, dp, tp)
   std::map<std::string, int> opCounts;     ///< kernel op -> instructions
-  int64_t flops = 0;                       ///< as the cost model counts them (runtime/ops/op_cost.h)
+  int64_t flops = 0;                       ///< as the cost model counts them (runtime/schema/op_cost.h)
   int64_t weightBytes = 0;
   int64_t peakActivationBytes = 0;         ///< largest live set of non-weight buffers
   // Memory plan (codegen/memory_plan.h): the planned arena and, for

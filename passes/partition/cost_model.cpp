@@ -44,8 +44,8 @@ DType workType(const Node& n) {
 
 // A view of its input (Reshape, Squeeze, ...) runs no kernel.
 bool isView(const Node& n) {
-  const OpSchema* s = findOpSchema(n.opName());
-  return s && s->viewOfInput0;
+  const KernelEntry* k = referenceKernel(n.op());
+  return k && k->viewOfInput0;
 }
 }  // namespace
 

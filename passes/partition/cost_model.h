@@ -10,7 +10,7 @@
 
 #include "compiler/ir/ir.h"
 #include "passes/partition/device_spec.h"
-#include "runtime/ops/op_cost.h"
+#include "runtime/schema/op_cost.h"
 
 namespace pcc {
 

@@ -1,4 +1,4 @@
-#include "runtime/ops/op_cost.h"
+#include "runtime/schema/op_cost.h"
 
 #include <algorithm>
 #include <limits>
