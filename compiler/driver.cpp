@@ -1,6 +1,8 @@
 #include "compiler/driver.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ostream>
 
 #include "compiler/ir/text.h"
@@ -39,9 +41,9 @@ bool pipelineRuns(std::string_view name, const CompileOptions& opts) {
 constexpr const char* kRankPipeline[] = {"fuse"};
 
 /// The pattern names report.json always lists (missing ones count 0).
-constexpr const char* kFusionPatterns[] = {"LayerNormalization", "RMSNormalization", "Gelu",     "Swish",
-                                           "Attention",          "fused_epilogue",   "fused_elementwise",
-                                           "batchnorm_folded"};
+constexpr const char* kFusionPatterns[] = {"LayerNormalization", "RMSNormalization", "Gelu",
+                                           "Swish",              "HardSwish",        "Attention",
+                                           "fused_epilogue",     "fused_elementwise", "batchnorm_folded"};
 
 /// Points `binds` at the values of `g` with the same names (a pass may have
 /// replaced the values). \returns an internal error if one is gone.
@@ -74,6 +76,75 @@ Status optimizeRank(RankGraph& rg, const CompileOptions& opts, std::ostream* log
   if (count)
     for (const auto& [name, n] : ctx.stats) stats[name] += n;
   return Status::OK();
+}
+
+StatusOr<ClusterSpec> clusterSpecFor(const CompileOptions& opts) {
+  StatusOr<ClusterSpec> spec =
+      opts.clusterFile.empty() ? builtinClusterSpec(opts.gpu) : loadClusterSpec(opts.clusterFile);
+  if (!spec.ok()) return spec.status().withContext(opts.clusterFile.empty() ? "--gpu" : "--cluster");
+  if (opts.gpusPerNode > 0) spec->gpusPerNode = opts.gpusPerNode;
+  return spec;
+}
+
+std::string ms(double seconds) { return strCat(std::round(seconds * 1e6) / 1e3, " ms"); }
+
+// One line on the chosen mesh and the runner-up.
+std::string searchSummary(const SearchResult& r, const ClusterSpec& cluster, int gpus) {
+  const PlanEstimate& best = r.candidates.front();
+  std::string s = strCat("plan: ", best.mesh.str(), " on ", best.mesh.size(), " of ", gpus, " ", cluster.name,
+                         ", estimated ", ms(best.seconds), " per batch (", objectiveName(r.objective), ")");
+  for (size_t i = 1; i < r.candidates.size(); ++i) {
+    const PlanEstimate& e = r.candidates[i];
+    if (!e.error.empty()) continue;
+    s += strCat("; runner-up ", e.mesh.str(), ": ", ms(e.seconds), e.infeasible.empty() ? "" : " (does not fit)");
+    break;
+  }
+  return s;
+}
+
+// Why the search left devices idle: the batch capped dp (every candidate on
+// all the devices ended on a smaller mesh), or the cost model found the
+// smaller mesh faster.
+std::string fewerDevicesNote(const SearchResult& r, int gpus) {
+  const PlanEstimate& best = r.candidates.front();
+  std::string why = "the cost model estimates it faster than every mesh of more devices";
+  for (const PlanEstimate& e : r.candidates) {
+    if (e.mesh.size() != gpus || !e.error.empty()) continue;
+    why += strCat(" (", e.mesh.str(), ": ", ms(e.seconds), " against ", ms(best.seconds), ")");
+    break;
+  }
+  bool anyFull = std::any_of(r.candidates.begin(), r.candidates.end(),
+                             [&](const PlanEstimate& e) { return e.mesh.size() == gpus; });
+  if (!anyFull) why = "the batch cannot be split further, and no tensor-parallel split fits the rest";
+  return strCat("using ", best.mesh.size(), " of ", gpus, " devices: ", why);
+}
+
+// The search's estimates, stored in the plan for the reports.
+void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::SearchReport& out) {
+  out.set_objective(objectiveName(r.objective));
+  out.set_device(cluster.name);
+  out.set_device_description(cluster.description);
+  out.set_gpus_per_node(cluster.gpusPerNode);
+  out.set_search_time_ms(r.searchSeconds * 1e3);
+  for (const PlanEstimate& e : r.candidates) {
+    plan::MeshEstimate* m = out.add_candidates();
+    m->mutable_mesh()->set_pp(e.mesh.pp);
+    m->mutable_mesh()->set_dp(e.mesh.dp);
+    m->mutable_mesh()->set_tp(e.mesh.tp);
+    m->set_estimated_time_ms(e.seconds * 1e3);
+    m->set_samples_per_second(e.samplesPerSecond);
+    m->set_infeasible(e.infeasible);
+    m->set_error(e.error);
+    for (const RankEstimate& rk : e.ranks) {
+      plan::RankEstimate* p = m->add_ranks();
+      p->set_rank(rk.rank);
+      p->set_compute_ms(rk.computeSeconds * 1e3);
+      p->set_comm_ms(rk.commSeconds * 1e3);
+      p->set_flops(rk.flops);
+      p->set_weight_bytes(rk.weightBytes);
+      p->set_activation_bytes(rk.activationBytes);
+    }
+  }
 }
 
 }  // namespace
@@ -113,7 +184,26 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   po.dp = opts.dp;
   po.tp = opts.tp;
   po.pp = opts.pp;
+  ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
+  CostModel cost(cluster);
+  Objective objective = opts.objective == "throughput" ? Objective::kThroughput : Objective::kLatency;
+  ASSIGN_OR_RETURN(c.search, searchMesh(*c.partitioned, po, cost, objective));
+  const PlanEstimate& best = c.search.candidates.front();
+  const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;
+  if (!best.infeasible.empty() && !forced)
+    return invalidInput(opts.modelPath, ": no mesh of at most ", opts.gpus, " ", cluster.name,
+                        " devices fits in memory; the best, ", best.mesh.str(), ": ", best.infeasible,
+                        " (more --gpus, a larger --gpu, or --strategy to compile it anyway)");
+  if (!forced) {
+    po.gpus = best.mesh.size();
+    po.dp = best.mesh.dp;
+    po.tp = best.mesh.tp;
+  }
+  say(searchSummary(c.search, cluster, opts.gpus));
   ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));
+  if (!best.infeasible.empty()) c.partition.notes.push_back("does not fit: " + best.infeasible);
+  if (!forced && best.mesh.size() < opts.gpus)
+    c.partition.notes.insert(c.partition.notes.begin(), fewerDevicesNote(c.search, opts.gpus));
   RETURN_IF_ERROR(verifyGraph(*c.partitioned).withContext("after partitioning"));
   for (const std::string& n : c.partition.notes) say("note: " + n);
   ASSIGN_OR_RETURN(c.ranks, lowerToRanks(*c.partitioned, c.partition));
@@ -135,6 +225,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   say(strCat("fusion: ", opsBefore, " kernels before, ", kernelsAfter, " after", opts.fuse ? "" : " (--no-fuse)"));
 
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
+  recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();
   fusion->set_ops_before(opsBefore);
   fusion->set_kernels_after(kernelsAfter);

@@ -9,6 +9,7 @@
 #include "compiler/ir/ir.h"
 #include "compiler/options.h"
 #include "passes/partition/partitioner.h"
+#include "passes/partition/search.h"
 
 namespace pcc {
 
@@ -17,6 +18,8 @@ struct Compilation {
   std::unique_ptr<Graph> reference;    ///< as imported: the oracle
   std::unique_ptr<Graph> partitioned;  ///< optimized, with sharding annotations
   Partition partition;
+  /// The mesh search: the chosen mesh's estimate first, then the alternatives.
+  SearchResult search;
   std::vector<RankGraph> ranks;
   EmittedPlan plan;
 };

@@ -24,9 +24,19 @@ struct CompileOptions {
   /// Number of devices to spread the model over (--gpus).
   int gpus = 1;
   /// Mesh extents from --strategy (0 = derived: dp takes what tp and pp leave).
-  /// "auto" leaves all three 0; until the cost-model search lands, auto means
-  /// data parallelism over every device.
+  /// "auto" leaves all three 0: the mesh search (passes/partition/search.h)
+  /// chooses dp and tp by the cost model.
   int dp = 0, tp = 0, pp = 0;
+  /// The device the cost model plans for: a shipped spec's name (--gpu; the
+  /// list is builtinClusterSpecNames()), unless clusterFile is given.
+  std::string gpu = "h100";
+  /// A cluster spec file (--cluster FILE.json) replacing --gpu's.
+  std::string clusterFile;
+  /// Devices per node (--gpus-per-node); 0: the spec's.
+  int gpusPerNode = 0;
+  /// What the mesh search minimizes (--objective): "latency" (time per batch)
+  /// or "throughput" (samples per second over every device).
+  std::string objective = "latency";
   /// Binds the leading symbolic dimension of every input (--batch).
   std::optional<int64_t> batch;
   /// Full shapes of named inputs (--shape NAME=2x128).

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/schema/op_cost.h"
 #include "runtime/plan_convert.h"
 #include "runtime/support/status.h"
 
@@ -18,32 +19,19 @@ int64_t bytesOf(const plan::Buffer& b) {
   return static_cast<int64_t>(t.bytes());
 }
 
-int64_t attrInt(const plan::Instruction& ins, const std::string& name, int64_t dflt) {
-  for (const plan::Attr& a : ins.attrs())
-    if (a.name() == name && a.value_case() == plan::Attr::kI) return a.i();
-  return dflt;
-}
-
+// The work of one instruction as the cost model counts it (runtime/schema/op_cost.h).
 int64_t instructionFlops(const plan::Instruction& ins, const plan::RankProgram& prog) {
-  auto type = [&](int32_t id) { return fromDesc(prog.buffers(id).desc()); };
-  if (ins.outputs_size() == 0) return 0;
-  TensorType out = type(ins.outputs(0));
-  const std::string& op = ins.op();
-  if ((op == "MatMul" || op == "Gemm") && ins.inputs_size() >= 2) {
-    TensorType a = type(ins.inputs(0));
-    if (a.shape.empty()) return 0;
-    int64_t k = op == "Gemm" && attrInt(ins, "transA", 0) ? a.shape[0] : a.shape.back();
-    return 2 * out.numel() * k;
-  }
-  if (op == "Conv" && ins.inputs_size() >= 2) {
-    TensorType w = type(ins.inputs(1));
-    if (w.shape.empty() || w.shape[0] == 0) return 0;
-    return 2 * out.numel() * (w.numel() / w.shape[0]);
-  }
-  return out.numel();
+  std::vector<TensorType> in, out;
+  for (int32_t id : ins.inputs())
+    in.push_back(id >= 0 && id < prog.buffers_size() ? fromDesc(prog.buffers(id).desc()) : TensorType{});
+  for (int32_t id : ins.outputs())
+    out.push_back(id >= 0 && id < prog.buffers_size() ? fromDesc(prog.buffers(id).desc()) : TensorType{});
+  StatusOr<AttrMap> attrs = fromAttrProtos(ins.attrs());
+  return opWork(ins.op(), in, out, attrs.ok() ? *attrs : AttrMap{}).flops;
 }
 
-RankStats statsOf(const plan::RankProgram& prog) {
+// `groups`: the plan's process groups (nullptr for the reference program).
+RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::RepeatedPtrField<plan::Group>* groups) {
   RankStats s;
   s.rank = prog.rank();
   s.meshCoord.assign(prog.mesh_coord().begin(), prog.mesh_coord().end());
@@ -78,8 +66,23 @@ RankStats statsOf(const plan::RankProgram& prog) {
       default: {
         std::string name = plan::Instruction::Kind_Name(ins.kind());
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-        if (ins.inputs_size() > 0 && ins.inputs(0) >= 0) s.commBytes[name] += bytesOf(prog.buffers(ins.inputs(0)));
+        int64_t bytes = ins.inputs_size() > 0 && ins.inputs(0) >= 0 ? bytesOf(prog.buffers(ins.inputs(0))) : 0;
+        s.commBytes[name] += bytes;
         ++s.commCount[name];
+        std::string axis = "-";
+        int groupSize = 0;  // unknown: no such group
+        if (ins.kind() == plan::Instruction::SEND || ins.kind() == plan::Instruction::RECV) {
+          groupSize = 2;  // a pair
+        } else if (groups && ins.group() >= 0 && ins.group() < groups->size()) {
+          axis = (*groups)[ins.group()].axis();
+          groupSize = (*groups)[ins.group()].ranks_size();
+        }
+        auto same = [&](const RankStats::Collective& c) {
+          return c.kind == name && c.axis == axis && c.groupSize == groupSize && c.bytes == bytes;
+        };
+        auto it = std::find_if(s.collectives.begin(), s.collectives.end(), same);
+        if (it == s.collectives.end()) s.collectives.push_back({name, axis, groupSize, bytes, 1});
+        else ++it->count;
         break;
       }
     }
@@ -113,12 +116,48 @@ std::string humanBytes(int64_t b) {
   return buf;
 }
 
+std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=", m.tp(), " pp=", m.pp()); }
+
+// The mesh search's part of report.json (plans that carry it).
+void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
+  doc["objective"] = r.objective();
+  doc["device"] = {{"name", r.device()}, {"description", r.device_description()}, {"gpus_per_node", r.gpus_per_node()}};
+  if (r.candidates_size() > 0) doc["estimated_time_ms"] = r.candidates(0).estimated_time_ms();
+  doc["search_time_ms"] = r.search_time_ms();
+  Json alternatives = Json::array();
+  for (const plan::MeshEstimate& e : r.candidates()) {
+    Json a{{"mesh", {{"pp", e.mesh().pp()}, {"dp", e.mesh().dp()}, {"tp", e.mesh().tp()}}}};
+    if (!e.error().empty()) {
+      a["error"] = e.error();
+    } else {
+      a["estimated_time_ms"] = e.estimated_time_ms();
+      a["samples_per_second"] = e.samples_per_second();
+      int64_t peak = 0;
+      for (const plan::RankEstimate& rk : e.ranks()) peak = std::max(peak, rk.weight_bytes() + rk.activation_bytes());
+      a["peak_memory_bytes"] = peak;
+      if (!e.infeasible().empty()) a["infeasible"] = e.infeasible();
+    }
+    alternatives.push_back(std::move(a));
+  }
+  doc["alternatives"] = std::move(alternatives);
+  // The chosen mesh's estimate of each rank, next to what the plan holds.
+  if (r.candidates_size() == 0) return;
+  for (const plan::RankEstimate& rk : r.candidates(0).ranks()) {
+    if (rk.rank() < 0 || static_cast<size_t>(rk.rank()) >= ranks.size()) continue;
+    Json& j = ranks[rk.rank()];
+    j["estimated_time_ms"] = rk.compute_ms() + rk.comm_ms();
+    j["estimated_compute_ms"] = rk.compute_ms();
+    j["estimated_comm_ms"] = rk.comm_ms();
+    j["estimated_memory_bytes"] = rk.weight_bytes() + rk.activation_bytes();
+  }
+}
+
 }  // namespace
 
 PlanStats computePlanStats(const plan::Plan& p) {
   PlanStats s;
-  for (const plan::RankProgram& r : p.ranks()) s.ranks.push_back(statsOf(r));
-  s.reference = statsOf(p.reference());
+  for (const plan::RankProgram& r : p.ranks()) s.ranks.push_back(statsOf(r, &p.groups()));
+  s.reference = statsOf(p.reference(), nullptr);
   return s;
 }
 
@@ -161,8 +200,15 @@ std::string planReportJson(const plan::Plan& p) {
            {"tensor_parallel_pairs",
             std::vector<std::string>(p.tensor_parallel_pairs().begin(), p.tensor_parallel_pairs().end())},
            {"fusion", fusionJson(p)},
-           {"ranks", std::move(ranks)},
+           {"ranks", Json()},
+           {"collectives", Json::array()},
            {"reference", rankJson(s.reference)}};
+  for (const RankStats& r : s.ranks)
+    for (const RankStats::Collective& c : r.collectives)
+      doc["collectives"].push_back(Json{{"rank", r.rank}, {"kind", c.kind}, {"axis", c.axis},
+                                        {"group_size", c.groupSize}, {"bytes", c.bytes}, {"count", c.count}});
+  if (p.has_search()) addSearchJson(p.search(), doc, ranks);
+  doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
   // than an exception.
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -176,6 +222,18 @@ std::string planReportText(const plan::Plan& p) {
     << p.ranks_size() << " rank" << (p.ranks_size() == 1 ? "" : "s") << ")\n";
   for (const std::string& n : p.notes()) o << "note:    " << n << "\n";
   for (const std::string& t : p.tensor_parallel_pairs()) o << "tp pair: " << t << "\n";
+  if (p.has_search() && p.search().candidates_size() > 0) {
+    const plan::SearchReport& r = p.search();
+    o << "device:  " << r.device() << " (" << r.device_description() << "), " << r.gpus_per_node() << " per node\n";
+    o << "search:  " << r.objective() << " objective, " << r.candidates_size() << " meshes costed in "
+      << r.search_time_ms() << " ms; estimated " << r.candidates(0).estimated_time_ms() << " ms per batch\n";
+    for (int i = 1; i < r.candidates_size(); ++i) {
+      const plan::MeshEstimate& e = r.candidates(i);
+      o << "  alternative " << meshText(e.mesh()) << ": ";
+      if (!e.error().empty()) o << "cannot be partitioned: " << e.error();
+      else o << e.estimated_time_ms() << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
+        }
+  }
   o << "fusion:  " << p.fusion().ops_before() << " kernels before, " << p.fusion().kernels_after() << " after;";
   Json fusion = fusionJson(p);
   for (const auto& e : fusion["patterns"].items()) o << " " << e.key() << " " << e.value().get<int64_t>();

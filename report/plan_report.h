@@ -15,7 +15,7 @@ struct RankStats {
   int rank = 0;
   std::vector<int> meshCoord;              ///< (pp, dp, tp)
   std::map<std::string, int> opCounts;     ///< kernel op -> instructions
-  int64_t flops = 0;                       ///< 2·MACs for MatMul/Gemm/Conv, one per element otherwise
+  int64_t flops = 0;                       ///< as the cost model counts them (runtime/schema/op_cost.h)
   int64_t weightBytes = 0;
   int64_t peakActivationBytes = 0;         ///< largest live set of non-weight buffers
   // Memory plan (codegen/memory_plan.h): the planned arena and, for
@@ -24,6 +24,16 @@ struct RankStats {
   int64_t naiveArenaBytes = 0;
   std::map<std::string, int64_t> commBytes;  ///< collective -> payload bytes (per rank)
   std::map<std::string, int> commCount;
+  /// Each distinct collective of the program: kind ("all_reduce", ...), mesh
+  /// axis of its group ("tp", "dp"; "-" for point-to-point), group size,
+  /// payload bytes (its input), and how many times the program runs it.
+  struct Collective {
+    std::string kind, axis;
+    int groupSize = 0;
+    int64_t bytes = 0;
+    int count = 0;
+  };
+  std::vector<Collective> collectives;
 };
 
 struct PlanStats {

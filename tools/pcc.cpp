@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "compiler/driver.h"
+#include "passes/partition/device_spec.h"
 #include "report/plan_report.h"
 #include "runtime/plan_io.h"
 #include "tools/cli.h"
@@ -22,8 +23,7 @@ pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.
 const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 // Options of the design that are not implemented yet: refused, not ignored.
-const char* const kNotYet[] = {"--gpus-per-node", "--gpu", "--cluster", "--target", "--objective",
-                               "--microbatches", "--precision"};
+const char* const kNotYet[] = {"--target", "--microbatches", "--precision"};
 
 int fail(const Status& s) {
   std::cerr << "pcc: error: " << s.message() << "\n";
@@ -66,10 +66,19 @@ int toolMain(int argc, char** argv) {
          [&](const std::string& v) {
            if (Status s = parseStrategy(v, opts); !s.ok()) throw CLI::ValidationError(s.message());
          },
-         "auto | tp=T | dp=D,tp=T,pp=P (default auto: data\n"
-         "parallelism over the batch; tp: Megatron-style\n"
-         "tensor parallelism of MatMul/Gemm chains)")
+         "auto | tp=T | dp=D,tp=T,pp=P (default auto: the\n"
+         "dp x tp the cost model finds fastest; tp: Megatron-\n"
+         "style tensor parallelism of MatMul/Gemm chains)")
       ->type_name("S");
+  cli::addChoice(app, "--gpu", opts.gpu, builtinClusterSpecNames(),
+                 "the device the cost model plans for (default h100;\ncpu: CPU ranks)");
+  app.add_option("--cluster", opts.clusterFile,
+                 "a cluster spec (JSON, docs/cost-model.md) in place of\n--gpu's")
+      ->type_name("FILE.json");
+  cli::addInteger(app, "--gpus-per-node", 1, kMaxDevices, [&](int64_t n) { opts.gpusPerNode = static_cast<int>(n); },
+                  "devices per node (default: the spec's)");
+  cli::addChoice(app, "--objective", opts.objective, {"latency", "throughput"},
+                 "what the mesh search optimizes: time per batch\n(latency, default) or samples per second\n(throughput)");
   cli::addInteger(app, "--batch", 1, std::numeric_limits<int64_t>::max(), [&](int64_t n) { opts.batch = n; },
                   "bind the leading symbolic dimension of every input");
   app.add_option_function<std::vector<std::string>>(

@@ -466,42 +466,47 @@ class PlanFacts:
     split: bool       # more than one rank, and the work is divided or communicated
 
 
-def plan_facts(plan: str, whole_flops: int = 0) -> PlanFacts:
+def plan_facts(plan: str, whole: dict | None = None) -> PlanFacts:
     """Reads what a compiled plan does from its report.json: how many ops run
     at run time and whether the ranks divide the work. A plan on several
     ranks divides it when every rank does less than 90% of the FLOPs of the
-    whole graph, or when the ranks communicate; otherwise each rank computes
-    the whole graph (replicated). The whole graph's FLOPs are `whole_flops`
-    (the same model compiled for one device, see one_device_flops) when
-    given, else those of the unpartitioned reference program, which the
-    optimization passes also shrink: without whole_flops an optimized
-    replicated plan can pass for a divided one."""
+    whole graph (of its peak of live activations, for a graph that computes
+    no FLOPs: Concat, Slice, Pad), or when the ranks communicate; otherwise
+    each rank computes the whole graph (replicated). The whole graph's work
+    is `whole` (the same model compiled for one device, see one_device_work)
+    when given, else the unpartitioned reference program's, which the
+    optimization passes also shrink: without `whole` an optimized replicated
+    plan can pass for a divided one."""
     try:
         report = json.loads(Path(plan, "report.json").read_text())
         ranks = report["ranks"]
         ops = sum(n for r in ranks for n in r.get("ops", {}).values())
-        ref_flops = whole_flops or report.get("reference", {}).get("flops", 0)
+        base = whole or report.get("reference", {})
+        key = "flops" if base.get("flops", 0) > 0 else "peak_activation_bytes"
+        ref_work = base.get(key, 0)
         # Ranks' programs differ a little from the whole graph after folding;
         # a tenth less work per rank is taken as a real division.
-        divided = ref_flops > 0 and max(r.get("flops", 0) for r in ranks) < 0.9 * ref_flops
+        divided = ref_work > 0 and max(r.get(key, 0) for r in ranks) < 0.9 * ref_work
         talks = any(n for r in ranks for n in r.get("comm_count", {}).values())
         return PlanFacts(ops, len(ranks) > 1 and (divided or talks))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise Failure("failed", f"pcc wrote no readable report.json in the plan: {e}")
 
 
-def one_device_flops(args, case: Case, extra: list[str], deadline: Deadline) -> int:
-    """\returns the FLOPs of the model compiled for one device (optimized like
-    every plan, not partitioned): what each rank of a replicated plan does;
-    0 when that compile fails (the reference program's FLOPs are used then)."""
+def one_device_work(args, case: Case, extra: list[str], deadline: Deadline) -> dict:
+    """\returns the work of the model compiled for one device (optimized like
+    every plan, not partitioned), what each rank of a replicated plan does:
+    {"flops": F, "peak_activation_bytes": B}; {} when that compile fails (the
+    reference program's figures are used then)."""
     cmd = [os.path.join(args.bin, "pcc"), case.model, "--gpus", "1", "--emit", "json", "--quiet"] + extra
     p = run_tool(cmd, deadline, "pcc")
     if p.returncode != 0:
-        return 0
+        return {}
     try:
-        return int(json.loads(p.stdout)["ranks"][0]["flops"])
+        rank = json.loads(p.stdout)["ranks"][0]
+        return {"flops": int(rank["flops"]), "peak_activation_bytes": int(rank["peak_activation_bytes"])}
     except (ValueError, KeyError, IndexError, TypeError):
-        return 0
+        return {}
 
 
 # pcc names the input it needs as a constant: "input 1 ('pads') must be a
@@ -563,7 +568,7 @@ def run_case(args, case: Case, model: onnx.ModelProto, work: str) -> tuple[str, 
                     status = "unsupported" if rc == 2 and UNSUPPORTED.search(msg) else "failed"
                     raise Failure(status, shorten(msg or f"pcc exited {rc}", case.model))
                 plans[key] = plan
-                f = plan_facts(plan, one_device_flops(args, case, extra, deadline) if args.gpus > 1 else 0)
+                f = plan_facts(plan, one_device_work(args, case, extra, deadline) if args.gpus > 1 else None)
                 facts = f if facts is None else PlanFacts(min(facts.runtime_ops, f.runtime_ops),
                                                           facts.split and f.split)
             if frozen:

@@ -29,6 +29,9 @@ plan::Plan matMulPlan(const std::string& model, const std::string& op, int ranks
   p.mutable_mesh()->set_pp(1);
   p.mutable_mesh()->set_dp(1);
   p.mutable_mesh()->set_tp(ranks);
+  plan::Group* tpGroup = p.add_groups();
+  tpGroup->set_axis("tp");
+  for (int r = 0; r < ranks; ++r) tpGroup->add_ranks(r);
   auto fill = [&](plan::RankProgram& prog, int rank) {
     prog.set_rank(rank);
     for (int c : {0, 0, rank}) prog.add_mesh_coord(c);
@@ -47,6 +50,7 @@ plan::Plan matMulPlan(const std::string& model, const std::string& op, int ranks
     mm->add_outputs(2);
     plan::Instruction* ar = prog.add_instructions();
     ar->set_kind(plan::Instruction::ALL_REDUCE);
+    ar->set_group(0);
     ar->add_inputs(2);
     ar->add_outputs(2);
   };
@@ -80,7 +84,11 @@ TEST(PlanReport, JsonRoundTripsNamesWithQuotesBackslashesAndUnicode) {
     EXPECT_EQ(rank["peak_activation_bytes"], (4 * 8 + 4 * 16) * 4);
     EXPECT_EQ(rank["comm_bytes"], (Json{{"all_reduce", 4 * 16 * 4}}));
     EXPECT_EQ(rank["comm_count"], (Json{{"all_reduce", 1}}));
+    // The collectives table: one all-reduce per rank over its tp group of 2.
+    EXPECT_EQ(doc["collectives"][r], (Json{{"rank", r}, {"kind", "all_reduce"}, {"axis", "tp"}, {"group_size", 2},
+                                           {"bytes", 4 * 16 * 4}, {"count", 1}}));
   }
+  EXPECT_EQ(doc["collectives"].size(), 2u);
   EXPECT_EQ(doc["reference"]["ops"], (Json{{op, 1}}));
 
   // The figures are those the text report prints from the same statistics.
@@ -95,7 +103,7 @@ TEST(PlanReport, JsonKeepsTheKeyOrder) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : ordered.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"schema_version", "model", "mesh", "world_size", "notes",
-                                            "tensor_parallel_pairs", "fusion", "ranks", "reference"}));
+                                            "tensor_parallel_pairs", "fusion", "ranks", "collectives", "reference"}));
   EXPECT_EQ(ordered["ranks"][0]["flops"], 2 * 4 * 16 * 8);  // 2·MACs of the MatMul
   EXPECT_TRUE(ordered["notes"].is_array());
   EXPECT_TRUE(ordered["ranks"][0]["comm_bytes"].is_object());

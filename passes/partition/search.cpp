@@ -1,0 +1,181 @@
+// The mesh search.
+//
+// Algorithm:
+//  1. Candidates: a mesh forced by --strategy alone; otherwise every dp × tp
+//     with dp · tp = d, for d = --gpus and every divisor of it (fewer devices
+//     can win when communication costs more than it saves, or when the batch
+//     cannot be split).
+//  2. Each candidate partitions and lowers a copy of the graph with the
+//     partitioner as it is (data parallelism over the batch, the Megatron pairs
+//     for tp), so what is costed is exactly what would be emitted; a candidate
+//     that ends up on the same mesh as an earlier one (the batch caps dp) is
+//     dropped.
+//  3. Each rank program is costed: the cost model's time of every node, plus
+//     the alpha-beta time of every collective over its group (the inter-node
+//     link when the group spans nodes); weights plus the peak of live
+//     activations against the device's memory.
+//  4. The plan's time is its slowest rank's. Candidates are ranked by the
+//     objective, feasible ones first.
+#include "passes/partition/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+namespace pcc {
+
+namespace {
+
+int64_t batchOf(const Graph& g) {
+  for (Value* in : g.inputs())
+    if (in->type().rank() >= 1) return std::max<int64_t>(1, in->type().shape[0]);
+  return 1;
+}
+
+int64_t bytesOf(const Value* v) { return static_cast<int64_t>(v->type().bytes()); }
+
+// Peak of live activation bytes in program order: a value is live from its
+// definition (graph inputs from the start) to its last reader (graph outputs
+// to the end).
+int64_t activationPeak(const Graph& g) {
+  std::vector<Node*> nodes = g.nodes();
+  std::unordered_map<const Value*, size_t> last;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const Value* v : nodes[i]->inputs())
+      if (v && !v->isConstant()) last[v] = i;
+  for (const Value* v : g.outputs()) last[v] = nodes.size();
+  int64_t live = 0, peak = 0;
+  for (const Value* v : g.inputs()) live += bytesOf(v);
+  peak = live;
+  std::vector<std::vector<const Value*>> dies(nodes.size() + 1);
+  for (const auto& [v, i] : last) dies[i].push_back(v);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const Value* o : nodes[i]->outputs()) {
+      live += bytesOf(o);
+      if (!last.count(o)) dies[i].push_back(o);  // never read: freed at once
+    }
+    peak = std::max(peak, live);
+    for (const Value* v : dies[i]) live -= bytesOf(v);
+  }
+  return peak;
+}
+
+std::optional<CollectiveKind> collectiveKind(OpKind op) {
+  switch (op) {
+    case OpKind::AllReduce: return CollectiveKind::kAllReduce;
+    case OpKind::AllGather: return CollectiveKind::kAllGather;
+    case OpKind::ReduceScatter: return CollectiveKind::kReduceScatter;
+    default: return std::nullopt;
+  }
+}
+
+RankEstimate estimateRank(const RankGraph& rg, const Mesh& mesh, const CostModel& cm) {
+  RankEstimate e;
+  e.rank = rg.rank;
+  for (const Node* n : rg.graph->nodes()) {
+    if (auto kind = collectiveKind(n->op())) {
+      MeshAxis axis = meshAxisFromName(n->attrs().getString("axis", "-")).value_or(MeshAxis::kNone);
+      std::vector<int> group = mesh.groupOf(rg.rank, axis);
+      // The size of the full tensor: the all-gathered output, the
+      // reduce-scatter's input, the all-reduced tensor.
+      int64_t bytes = *kind == CollectiveKind::kReduceScatter ? bytesOf(n->input(0)) : bytesOf(n->output());
+      e.commSeconds += cm.collectiveTime(*kind, bytes, static_cast<int>(group.size()), cm.crossesNodes(group));
+      continue;
+    }
+    e.computeSeconds += cm.nodeTime(*n);
+    OpWork w = nodeWork(*n);
+    e.flops = w.flops > INT64_MAX - e.flops ? INT64_MAX : e.flops + w.flops;
+  }
+  for (const Value* c : rg.graph->constants()) e.weightBytes += bytesOf(c);
+  e.activationBytes = activationPeak(*rg.graph);
+  return e;
+}
+
+std::string gib(int64_t bytes) { return strCat(std::round(bytes / double(1 << 30) * 100) / 100, " GiB"); }
+
+// \returns whether `a` ranks before `b` for `objective`.
+bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
+  auto usable = [](const PlanEstimate& e) { return e.error.empty() && e.infeasible.empty(); };
+  if (usable(a) != usable(b)) return usable(a);
+  if (!a.error.empty() || !b.error.empty()) return a.error.empty() && !b.error.empty();
+  double x = objective == Objective::kLatency ? a.seconds : -a.samplesPerSecond;
+  double y = objective == Objective::kLatency ? b.seconds : -b.samplesPerSecond;
+  if (std::abs(x - y) > 1e-9 * std::max(std::abs(x), std::abs(y))) return x < y;
+  if (a.mesh.dp != b.mesh.dp) return a.mesh.dp > b.mesh.dp;
+  return a.mesh.tp < b.mesh.tp;
+}
+
+}  // namespace
+
+const char* objectiveName(Objective o) { return o == Objective::kLatency ? "latency" : "throughput"; }
+
+PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
+                          int64_t batch) {
+  PlanEstimate p;
+  p.mesh = mesh;
+  for (const RankGraph& rg : ranks) {
+    p.ranks.push_back(estimateRank(rg, mesh, cm));
+    p.seconds = std::max(p.seconds, p.ranks.back().seconds());
+  }
+  p.samplesPerSecond = p.seconds > 0 ? static_cast<double>(batch) / p.seconds : 0;
+  for (const RankEstimate& r : p.ranks) {
+    if (r.memoryBytes() <= cm.memoryCapacity()) continue;
+    p.infeasible = strCat("rank ", r.rank, " needs ", gib(r.memoryBytes()), " (weights ", gib(r.weightBytes),
+                          ", activations ", gib(r.activationBytes), ") of the ", gib(cm.memoryCapacity()),
+                          " one ", cm.spec().name, " offers");
+    break;
+  }
+  return p;
+}
+
+StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, const CostModel& cm,
+                                  Objective objective) {
+  auto start = std::chrono::steady_clock::now();
+  SearchResult r;
+  r.objective = objective;
+  const int64_t batch = batchOf(g);
+  std::vector<PartitionOptions> tries;
+  if (opts.dp > 0 || opts.tp > 0 || opts.pp > 1) {
+    tries.push_back(opts);
+  } else {
+    for (int d = opts.gpus; d >= 1; --d) {
+      if (opts.gpus % d != 0) continue;
+      for (int tp = 1; tp <= d; ++tp)
+        if (d % tp == 0) tries.push_back(PartitionOptions{d, d / tp, tp, 1});
+    }
+  }
+  Status firstError = Status::OK();
+  for (const PartitionOptions& po : tries) {
+    std::unique_ptr<Graph> copy = g.clone();
+    StatusOr<Partition> part = partitionGraph(*copy, po);
+    PlanEstimate e;
+    e.mesh = Mesh{po.pp > 0 ? po.pp : 1, po.dp, po.tp > 0 ? po.tp : 1};
+    if (part.ok()) {
+      e.mesh = part->mesh;
+      if (std::any_of(r.candidates.begin(), r.candidates.end(), [&](const PlanEstimate& c) {
+            return c.mesh.dp == e.mesh.dp && c.mesh.tp == e.mesh.tp && c.mesh.pp == e.mesh.pp;
+          }))
+        continue;  // the batch capped dp onto a mesh already costed
+      StatusOr<std::vector<RankGraph>> ranks = lowerToRanks(*copy, *part);
+      if (ranks.ok()) {
+        e = estimatePlan(*ranks, part->mesh, cm, batch);
+      } else {
+        e.error = ranks.status().message();
+        if (firstError.ok()) firstError = ranks.status();
+      }
+    } else {
+      e.error = part.status().message();
+      if (firstError.ok()) firstError = part.status();
+    }
+    r.candidates.push_back(std::move(e));
+  }
+  std::stable_sort(r.candidates.begin(), r.candidates.end(),
+                   [&](const PlanEstimate& a, const PlanEstimate& b) { return better(a, b, objective); });
+  r.searchSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r.candidates.empty() || !r.candidates[0].error.empty()) return firstError;
+  return r;
+}
+
+}  // namespace pcc

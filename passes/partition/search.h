@@ -1,0 +1,73 @@
+// The mesh search: which dp × tp split of the devices (and how many devices)
+// the cost model says is fastest for the objective, within each device's memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "passes/partition/cost_model.h"
+#include "passes/partition/partitioner.h"
+
+namespace pcc {
+
+enum class Objective {
+  kLatency,     ///< the least time for one batch
+  /// The most samples per second. With the batch fixed, this ranks meshes as
+  /// latency does; the two part once the batch and micro-batches are chosen
+  /// by the search too (pipelining).
+  kThroughput,
+};
+
+/// \returns "latency" or "throughput".
+const char* objectiveName(Objective o);
+
+/// The cost model's view of one rank program.
+struct RankEstimate {
+  int rank = 0;
+  double computeSeconds = 0, commSeconds = 0;
+  int64_t flops = 0;
+  int64_t weightBytes = 0;
+  /// Peak bytes of live activations in program order (inputs, intermediates
+  /// and outputs; no in-place reuse), an upper bound of the arena.
+  int64_t activationBytes = 0;
+  double seconds() const { return computeSeconds + commSeconds; }
+  int64_t memoryBytes() const { return weightBytes + activationBytes; }
+};
+
+/// One candidate mesh, costed.
+struct PlanEstimate {
+  Mesh mesh;
+  /// The slowest rank's time for one batch (ranks run in lockstep at the collectives).
+  double seconds = 0;
+  /// batch / seconds.
+  double samplesPerSecond = 0;
+  std::vector<RankEstimate> ranks;
+  /// Empty when every rank fits its device's memory; else why not.
+  std::string infeasible;
+  /// Set when the candidate could not even be partitioned (the reason).
+  std::string error;
+};
+
+/// Costs the rank programs `ranks` of `mesh`; `batch` is the global batch (1
+/// when the model has none).
+PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
+                          int64_t batch);
+
+struct SearchResult {
+  /// The chosen mesh first, then every other candidate, best first; the
+  /// infeasible and the failed ones last.
+  std::vector<PlanEstimate> candidates;
+  Objective objective = Objective::kLatency;
+  double searchSeconds = 0;
+};
+
+/// Partitions a copy of `g` for every mesh dp × tp = d, for d = --gpus and
+/// each divisor of it (pp stays 1 until pipelining exists), lowers it, and
+/// costs it with `cm`. A mesh forced in `opts` (dp or tp given) is the only
+/// candidate. Ties go to the larger dp, then the smaller tp.
+/// \returns the candidates, or an error when none can be partitioned (the
+/// first candidate's error).
+StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, const CostModel& cm,
+                                  Objective objective);
+
+}  // namespace pcc
