@@ -104,15 +104,6 @@ Json rankJson(const RankStats& r) {
               {"comm_count", r.commCount}};
 }
 
-std::string humanBytes(int64_t b) {
-  char buf[32];
-  if (b >= (1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
-  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
-  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
-}
-
 std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=", m.tp(), " pp=", m.pp()); }
 
 // The mesh search's part of report.json (plans that carry it).
@@ -150,6 +141,15 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
 }
 
 }  // namespace
+
+std::string humanBytes(int64_t b) {
+  char buf[32];
+  if (b >= (1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
+  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
 
 PlanStats computePlanStats(const plan::Plan& p) {
   PlanStats s;
