@@ -9,7 +9,9 @@
 //    reference's: a smaller dimension is split over the mesh axis along which
 //    the pieces add up to the whole (a line of ranks that differ only in that
 //    axis' coordinate), over dp and tp together when only all the stage's
-//    ranks add up to it, else over an unknown axis.
+//    ranks add up to it, else over an unknown axis. When both axes add up
+//    (dp = tp), the batch decides: the first such dimension of a kernel that
+//    reads a model input split over dp is dp (unless another is), the rest tp.
 // 4. Place each collective of the rank programs: the reference kernel (or
 //    model input) whose value it reads, found by buffer name or else by its
 //    writer's node name, and the reference kernels of the instructions that
@@ -47,6 +49,7 @@ struct Reference {
   std::map<std::string, std::vector<int>> kernelsByName;  // node name -> kernels, in order
   std::unordered_map<std::string, int> valueProducer;   // buffer name -> kernel writing it
   std::unordered_map<std::string, int> inputByName;     // buffer name -> model input index
+  std::vector<bool> batchDependent;                     // kernel -> reads (through others) a split input
 };
 
 Reference indexReference(const plan::Plan& p, PlanLayout& out) {
@@ -54,6 +57,12 @@ Reference indexReference(const plan::Plan& p, PlanLayout& out) {
   Reference r;
   std::vector<int> writer(ref.buffers_size(), -1);
   std::vector<int> inputOf(ref.buffers_size(), -1);
+  // The model inputs some rank reads a slice of (the batch, split over dp).
+  std::set<int> splitInputs;
+  for (const plan::RankProgram& prog : p.ranks())
+    for (const plan::IoBinding& b : prog.inputs())
+      if (b.split_dim() >= 0) splitInputs.insert(b.index());
+  std::vector<bool> dependent(ref.buffers_size(), false);
   out.inputConsumers.assign(p.inputs_size(), {});
   out.outputProducers.assign(p.outputs_size(), -1);
   for (const plan::IoBinding& b : ref.inputs()) {
@@ -76,17 +85,21 @@ Reference indexReference(const plan::Plan& p, PlanLayout& out) {
     }
     out.kernels.push_back(std::move(kl));
     r.kernelsByName[ins.node()].push_back(k);
+    bool reads = false;
     for (int32_t id : ins.inputs()) {
       if (id < 0 || id >= ref.buffers_size()) continue;
+      reads = reads || dependent[id] || (inputOf[id] >= 0 && splitInputs.count(inputOf[id]));
       if (writer[id] >= 0 && writer[id] != k) edges.insert({writer[id], k});
       if (inputOf[id] >= 0) {
         std::vector<int>& readers = out.inputConsumers[inputOf[id]];
         if (readers.empty() || readers.back() != k) readers.push_back(k);
       }
     }
+    r.batchDependent.push_back(reads);
     for (int32_t id : ins.outputs()) {
       if (id < 0 || id >= ref.buffers_size()) continue;
       writer[id] = k;
+      dependent[id] = reads;
       r.valueProducer[ref.buffers(id).name()] = k;
     }
   }
@@ -113,12 +126,16 @@ std::vector<std::vector<int>> linesAlong(const plan::Plan& p, int axis) {
   return out;
 }
 
-// Step 3: the axis over which the pieces of dimension `d` add up to `extent`.
-std::string splitAxis(const std::map<int, std::vector<int64_t>>& shapes, size_t d, int64_t extent,
-                      const std::vector<std::vector<int>>& dpLines, const std::vector<std::vector<int>>& tpLines,
-                      const std::map<int, int>& stageOf) {
-  // Every line along the axis whose ranks all run the kernel must add up.
-  auto covers = [&](const std::vector<std::vector<int>>& lines) {
+// The ranks' output shapes of one kernel, and the mesh around them.
+struct Pieces {
+  const std::map<int, std::vector<int64_t>>& shapes;  // rank -> output 0 shape
+  const std::vector<std::vector<int>>& dpLines;
+  const std::vector<std::vector<int>>& tpLines;
+  const std::map<int, int>& stageOf;
+
+  // \returns true when along every line of `lines` whose ranks all run
+  // the kernel (one at least) the pieces of dimension `d` add up to `extent`.
+  bool cover(const std::vector<std::vector<int>>& lines, size_t d, int64_t extent) const {
     bool any = false;
     for (const std::vector<int>& line : lines) {
       int64_t sum = 0;
@@ -133,42 +150,57 @@ std::string splitAxis(const std::map<int, std::vector<int64_t>>& shapes, size_t 
       any = true;
     }
     return any;
-  };
-  if (covers(dpLines)) return "dp";
-  if (covers(tpLines)) return "tp";
-  std::map<int, int64_t> byStage;
-  for (const auto& entry : shapes) byStage[stageOf.at(entry.first)] += entry.second[d];
-  bool whole = !byStage.empty() && !dpLines.empty() && !tpLines.empty();
-  for (const auto& entry : byStage) whole = whole && entry.second == extent;
-  return whole ? "dp+tp" : "?";
-}
+  }
+  // \returns true when the pieces of all the ranks of each stage add up to
+  // `extent`: split over dp and tp at once.
+  bool coverStages(size_t d, int64_t extent) const {
+    std::map<int, int64_t> byStage;
+    for (const auto& entry : shapes) byStage[stageOf.at(entry.first)] += entry.second[d];
+    bool whole = !byStage.empty() && !dpLines.empty() && !tpLines.empty();
+    for (const auto& entry : byStage) whole = whole && entry.second == extent;
+    return whole;
+  }
+};
 
-void layOut(KernelLayout& k, const std::map<int, std::vector<int64_t>>& shapes,
-            const std::vector<std::vector<int>>& dpLines, const std::vector<std::vector<int>>& tpLines,
-            const std::map<int, int>& stageOf) {
+// Step 3 for one kernel. When the pieces add up along dp and along tp
+// alike (dp and tp of one size, even pieces), shapes cannot tell the axes
+// apart: the batch is split over dp, so the first such dimension of a kernel
+// that reads the batch and has no other dp split is dp, the others tp.
+void layOut(KernelLayout& k, const Pieces& pieces, bool batchDependent) {
+  const auto& shapes = pieces.shapes;
   k.rankCount = static_cast<int>(shapes.size());
   if (shapes.empty()) {
     k.kind = KernelLayout::Kind::kAbsent;
     return;
   }
-  k.stage = stageOf.at(shapes.begin()->first);
-  for (const auto& entry : shapes) k.stage = std::min(k.stage, stageOf.at(entry.first));
+  k.stage = pieces.stageOf.at(shapes.begin()->first);
+  for (const auto& entry : shapes) k.stage = std::min(k.stage, pieces.stageOf.at(entry.first));
   bool sameRank = std::all_of(shapes.begin(), shapes.end(),
                               [&](const auto& entry) { return entry.second.size() == k.type.shape.size(); });
   if (!sameRank) {  // a rank holds a tensor of another rank: no dimension to name
     k.splits.push_back({-1, "?", 0, 0});
-  } else {
-    for (size_t d = 0; d < k.type.shape.size(); ++d) {
-      int64_t largest = 0;
-      bool differs = false;
-      for (const auto& entry : shapes) {
-        largest = std::max(largest, entry.second[d]);
-        differs = differs || entry.second[d] != k.type.shape[d];
-      }
-      if (!differs) continue;
-      k.splits.push_back({static_cast<int>(d), splitAxis(shapes, d, k.type.shape[d], dpLines, tpLines, stageOf),
-                          k.type.shape[d], largest});
+    k.kind = KernelLayout::Kind::kSplit;
+    return;
+  }
+  std::vector<size_t> ambiguous;  // indices into k.splits
+  for (size_t d = 0; d < k.type.shape.size(); ++d) {
+    int64_t extent = k.type.shape[d], largest = 0;
+    bool differs = false;
+    for (const auto& entry : shapes) {
+      largest = std::max(largest, entry.second[d]);
+      differs = differs || entry.second[d] != extent;
     }
+    if (!differs) continue;
+    bool dp = pieces.cover(pieces.dpLines, d, extent), tp = pieces.cover(pieces.tpLines, d, extent);
+    std::string axis = dp && tp ? "" : dp ? "dp" : tp ? "tp" : pieces.coverStages(d, extent) ? "dp+tp" : "?";
+    if (axis.empty()) ambiguous.push_back(k.splits.size());
+    k.splits.push_back({static_cast<int>(d), axis, extent, largest});
+  }
+  bool dpSplit = false;
+  for (const DimSplit& s : k.splits) dpSplit = dpSplit || s.axis == "dp" || s.axis == "dp+tp";
+  for (size_t i : ambiguous) {
+    k.splits[i].axis = batchDependent && !dpSplit ? "dp" : "tp";
+    dpSplit = dpSplit || k.splits[i].axis == "dp";
   }
   k.kind = k.splits.empty() ? KernelLayout::Kind::kReplicated : KernelLayout::Kind::kSplit;
 }
@@ -222,7 +254,8 @@ PlanLayout planLayout(const plan::Plan& p) {
 
   // Step 3.
   std::vector<std::vector<int>> dpLines = linesAlong(p, 1), tpLines = linesAlong(p, 2);
-  for (size_t k = 0; k < out.kernels.size(); ++k) layOut(out.kernels[k], shapes[k], dpLines, tpLines, stageOf);
+  for (size_t k = 0; k < out.kernels.size(); ++k)
+    layOut(out.kernels[k], Pieces{shapes[k], dpLines, tpLines, stageOf}, ref.batchDependent[k]);
 
   // Step 4.
   using Key = std::tuple<std::string, std::string, int, int, int, std::vector<int>, std::vector<int>>;
