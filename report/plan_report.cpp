@@ -109,7 +109,10 @@ std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=",
 // The mesh search's part of report.json (plans that carry it).
 void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   doc["objective"] = r.objective();
-  doc["device"] = {{"name", r.device()}, {"description", r.device_description()}, {"gpus_per_node", r.gpus_per_node()}};
+  doc["device"] = {{"name", r.device()},
+                   {"description", r.device_description()},
+                   {"gpus_per_node", r.gpus_per_node()},
+                   {"memory_bytes", r.device_memory_bytes()}};
   if (r.candidates_size() > 0) doc["estimated_time_ms"] = r.candidates(0).estimated_time_ms();
   doc["search_time_ms"] = r.search_time_ms();
   Json alternatives = Json::array();
