@@ -49,6 +49,7 @@ std::string splitText(const KernelLayout& k) {
 std::string kernelNode(int i, const KernelLayout& k) {
   const LayoutStyle& st = styleOf(k.layoutClass());
   std::string label = k.op + "\n" + k.node + "\n" + k.type.str() + "\n" + splitText(k);
+  if (!k.fusedAs.empty()) label += "\nrun as " + k.fusedAs + " (rewritten)";
   std::string style = k.kind == KernelLayout::Kind::kAbsent ? "rounded,filled,dashed" : "rounded,filled";
   return strCat("k", i, " [label=", dotQuoted(label), ", fillcolor=\"", st.fill, "\", style=\"", style,
                 "\", class=\"", attrClass(st.layoutClass), "\"];\n");

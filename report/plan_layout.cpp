@@ -4,7 +4,8 @@
 //    each buffer, the data edges, the kernels reading each model input and
 //    writing each model output, and the kernels and value producers by name.
 // 2. Match each rank program's kernels to reference kernels by node name (the
-//    k-th of a name to the k-th of that name) and keep the shape of output 0.
+//    k-th of a name to the k-th of that name; a node a rewrite made, named
+//    "<root>/<Op>", to the pattern's root) and keep the shape of output 0.
 // 3. For each reference kernel, compare each rank's output shape with the
 //    reference's: a smaller dimension is split over the mesh axis along which
 //    the pieces add up to the whole (a line of ranks that differ only in that
@@ -243,11 +244,19 @@ PlanLayout planLayout(const plan::Plan& p) {
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);
       if (ins.kind() != plan::Instruction::KERNEL) continue;
-      auto it = ref.kernelsByName.find(ins.node());
-      size_t occurrence = seen[ins.node()]++;
+      // A rewrite names the node that replaces a pattern "<root>/<Op>" after
+      // the pattern's root, whose value it computes.
+      std::string name = ins.node();
+      size_t slash = name.rfind('/');
+      if (!ref.kernelsByName.count(name) && slash != std::string::npos && slash > 0 &&
+          ref.kernelsByName.count(name.substr(0, slash)))
+        name = name.substr(0, slash);
+      auto it = ref.kernelsByName.find(name);
+      size_t occurrence = seen[name]++;
       if (it == ref.kernelsByName.end() || occurrence >= it->second.size()) continue;
       int k = it->second[occurrence];
       matched[ri][i] = k;
+      if (name != ins.node() && out.kernels[k].fusedAs.empty()) out.kernels[k].fusedAs = ins.op();
       shapes[k].emplace(prog.rank(), ins.outputs_size() > 0 ? shapeOf(prog, ins.outputs(0)) : std::vector<int64_t>{});
     }
   }

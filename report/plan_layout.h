@@ -35,6 +35,9 @@ struct KernelLayout {
   TensorType type;  ///< of output 0 in the reference program
   Kind kind = Kind::kAbsent;
   std::vector<DimSplit> splits;
+  /// The op of the node that computes its output in the rank programs when a
+  /// rewrite replaced the pattern it is the root of ("<node>/<Op>"); else "".
+  std::string fusedAs;
   int stage = -1;    ///< the lowest pipeline stage that runs it; -1 if absent
   int rankCount = 0; ///< ranks that run it
   /// \returns "replicated", "absent", or the axes of the splits joined with
@@ -74,7 +77,8 @@ struct PlanLayout {
 
 /// \returns the layout of `p`. Rank instructions are matched to reference
 /// kernels by `node` name (the k-th instruction of a name to the k-th kernel of
-/// that name); collectives by the names of the buffers they read and write.
+/// that name; "<root>/<Op>", a rewrite's node, to kernel `<root>`); collectives
+/// by the names of the buffers they read and write.
 PlanLayout planLayout(const plan::Plan& p);
 
 }  // namespace pcc

@@ -214,7 +214,7 @@ TEST(PlanLayout, KernelsNoRankRunsAreAbsentAndUnknownSplitsAreSaid) {
   // The passes fused act away on every rank; fc2's output shrank along rows
   // although no line of ranks adds up to the whole.
   for (plan::RankProgram& prog : *p.mutable_ranks()) {
-    prog.mutable_instructions(1)->set_node("act/fused");
+    prog.mutable_instructions(1)->set_node("fused act");
     prog.mutable_buffers(5)->mutable_desc()->set_shape(0, 3);
   }
   PlanLayout l = planLayout(p);
@@ -222,6 +222,20 @@ TEST(PlanLayout, KernelsNoRankRunsAreAbsentAndUnknownSplitsAreSaid) {
   EXPECT_EQ(l.kernels[1].stage, -1);
   EXPECT_EQ(l.kernels[2].layoutClass(), "?");
   EXPECT_EQ(styleOf(l.kernels[2].layoutClass()).layoutClass, "split");
+}
+
+TEST(PlanLayout, ARewrittenNodeStandsForThePatternsRoot) {
+  plan::Plan p = mlpPlan(1, 2);
+  // A rewrite replaced the pattern rooted at act: its node is "act/Gelu".
+  for (plan::RankProgram& prog : *p.mutable_ranks()) {
+    prog.mutable_instructions(1)->set_node("act/Gelu");
+    prog.mutable_instructions(1)->set_op("Gelu");
+  }
+  PlanLayout l = planLayout(p);
+  EXPECT_EQ(l.kernels[1].layoutClass(), "tp");
+  EXPECT_EQ(l.kernels[1].fusedAs, "Gelu");
+  EXPECT_EQ(l.kernels[0].fusedAs, "");
+  EXPECT_NE(nodeAttrs(planGraphDot(p), "k1").find("run as Gelu (rewritten)"), std::string::npos);
 }
 
 TEST(PlanDot, ColoursATensorParallelNodeApartFromAReplicatedOne) {
