@@ -125,6 +125,7 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
   out.set_device(cluster.name);
   out.set_device_description(cluster.description);
   out.set_gpus_per_node(cluster.gpusPerNode);
+  out.set_device_memory_bytes(cluster.device.usableMemory());
   out.set_search_time_ms(r.searchSeconds * 1e3);
   for (const PlanEstimate& e : r.candidates) {
     plan::MeshEstimate* m = out.add_candidates();

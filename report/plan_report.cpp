@@ -107,21 +107,15 @@ Json rankJson(const RankStats& r) {
               {"comm_count", r.commCount}};
 }
 
-std::string humanBytes(int64_t b) {
-  char buf[32];
-  if (b >= (1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
-  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
-  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
-}
-
 std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=", m.tp(), " pp=", m.pp()); }
 
 // The mesh search's part of report.json (plans that carry it).
 void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   doc["objective"] = r.objective();
-  doc["device"] = {{"name", r.device()}, {"description", r.device_description()}, {"gpus_per_node", r.gpus_per_node()}};
+  doc["device"] = {{"name", r.device()},
+                   {"description", r.device_description()},
+                   {"gpus_per_node", r.gpus_per_node()},
+                   {"memory_bytes", r.device_memory_bytes()}};
   if (r.candidates_size() > 0) doc["estimated_time_ms"] = r.candidates(0).estimated_time_ms();
   doc["search_time_ms"] = r.search_time_ms();
   Json alternatives = Json::array();
@@ -153,6 +147,15 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
 }
 
 }  // namespace
+
+std::string humanBytes(int64_t b) {
+  char buf[32];
+  if (b >= (1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
+  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
 
 PlanStats computePlanStats(const plan::Plan& p) {
   PlanStats s;

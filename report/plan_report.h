@@ -48,4 +48,7 @@ std::string planReportJson(const plan::Plan& p);
 /// \returns the report as text, for people.
 std::string planReportText(const plan::Plan& p);
 
+/// \returns `bytes` for people: "512 B", "4.0 KiB", "1.50 MiB", "2.00 GiB".
+std::string humanBytes(int64_t bytes);
+
 }  // namespace pcc
