@@ -244,19 +244,26 @@ PlanLayout planLayout(const plan::Plan& p) {
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);
       if (ins.kind() != plan::Instruction::KERNEL) continue;
+      // An op of a fused group's body is emitted as "<group>/fused/<node>"
+      // (codegen/plan_emitter.cpp): it stands for <node>.
+      std::string name = ins.node();
+      size_t fused = name.rfind("/fused/");
+      if (!ref.kernelsByName.count(name) && fused != std::string::npos) name = name.substr(fused + 7);
       // A rewrite names the node that replaces a pattern "<root>/<Op>" after
       // the pattern's root, whose value it computes.
-      std::string name = ins.node();
+      bool rewritten = false;
       size_t slash = name.rfind('/');
       if (!ref.kernelsByName.count(name) && slash != std::string::npos && slash > 0 &&
-          ref.kernelsByName.count(name.substr(0, slash)))
+          ref.kernelsByName.count(name.substr(0, slash))) {
         name = name.substr(0, slash);
+        rewritten = true;
+      }
       auto it = ref.kernelsByName.find(name);
       size_t occurrence = seen[name]++;
       if (it == ref.kernelsByName.end() || occurrence >= it->second.size()) continue;
       int k = it->second[occurrence];
       matched[ri][i] = k;
-      if (name != ins.node() && out.kernels[k].fusedAs.empty()) out.kernels[k].fusedAs = ins.op();
+      if (rewritten && out.kernels[k].fusedAs.empty()) out.kernels[k].fusedAs = ins.op();
       shapes[k].emplace(prog.rank(), ins.outputs_size() > 0 ? shapeOf(prog, ins.outputs(0)) : std::vector<int64_t>{});
     }
   }
