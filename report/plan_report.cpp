@@ -107,6 +107,13 @@ Json rankJson(const RankStats& r) {
               {"comm_count", r.commCount}};
 }
 
+// \returns `v` with three significant digits ("0.201", "145").
+std::string sig3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=", m.tp(), " pp=", m.pp()); }
 
 // The mesh search's part of report.json (plans that carry it).
@@ -229,13 +236,15 @@ std::string planReportText(const plan::Plan& p) {
     const plan::SearchReport& r = p.search();
     o << "device:  " << r.device() << " (" << r.device_description() << "), " << r.gpus_per_node() << " per node\n";
     o << "search:  " << r.objective() << " objective, " << r.candidates_size() << " meshes costed in "
-      << r.search_time_ms() << " ms; estimated " << r.candidates(0).estimated_time_ms() << " ms per batch\n";
+      << sig3(r.search_time_ms()) << " ms; estimated " << sig3(r.candidates(0).estimated_time_ms())
+      << " ms per batch\n";
     for (int i = 1; i < r.candidates_size(); ++i) {
       const plan::MeshEstimate& e = r.candidates(i);
       o << "  alternative " << meshText(e.mesh()) << ": ";
       if (!e.error().empty()) o << "cannot be partitioned: " << e.error();
-      else o << e.estimated_time_ms() << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
-        }
+      else o << sig3(e.estimated_time_ms()) << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
+      o << "\n";
+    }
   }
   o << "fusion:  " << p.fusion().ops_before() << " kernels before, " << p.fusion().kernels_after() << " after;";
   Json fusion = fusionJson(p);

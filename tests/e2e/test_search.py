@@ -9,6 +9,7 @@ line.
 
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -75,6 +76,15 @@ class SearchTests:
             self.suite.check("pcc-report prints the device and the search",
                              r.returncode == 0 and "device:  h100" in r.stdout and "search:  latency objective"
                              in r.stdout, r.describe())
+            with open(os.path.join(out, "report.json")) as f:
+                alternatives = json.load(f)["alternatives"]
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("  alternative ")]
+            self.suite.check("pcc-report prints each alternative on a line of its own",
+                             len(lines) == len(alternatives) - 1
+                             and all(re.fullmatch(r"  alternative dp=\d+ tp=\d+ pp=\d+: .*", ln) for ln in lines)
+                             and not any("alternative" in ln for ln in r.stdout.splitlines() if ln not in lines
+                                         and not ln.startswith("search:")),
+                             r.describe())
 
     def device_flags(self):
         doc = self.emit_json(MLP, ["--batch", 8, "--gpus", 4, "--gpu", "cpu", "--objective", "throughput"])
