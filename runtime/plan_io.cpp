@@ -466,6 +466,59 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
 
 Status checkTensorDesc(const plan::TensorDesc& d, const std::string& ctx) { return checkDesc(d, ctx); }
 
+// Collectives match across each group: every member runs the same sequence
+// of collectives on it, of the same kind, dimension and element type, and an
+// all-reduce of the same shape (the pieces of an all-gather or a
+// reduce-scatter may differ in size between ranks). A plan in which one rank
+// skips or changes a collective would otherwise hang or combine unrelated data.
+static Status checkCollectivesMatch(const plan::Plan& plan) {
+  struct Collective {
+    int kind = 0, dim = 0, dtype = 0;
+    std::vector<int64_t> shape;  // an all-reduce's; empty for the others
+    bool operator==(const Collective& o) const {
+      return kind == o.kind && dim == o.dim && dtype == o.dtype && shape == o.shape;
+    }
+    std::string str() const {
+      std::string n = plan::Instruction::Kind_Name(static_cast<plan::Instruction::Kind>(kind));
+      std::transform(n.begin(), n.end(), n.begin(), ::tolower);
+      std::string dims;
+      for (int64_t d : shape) dims += strCat(dims.empty() ? "" : ",", d);
+      return strCat(n, " dim ", dim, " of dtype ", dtype, shape.empty() ? "" : " [" + dims + "]");
+    }
+  };
+  // group -> rank -> its collectives on that group, in program order
+  std::map<int, std::map<int, std::vector<Collective>>> byGroup;
+  for (const plan::RankProgram& r : plan.ranks()) {
+    std::map<int, const plan::TensorDesc*> desc;
+    for (const plan::Buffer& b : r.buffers()) desc[b.id()] = &b.desc();
+    for (const plan::Instruction& ins : r.instructions()) {
+      using K = plan::Instruction;
+      if (ins.kind() != K::ALL_REDUCE && ins.kind() != K::ALL_GATHER && ins.kind() != K::REDUCE_SCATTER) continue;
+      const plan::TensorDesc& d = *desc.at(ins.inputs(0));
+      Collective c{ins.kind(), ins.kind() == K::ALL_REDUCE ? 0 : ins.dim(), d.dtype(), {}};
+      if (ins.kind() == K::ALL_REDUCE) c.shape.assign(d.shape().begin(), d.shape().end());
+      byGroup[ins.group()][r.rank()].push_back(std::move(c));
+    }
+  }
+  for (const auto& [g, ranks] : byGroup) {
+    const plan::Group& grp = plan.groups(g);
+    const int first = grp.ranks(0);
+    const std::vector<Collective>& want = ranks.count(first) ? ranks.at(first) : std::vector<Collective>{};
+    for (int member : grp.ranks()) {
+      const std::vector<Collective>& got = ranks.count(member) ? ranks.at(member) : std::vector<Collective>{};
+      std::string where = strCat("group ", g, " (", grp.axis(), ")");
+      if (got.size() != want.size())
+        return invalidInput(where, ": rank ", member, " runs ", got.size(), " collective(s) on it, rank ", first,
+                            " runs ", want.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        if (!(got[k] == want[k]))
+          return invalidInput(where, ": collective ", k, " is ", want[k].str(), " on rank ", first, " but ",
+                              got[k].str(), " on rank ", member);
+    }
+  }
+  return Status::OK();
+}
+
 Status validatePlan(const plan::Plan& plan) {
   for (int k = 0; k < plan.inputs_size(); ++k)
     RETURN_IF_ERROR(checkDesc(plan.inputs(k).desc(), strCat("input ", k, " '", plan.inputs(k).name(), "'")));
@@ -538,7 +591,7 @@ Status validatePlan(const plan::Plan& plan) {
   for (const auto& [pair, r] : recvs)
     if (!r.empty() && !sends.count(pair))
       return invalidInput("transfers from ", pairName(pair), ": ", r.size(), " RECV(s) but no SEND");
-  return Status::OK();
+  return checkCollectivesMatch(plan);
 }
 
 namespace {

@@ -288,11 +288,40 @@ TEST(RuntimePlanIo, EditedMeshGroupsAndCoordinatesAreRefused) {
            {"rank", [](plan::Plan& q) { q.mutable_ranks(1)->set_rank(0); }, "rank 0 is out of range or repeated"},
            {"group_index", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_instructions(0)->set_group(3); },
             "rank 1: instruction #0: group 3 does not exist (the plan has 1)"},
+           // Collectives must match across the group, or the ranks would hang
+           // or combine unrelated data.
+           {"extra_collective", [](plan::Plan& q) { *q.mutable_ranks(0)->add_instructions() = q.ranks(0).instructions(0); },
+            "group 0 (tp): rank 1 runs 1 collective(s) on it, rank 0 runs 2"},
+           {"skipped_collective", [](plan::Plan& q) {
+              auto* ins = q.mutable_ranks(1)->mutable_instructions(0);
+              ins->set_kind(plan::Instruction::FREE);
+              ins->clear_outputs(); },
+            "group 0 (tp): rank 1 runs 0 collective(s) on it, rank 0 runs 1"},
        }) {
     std::string dir = writeBundle(strCat("mesh_", c.name), p);
     editPlan(dir, c.edit);
     expectRefused(dir, c.want);
   }
+}
+
+TEST(RuntimePlanIo, AllReducesOfDifferentShapesAcrossAGroupAreRefused) {
+  // Uneven pieces of x[7] (4 and 3 elements) all-reduced: the ranks would sum
+  // tensors of different sizes.
+  plan::Plan p;
+  addIo(&p, true, "x", f32({7}));
+  addIo(&p, false, "y", f32({4}));
+  addGroup(&p, "tp", {0, 1});
+  for (int r = 0; r < 2; ++r) {
+    ProgBuilder b(p.add_ranks(), r);
+    int64_t len = r == 0 ? 4 : 3;
+    int x = b.buffer("x", f32({len})), y = b.buffer("y", f32({len}));
+    b.input(x, 0, 0, r == 0 ? 0 : 4, len);
+    b.collective(plan::Instruction::ALL_REDUCE, x, y, 0);
+    if (r == 0) b.output(y, 0);
+  }
+  expectRefused(writeBundle("allreduce_shapes", p),
+                "group 0 (tp): collective 0 is all_reduce dim 0 of dtype 1 [4] on rank 0 but all_reduce dim 0 of "
+                "dtype 1 [3] on rank 1");
 }
 
 TEST(RuntimePlanIo, OutOfRangeIdsCountsAndUnpairedTransfersAreRefused) {
