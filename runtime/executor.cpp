@@ -363,6 +363,33 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       return invalidInput(where(s), ": send/recv in a program run without a world communicator");
     return comms->world.get();
   };
+  // A kernel's or a region's operands: its inputs (nullptr: absent) and its
+  // output buffers (undefined: a result that is dropped).
+  struct Operands {
+    std::vector<const Tensor*> args;
+    std::vector<Tensor> outs;
+  };
+  auto operands = [&]() -> StatusOr<Operands> {
+    Operands o;
+    for (size_t k = 0; k < s.in.size(); ++k) {
+      ASSIGN_OR_RETURN(const Tensor* t, input(k));
+      o.args.push_back(t);
+    }
+    for (int slot : s.out) {
+      if (slot < 0) {
+        o.outs.emplace_back();
+        continue;
+      }
+      ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
+      o.outs.push_back(std::move(t));
+    }
+    return o;
+  };
+  auto record = [&](const std::string& name, std::chrono::steady_clock::time_point t0) {
+    OpTime& t = profile_[name];
+    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++t.calls;
+  };
   // A collective's result lands in `out`, unless the communicator made a tensor of its own.
   auto settle = [&](const Tensor& got, const Tensor& out, const char* what) -> Status {
     RETURN_IF_ERROR(checkType(s, s.out[0], got, what));
@@ -372,28 +399,11 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
 
   switch (ins.kind()) {
     case plan::Instruction::KERNEL: {
-      std::vector<const Tensor*> args;
-      for (size_t k = 0; k < s.in.size(); ++k) {
-        ASSIGN_OR_RETURN(const Tensor* t, input(k));
-        args.push_back(t);
-      }
-      std::vector<Tensor> outs;
-      for (int slot : s.out) {
-        if (slot < 0) {
-          outs.emplace_back();  // unused: the kernel's result is dropped
-          continue;
-        }
-        ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
-        outs.push_back(std::move(t));
-      }
+      ASSIGN_OR_RETURN(Operands ops, operands());
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status st = s.kernel->run(args, outs);
-      if (profiling_) {
-        std::string_view provider = s.kernel->provider();
-        OpTime& t = profile_[provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")")];
-        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ++t.calls;
-      }
+      Status st = s.kernel->run(ops.args, ops.outs);
+      std::string_view provider = s.kernel->provider();
+      if (profiling_) record(provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")"), t0);
       return st.withContext(where(s));
     }
     case plan::Instruction::ALL_REDUCE: {
@@ -436,27 +446,10 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
       return settle(got, out, "the received tensor");
     }
     case plan::Instruction::REGION: {
-      std::vector<const Tensor*> args;
-      for (size_t k = 0; k < s.in.size(); ++k) {
-        ASSIGN_OR_RETURN(const Tensor* t, input(k));
-        args.push_back(t);
-      }
-      std::vector<Tensor> outs;
-      for (int slot : s.out) {
-        if (slot < 0) {
-          outs.emplace_back();
-          continue;
-        }
-        ASSIGN_OR_RETURN(Tensor t, outputOf(slot, bufs));
-        outs.push_back(std::move(t));
-      }
+      ASSIGN_OR_RETURN(Operands ops, operands());
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status st = s.region->run(args, outs);  // errors name the region and the body's node
-      if (profiling_) {  // the region as a whole, its bodies' kernels included
-        OpTime& t = profile_[ins.op()];
-        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ++t.calls;
-      }
+      Status st = s.region->run(ops.args, ops.outs);  // errors name the region and the body's node
+      if (profiling_) record(ins.op(), t0);  // the region as a whole, its bodies' kernels included
       return st;
     }
     case plan::Instruction::FREE:
