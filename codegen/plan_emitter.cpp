@@ -197,7 +197,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   p.mutable_mesh()->set_dp(partition.mesh.dp);
   p.mutable_mesh()->set_tp(partition.mesh.tp);
   for (const std::string& n : partition.notes) p.add_notes(n);
-  for (const std::string& s : partition.tensorParallelPairs) p.add_tensor_parallel_pairs(s);
+  for (const std::string& s : partition.tensorParallel) p.add_tensor_parallel(s);
 
   for (const RankGraph& rg : ranks) {
     std::string file = strCat("rank", rg.rank, ".bin");

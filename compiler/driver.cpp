@@ -187,6 +187,8 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
   po.pp = opts.pp;
   ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
   CostModel cost(cluster);
+  po.cost = &cost;
+  po.minimizeWeights = opts.tp > 1;  // a forced tp: split the weights, then be fast
   Objective objective = opts.objective == "throughput" ? Objective::kThroughput : Objective::kLatency;
   ASSIGN_OR_RETURN(c.search, searchMesh(*c.partitioned, po, cost, objective));
   const PlanEstimate& best = c.search.candidates.front();
@@ -199,6 +201,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
     po.gpus = best.mesh.size();
     po.dp = best.mesh.dp;
     po.tp = best.mesh.tp;
+    po.minimizeWeights = best.minimizeWeights;
   }
   say(searchSummary(c.search, cluster, opts.gpus));
   ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));

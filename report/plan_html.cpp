@@ -234,13 +234,13 @@ void alternativesTable(const plan::Plan& p, std::ostringstream& o) {
 
 void notes(const plan::Plan& p, std::ostringstream& o) {
   o << "<h2 id=\"notes\">Notes</h2>\n";
-  if (p.notes_size() == 0 && p.tensor_parallel_pairs_size() == 0) {
+  if (p.notes_size() == 0 && p.tensor_parallel_size() == 0) {
     o << "<p>None.</p>\n";
     return;
   }
   o << "<ul class=\"notes\">\n";
   for (const std::string& n : p.notes()) o << "<li>" << htmlEscaped(n) << "</li>\n";
-  for (const std::string& t : p.tensor_parallel_pairs()) o << "<li>tensor-parallel pair: " << htmlEscaped(t) << "</li>\n";
+  for (const std::string& t : p.tensor_parallel()) o << "<li>tensor-parallel: " << htmlEscaped(t) << "</li>\n";
   o << "</ul>\n";
 }
 

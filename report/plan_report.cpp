@@ -207,8 +207,8 @@ std::string planReportJson(const plan::Plan& p) {
            {"mesh", {{"pp", p.mesh().pp()}, {"dp", p.mesh().dp()}, {"tp", p.mesh().tp()}}},
            {"world_size", p.ranks_size()},
            {"notes", std::vector<std::string>(p.notes().begin(), p.notes().end())},
-           {"tensor_parallel_pairs",
-            std::vector<std::string>(p.tensor_parallel_pairs().begin(), p.tensor_parallel_pairs().end())},
+           {"tensor_parallel",
+            std::vector<std::string>(p.tensor_parallel().begin(), p.tensor_parallel().end())},
            {"fusion", fusionJson(p)},
            {"ranks", Json()},
            {"collectives", Json::array()},
@@ -231,7 +231,12 @@ std::string planReportText(const plan::Plan& p) {
   o << "mesh:    pp=" << p.mesh().pp() << " dp=" << p.mesh().dp() << " tp=" << p.mesh().tp() << "  ("
     << p.ranks_size() << " rank" << (p.ranks_size() == 1 ? "" : "s") << ")\n";
   for (const std::string& n : p.notes()) o << "note:    " << n << "\n";
-  for (const std::string& t : p.tensor_parallel_pairs()) o << "tp pair: " << t << "\n";
+  // The tp search's choices: a few lines, then how many more (pcc-report
+  // --format json lists them all).
+  constexpr int kShown = 12;
+  for (int i = 0; i < p.tensor_parallel_size() && i < kShown; ++i) o << "tp:      " << p.tensor_parallel(i) << "\n";
+  if (p.tensor_parallel_size() > kShown)
+    o << "tp:      ... and " << p.tensor_parallel_size() - kShown << " more (--format json lists every one)\n";
   if (p.has_search() && p.search().candidates_size() > 0) {
     const plan::SearchReport& r = p.search();
     o << "device:  " << r.device() << " (" << r.device_description() << "), " << r.gpus_per_node() << " per node\n";

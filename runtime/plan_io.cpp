@@ -605,7 +605,7 @@ void forEachString(const plan::Plan& p, F&& f) {
   f(std::string("the model path"), p.model());
   f(std::string("the producer"), p.producer());
   for (const std::string& s : p.notes()) f(std::string("a partitioning note"), s);
-  for (const std::string& s : p.tensor_parallel_pairs()) f(std::string("a tensor-parallel pair"), s);
+  for (const std::string& s : p.tensor_parallel()) f(std::string("a tensor-parallel choice"), s);
   for (int g = 0; g < p.groups_size(); ++g) f(strCat("group ", g, " axis"), p.groups(g).axis());
   auto prog = [&](const plan::RankProgram& r, const std::string& who) {
     f(who + ": weight file", r.weight_file());

@@ -37,9 +37,9 @@ std::vector<TensorType> typesOf(const std::vector<Value*>& values) {
 
 // The element type the arithmetic runs in: the first input's (a quantized
 // MatMulInteger's is its 8-bit input), else the first output's.
-DType workType(const Node& n) {
-  if (n.input(0) && n.input(0)->type().dtype != DType::kUndefined) return n.input(0)->type().dtype;
-  return n.outputs().empty() ? DType::kF32 : n.output()->type().dtype;
+DType workType(const std::vector<TensorType>& inputs, const std::vector<TensorType>& outputs) {
+  if (!inputs.empty() && inputs[0].dtype != DType::kUndefined) return inputs[0].dtype;
+  return outputs.empty() ? DType::kF32 : outputs[0].dtype;
 }
 
 // A view of its input (Reshape, Squeeze, ...) runs no kernel.
@@ -71,8 +71,13 @@ double CostModel::nodeTime(const Node& n) const {
       for (const Node* inner : body->nodes()) t += nodeTime(*inner);
     return t;
   }
+  return opTime(n, typesOf(n.inputs()), typesOf(n.outputs()));
+}
+
+double CostModel::opTime(const Node& n, const std::vector<TensorType>& inputs,
+                         const std::vector<TensorType>& outputs) const {
   if (isView(n)) return 0;
-  return computeTime(nodeWork(n), workType(n));
+  return computeTime(opWork(n.opName(), inputs, outputs, n.attrs()), workType(inputs, outputs));
 }
 
 double CostModel::collectiveTime(CollectiveKind kind, int64_t bytes, int groupSize, bool crossesNodes) const {

@@ -42,6 +42,11 @@ class CostModel {
   /// already unrolled; a dynamic one is costed for one trip).
   double nodeTime(const Node& n) const;
 
+  /// \returns the seconds of node `n` (without bodies) were its operands of
+  /// types `inputs` and `outputs` (kUndefined: an absent input), e.g. the
+  /// local types a sharding gives it. A view of its input costs nothing.
+  double opTime(const Node& n, const std::vector<TensorType>& inputs, const std::vector<TensorType>& outputs) const;
+
   /// \returns the seconds of a collective of kind `kind` among `groupSize`
   /// devices, where `bytes` is the size of the full tensor: the all-reduced
   /// tensor, the gathered result, the reduce-scatter's input, the all-to-all's

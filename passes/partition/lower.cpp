@@ -4,12 +4,12 @@
 //  1. Graph inputs become local inputs of the rank's slice (IoBind says which).
 //  2. Nodes are copied in order. Each input is first brought to the layout the
 //     node needs (Partition::inputSharding): constants are sliced offline;
-//     activations are converted by, in this order, an AllReduce (partial ->
-//     full), an AllGather per split dimension the node cannot take (uneven
-//     pieces carry the whole extent as `gathered_size`), and a
-//     local Slice per dimension the node wants split but has whole.
-//     Conversions are cached per (value, layout), so a value read by several
-//     nodes is converted once.
+//     activations are converted by the steps of reshard.h: an AllReduce
+//     (partial -> full), an AllGather per split dimension the node cannot
+//     take (uneven pieces carry the whole extent as `gathered_size`), and a
+//     local Slice per dimension the node wants split but has whole. Every
+//     layout reached is cached per (value, layout), so readers that need the
+//     same layout, or share steps towards theirs, share the nodes.
 //  3. Shape operands (Reshape's and Expand's shape, ConstantOfShape's input)
 //     are replaced by the local output shape; a Gemm bias added to a partial
 //     sum is kept on the first rank of the group only.
@@ -22,6 +22,7 @@
 
 #include "compiler/ir/regions.h"
 #include "passes/partition/partitioner.h"
+#include "passes/partition/reshard.h"
 #include "runtime/support/tensor_block.h"
 
 namespace pcc {
@@ -108,34 +109,28 @@ class RankLowering {
     Sharding cur = *v->sharding();
     Value* lv = cache_.at(key(v, cur));
     const std::string& name = v->name();
-    if (cur.partial != MeshAxis::kNone && cur.partial != req.partial) {
-      ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllReduce, lv, cur.partial, -1, name + ".allreduce"));
-      cur.partial = MeshAxis::kNone;
-      lv->setSharding(cur);
-      cache_[key(v, cur)] = lv;
-    }
-    for (size_t d = 0; d < cur.dims.size(); ++d) {
-      MeshAxis a = cur.dims[d];
-      if (a == MeshAxis::kNone || a == req.dims[d]) continue;
-      int64_t whole = v->type().shape[d];
-      bool uneven = whole % p_.mesh.extent(a) != 0;
-      ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, a, static_cast<int>(d), name + ".allgather",
-                                         uneven ? whole : -1));
-      cur.dims[d] = MeshAxis::kNone;
-      lv->setSharding(cur);
-      cache_[key(v, cur)] = lv;
-    }
-    for (size_t d = 0; d < cur.dims.size(); ++d) {
-      MeshAxis a = req.dims[d];
-      if (a == MeshAxis::kNone || cur.dims[d] == a) continue;
-      int parts = p_.mesh.extent(a), c = p_.mesh.coord(rank_, a);
-      int64_t off = chunkOffset(v->type().shape[d], parts, c), len = chunkSize(v->type().shape[d], parts, c);
-      std::vector<Value*> ins = {lv, i64Const(name + ".start", {off}), i64Const(name + ".end", {off + len}),
-                                 i64Const(name + ".axes", {static_cast<int64_t>(d)})};
-      std::string nodeName = fresh(name + ".slice");
-      ASSIGN_OR_RETURN(auto types, inferOutputTypes(OpKind::Slice, ins, {}, nodeName));
-      lv = lg_->addNode(OpKind::Slice, ins, types, {}, nodeName, {fresh(name + ".local")})->output();
-      cur.dims[d] = a;
+    for (const ReshardStep& step : reshardSteps(cur, req)) {
+      auto done = cache_.find(key(v, step.result));
+      if (done != cache_.end()) {
+        lv = done->second;
+      } else if (step.kind == ReshardStep::kAllReduce) {
+        ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllReduce, lv, step.axis, -1, name + ".allreduce"));
+      } else if (step.kind == ReshardStep::kAllGather) {
+        int64_t whole = v->type().shape[step.dim];
+        bool uneven = whole % p_.mesh.extent(step.axis) != 0;
+        ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, step.axis, step.dim, name + ".allgather",
+                                           uneven ? whole : -1));
+      } else {
+        int parts = p_.mesh.extent(step.axis), c = p_.mesh.coord(rank_, step.axis);
+        int64_t extent = v->type().shape[step.dim];
+        int64_t off = chunkOffset(extent, parts, c), len = chunkSize(extent, parts, c);
+        std::vector<Value*> ins = {lv, i64Const(name + ".start", {off}), i64Const(name + ".end", {off + len}),
+                                   i64Const(name + ".axes", {static_cast<int64_t>(step.dim)})};
+        std::string nodeName = fresh(name + ".slice");
+        ASSIGN_OR_RETURN(auto types, inferOutputTypes(OpKind::Slice, ins, {}, nodeName));
+        lv = lg_->addNode(OpKind::Slice, ins, types, {}, nodeName, {fresh(name + ".local")})->output();
+      }
+      cur = step.result;
       lv->setSharding(cur);
       cache_[key(v, cur)] = lv;
     }
@@ -228,6 +223,11 @@ class RankLowering {
 };
 
 }  // namespace
+
+StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank) {
+  if (rank < 0 || rank >= p.mesh.size()) return internalError("rank ", rank, " is not in mesh ", p.mesh.str());
+  return RankLowering(g, p, rank).run();
+}
 
 StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p) {
   std::vector<RankGraph> out;

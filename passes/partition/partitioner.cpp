@@ -1,17 +1,12 @@
-// Sharding propagation: data parallelism over the batch and Megatron-style
-// tensor parallelism for MatMul/Gemm chains.
+// Sharding propagation: data parallelism over the batch, then tensor
+// parallelism chosen per op by the cost model (tp_search.h).
 //
 // Algorithm:
 //  1. Choose the mesh: tp and pp as requested, dp = the rest of --gpus; dp is
 //     capped by the batch (leading dimension of the inputs), so a batch smaller
 //     than the device count uses fewer ranks.
 //  2. Split every graph input whose leading dimension is the batch over dp.
-//  3. Tensor parallelism: walk the MatMul/Gemm nodes with constant 2-D weights
-//     in order; one whose output reaches exactly one other such node through
-//     elementwise ops only (the MLP pattern) becomes a pair: the first weight is
-//     split by columns over tp, the second then reads a split K and is split by
-//     rows, making its output a partial sum (one all-reduce).
-//  4. In topological order, derive each node's output sharding from its
+//  3. In topological order, derive each node's output sharding from its
 //     inputs' shardings through the op's dimension map (dim_map.h): a split
 //     input dimension linked to an output dimension keeps it split, a split
 //     contraction dimension on both sides makes the output partial. An op that
@@ -19,6 +14,11 @@
 //     a note says so). Each input then gets the layout the node needs;
 //     constants follow for free (they are sliced offline), activations are
 //     converted at lowering.
+//  4. Tensor parallelism (tp > 1): the search of tp_search.cpp chooses, for
+//     every node, whether the tp ranks replicate it, split one of its output
+//     dimensions, or split one of its contractions (a partial sum), by dynamic
+//     programming over the graph with the cost of every resharding it implies;
+//     its choices are laid over the data-parallel layouts of step 3.
 // Before step 1, every Fused node (passes/fuse.cpp) is inlined: its body's
 // ops take its place, so each shards by its own row of the op table and a
 // group never straddles a split the partitioner decides (a row-parallel
@@ -33,96 +33,19 @@
 #include <unordered_map>
 
 #include "compiler/ir/regions.h"
+#include "passes/partition/cost_model.h"
 #include "passes/partition/dim_map.h"
+#include "passes/partition/tp_search.h"
 
 namespace pcc {
 
 namespace {
 
-using Hints = std::map<std::pair<const Node*, size_t>, Sharding>;
-
 Sharding replicated(size_t rank) { return Sharding{std::vector<MeshAxis>(rank, MeshAxis::kNone), MeshAxis::kNone}; }
 
-bool isWeightMatmul(const Node* n) {
-  if (n->op() != OpKind::MatMul && n->op() != OpKind::Gemm) return false;
-  Value* w = n->input(1);
-  return w && w->isConstant() && w->type().rank() == 2 && n->input(0) && !n->input(0)->isConstant() &&
-         (n->op() == OpKind::MatMul || n->attrs().getInt("transA", 0) == 0);
-}
-
-// Column dimension (N) of a weight-matmul's weight.
-int weightColumnDim(const Node* n) {
-  return n->op() == OpKind::Gemm && n->attrs().getInt("transB", 0) ? 0 : 1;
-}
-
-// Step 3: \returns the row-split partner of column-split candidate `first`, or
-// nullptr when the values between them are not purely elementwise. `order`
-// gives each node's position in the topological order.
-const Node* findRowPartner(const Graph& g, const Node* first, const std::unordered_map<const Node*, size_t>& order) {
-  // The readers of the region are visited in topological order (a min-heap on
-  // their positions, fed from the use lists): every producer precedes its
-  // readers, so when a node is reached, whether each of its inputs is in the
-  // region is final. The walk costs the region's uses, not the graph.
-  std::set<const Value*> region = {first->output()};
-  std::set<const Value*> graphOutputs(g.outputs().begin(), g.outputs().end());
-  using Item = std::pair<size_t, const Node*>;
-  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> todo;
-  std::set<const Node*> queued;
-  auto enqueueReaders = [&](const Value* v) {
-    for (const Node* u : v->uses())
-      if (queued.insert(u).second) todo.push({order.at(u), u});
-  };
-  enqueueReaders(first->output());
-  const Node* partner = nullptr;
-  while (!todo.empty()) {
-    const Node* u = todo.top().second;
-    todo.pop();
-    if (isWeightMatmul(u) && region.count(u->input(0)) && !region.count(u->input(1))) {
-      if (partner) return nullptr;
-      partner = u;
-      continue;
-    }
-    if (!isElementwiseOp(u->op())) return nullptr;
-    for (Value* in : u->inputs())
-      if (in && !in->isConstant() && !region.count(in)) return nullptr;
-    for (Value* o : u->outputs()) {
-      region.insert(o);
-      enqueueReaders(o);
-    }
-  }
-  // Nothing but the partner may read the region from outside, nor may the
-  // graph return a value of it.
-  for (const Value* v : region) {
-    if (graphOutputs.count(v)) return nullptr;
-    for (Node* u : g.users(v))
-      if (u != partner && !region.count(u->output())) return nullptr;
-  }
-  return partner;
-}
-
-void planTensorParallel(const Graph& g, int tp, Hints& hints, Partition& p) {
-  std::set<const Node*> used;
-  std::vector<Node*> nodes = g.nodes();
-  std::unordered_map<const Node*, size_t> order;
-  for (size_t i = 0; i < nodes.size(); ++i) order[nodes[i]] = i;
-  for (const Node* n : nodes) {
-    if (!isWeightMatmul(n) || used.count(n)) continue;
-    const Node* partner = findRowPartner(g, n, order);
-    if (!partner || used.count(partner)) continue;
-    int col = weightColumnDim(n);
-    if (n->input(1)->type().shape[col] % tp != 0) continue;
-    Sharding s = replicated(2);
-    s.dims[col] = MeshAxis::kTP;
-    hints[{n, 1}] = s;
-    used.insert(n);
-    used.insert(partner);
-    p.tensorParallelPairs.push_back(strCat("column '", n->name(), "' -> row '", partner->name(), "'"));
-  }
-}
-
-// Step 4 for one node.
+// Step 3 for one node.
 // `gathered` counts, per op, the nodes marked Replicate whose inputs arrive split.
-void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p,
+void propagateNode(Node* n, const Mesh& mesh, Partition& p,
                    std::map<OpKind, int>& gathered) {
   // Region nodes (If, Loop, Scan) run whole on every rank: every input is
   // gathered to replicated, every output is replicated.
@@ -139,15 +62,13 @@ void propagateNode(Node* n, const Mesh& mesh, const Hints& hints, Partition& p,
   MeshAxis partial = MeshAxis::kNone;
   std::set<MeshAxis> used;
 
-  // What each input proposes: activations their own layout, hinted weights the
-  // hint; other constants follow whatever the node decides.
+  // What each input proposes: activations their own layout; constants follow
+  // whatever the node decides.
   std::vector<std::optional<Sharding>> cur(n->inputs().size());
   for (size_t i = 0; i < n->inputs().size(); ++i) {
     Value* v = n->input(i);
     if (!v) continue;
-    auto h = hints.find({n, i});
-    if (h != hints.end()) cur[i] = h->second;
-    else if (!v->isConstant()) cur[i] = v->sharding().value_or(replicated(v->type().shape.size()));
+    if (!v->isConstant()) cur[i] = v->sharding().value_or(replicated(v->type().shape.size()));
   }
   if (opInfo(n->op()).shard == ShardRule::kReplicate &&
       std::any_of(cur.begin(), cur.end(), [](const auto& s) { return s && !s->isReplicated(); }))
@@ -233,6 +154,45 @@ StatusOr<Mesh> chooseMesh(const Graph& g, const PartitionOptions& opts, Partitio
   return m;
 }
 
+// Step 4.
+Status planTensorParallel(Graph& g, const PartitionOptions& opts, Partition& p) {
+  std::optional<CostModel> fallback;
+  const CostModel* cm = opts.cost;
+  if (!cm) {
+    ASSIGN_OR_RETURN(ClusterSpec spec, builtinClusterSpec("h100"));
+    fallback.emplace(std::move(spec));
+    cm = &*fallback;
+  }
+  TpSearchOptions so;
+  so.cost = cm;
+  so.minimizeWeights = opts.minimizeWeights;
+  ASSIGN_OR_RETURN(TpSearchResult r, searchTensorParallel(g, p, so));
+  applyTpChoices(g, p, r.choices);
+  p.tpSeconds = r.cost.seconds;
+  p.tpWeightBytes = r.cost.weightBytes;
+  p.tpExact = r.exact;
+  std::vector<Node*> nodes = g.nodes();
+  std::map<std::string, int> counts;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (r.choices[i].kind == TpChoice::kReplicate) continue;
+    const Node* n = nodes[i];
+    const std::string& label = n->name().empty() && !n->outputs().empty() ? n->output()->name() : n->name();
+    p.tensorParallel.push_back(strCat(opName(n->op()), " '", label, "': ", tpChoiceName(r.choices[i])));
+    ++counts[strCat(opName(nodes[i]->op()), r.choices[i].kind == TpChoice::kContract ? " (partial sums)" : "")];
+  }
+  if (p.tensorParallel.empty()) {
+    p.notes.push_back(strCat("tp=", p.mesh.tp, ": the cost model splits no op over tp (",
+                             opts.minimizeWeights ? "no weight divides evenly" : "splitting costs more than it saves",
+                             "); each tp group computes replicated"));
+  } else {
+    std::string what;
+    for (const auto& [op, count] : counts) what += strCat(what.empty() ? "" : ", ", count, " ", op);
+    p.notes.push_back(strCat("tp=", p.mesh.tp, " splits ", p.tensorParallel.size(), " of ", nodes.size(),
+                             " nodes: ", what, r.exact ? "" : " (search capped: not proven optimal)"));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status inlineFusedNodes(Graph& g) {
@@ -270,19 +230,13 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
     }
     in->setSharding(s);
   }
-  Hints hints;
-  if (p.mesh.tp > 1) {
-    planTensorParallel(g, p.mesh.tp, hints, p);
-    if (p.tensorParallelPairs.empty())
-      p.notes.push_back(strCat("tp=", p.mesh.tp,
-                               ": no MatMul/Gemm chain to split; each tp group computes replicated"));
-  }
   std::map<OpKind, int> gathered;
-  for (Node* n : g.nodes()) propagateNode(n, p.mesh, hints, p, gathered);
+  for (Node* n : g.nodes()) propagateNode(n, p.mesh, p, gathered);
   for (const auto& [op, count] : gathered)
     p.notes.push_back(strCat(count, " ", opName(op), count == 1 ? " node runs" : " nodes run",
                              " replicated (Ops.def marks ", opName(op), " Replicate): ",
                              count == 1 ? "its" : "their", " split inputs are gathered first"));
+  if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, p));
   return p;
 }
 

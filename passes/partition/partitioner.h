@@ -14,10 +14,21 @@
 namespace pcc {
 
 /// What the user asked for (CompileOptions carries it here).
+class CostModel;
+
 struct PartitionOptions {
   int gpus = 1;
   /// Requested mesh extents; 0 = derive (dp fills what tp and pp leave).
   int dp = 0, tp = 0, pp = 0;
+  /// What the tensor-parallel search (tp_search.h) costs with; nullptr: the
+  /// shipped h100 spec.
+  const CostModel* cost = nullptr;
+  /// The tp search saves weight memory first, then time (set for a forced
+  /// tp, and by the mesh search for a model that does not fit otherwise).
+  bool minimizeWeights = false;
+  /// Off: the tp axis exists but every node replicates over it (the
+  /// data-parallel layouts alone, what the tp search starts from; tests).
+  bool tensorParallelSearch = true;
 };
 
 /// The result of sharding propagation over a global graph. Value shardings
@@ -28,8 +39,14 @@ struct Partition {
   /// Where it differs from the value's own sharding, lowering inserts the
   /// collective or local slice that converts it.
   std::map<std::pair<const Node*, size_t>, Sharding> inputSharding;
-  /// Megatron pairs found: "column 'fc1' -> row 'fc2'".
-  std::vector<std::string> tensorParallelPairs;
+  /// What the tp search chose, one line per node split over tp:
+  /// "MatMul 'fc1': split dim 1".
+  std::vector<std::string> tensorParallel;
+  /// The tp search's own estimate of the rank-0 program (0 without tp).
+  double tpSeconds = 0;
+  int64_t tpWeightBytes = 0;
+  /// Whether the tp search kept every state (its choice is optimal for its cost).
+  bool tpExact = true;
   /// Decisions worth telling the user (fewer ranks, fallbacks).
   std::vector<std::string> notes;
 };
@@ -61,5 +78,8 @@ struct RankGraph {
 /// Lowers the annotated global graph to one local graph per rank. Every local
 /// type is re-inferred and checked against the shape the sharding predicts.
 StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p);
+
+/// Lowers the program of rank `rank` alone (as lowerToRanks does for each).
+StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank);
 
 }  // namespace pcc

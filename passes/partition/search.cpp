@@ -5,11 +5,12 @@
 //     with dp · tp = d, for d = --gpus and every divisor of it (fewer devices
 //     can win when communication costs more than it saves, or when the batch
 //     cannot be split).
-//  2. Each candidate partitions and lowers a copy of the graph with the
-//     partitioner as it is (data parallelism over the batch, the Megatron pairs
-//     for tp), so what is costed is exactly what would be emitted; a candidate
-//     that ends up on the same mesh as an earlier one (the batch caps dp) is
-//     dropped.
+//  2. Each candidate partitions and lowers a copy of the graph (data
+//     parallelism over the batch, the tp search of tp_search.h for tp, costing
+//     with the same model), so what is costed is exactly what would be
+//     emitted; a candidate that ends up on the same mesh as an earlier one
+//     (the batch caps dp) is dropped. A candidate with tp that does not fit
+//     is partitioned again with the tp search saving weight memory first.
 //  3. Each rank program is costed: the cost model's time of every node, plus
 //     the alpha-beta time of every collective over its group (the inter-node
 //     link when the group spans nodes); weights plus the peak of live
@@ -147,27 +148,43 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
     }
   }
   Status firstError = Status::OK();
-  for (const PartitionOptions& po : tries) {
+  // Partitions, lowers and costs one candidate.
+  auto cost = [&](PartitionOptions po) {
+    po.cost = &cm;
     std::unique_ptr<Graph> copy = g.clone();
     StatusOr<Partition> part = partitionGraph(*copy, po);
     PlanEstimate e;
     e.mesh = Mesh{po.pp > 0 ? po.pp : 1, po.dp, po.tp > 0 ? po.tp : 1};
-    if (part.ok()) {
-      e.mesh = part->mesh;
-      if (std::any_of(r.candidates.begin(), r.candidates.end(), [&](const PlanEstimate& c) {
-            return c.mesh.dp == e.mesh.dp && c.mesh.tp == e.mesh.tp && c.mesh.pp == e.mesh.pp;
-          }))
-        continue;  // the batch capped dp onto a mesh already costed
-      StatusOr<std::vector<RankGraph>> ranks = lowerToRanks(*copy, *part);
-      if (ranks.ok()) {
-        e = estimatePlan(*ranks, part->mesh, cm, batch);
-      } else {
-        e.error = ranks.status().message();
-        if (firstError.ok()) firstError = ranks.status();
-      }
-    } else {
+    e.minimizeWeights = po.minimizeWeights;
+    if (!part.ok()) {
       e.error = part.status().message();
       if (firstError.ok()) firstError = part.status();
+      return e;
+    }
+    e.mesh = part->mesh;
+    StatusOr<std::vector<RankGraph>> ranks = lowerToRanks(*copy, *part);
+    if (!ranks.ok()) {
+      e.error = ranks.status().message();
+      if (firstError.ok()) firstError = ranks.status();
+      return e;
+    }
+    e = estimatePlan(*ranks, part->mesh, cm, batch);
+    e.minimizeWeights = po.minimizeWeights;
+    return e;
+  };
+  auto sameMesh = [&](const Mesh& m) {
+    return std::any_of(r.candidates.begin(), r.candidates.end(), [&](const PlanEstimate& c) {
+      return c.mesh.dp == m.dp && c.mesh.tp == m.tp && c.mesh.pp == m.pp;
+    });
+  };
+  for (const PartitionOptions& po : tries) {
+    PlanEstimate e = cost(po);
+    if (e.error.empty() && sameMesh(e.mesh)) continue;  // the batch capped dp onto a mesh already costed
+    if (e.error.empty() && !e.infeasible.empty() && e.mesh.tp > 1 && !po.minimizeWeights) {
+      PartitionOptions saving = po;
+      saving.minimizeWeights = true;
+      PlanEstimate s = cost(saving);
+      if (s.error.empty() && s.infeasible.empty()) e = std::move(s);
     }
     r.candidates.push_back(std::move(e));
   }

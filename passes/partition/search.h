@@ -46,6 +46,8 @@ struct PlanEstimate {
   std::string infeasible;
   /// Set when the candidate could not even be partitioned (the reason).
   std::string error;
+  /// The tp search saved weight memory first (the time-first plan did not fit).
+  bool minimizeWeights = false;
 };
 
 /// Costs the rank programs `ranks` of `mesh`; `batch` is the global batch (1
@@ -63,8 +65,10 @@ struct SearchResult {
 
 /// Partitions a copy of `g` for every mesh dp × tp = d, for d = --gpus and
 /// each divisor of it (pp stays 1 until pipelining exists), lowers it, and
-/// costs it with `cm`. A mesh forced in `opts` (dp or tp given) is the only
-/// candidate. Ties go to the larger dp, then the smaller tp.
+/// costs it with `cm`; the tp search inside the partitioner costs with `cm`
+/// too. A candidate that does not fit is partitioned again with the tp search
+/// saving weight memory first. A mesh forced in `opts` (dp or tp given) is the
+/// only candidate. Ties go to the larger dp, then the smaller tp.
 /// \returns the candidates, or an error when none can be partitioned (the
 /// first candidate's error).
 StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, const CostModel& cm,

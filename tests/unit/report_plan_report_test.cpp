@@ -64,7 +64,7 @@ TEST(PlanReport, JsonRoundTripsNamesWithQuotesBackslashesAndUnicode) {
   const std::string op = "My\"Op\\\n";
   plan::Plan p = matMulPlan(model, op, 2);
   p.add_notes("note with \"quotes\", a \\ and a control \x01 byte");
-  p.add_tensor_parallel_pairs("column '/fc1/Gemm' -> row '/fc2/MatMul' ∑");
+  p.add_tensor_parallel("MatMul '/fc1/Gemm ∑': split dim 1");
 
   Json doc = Json::parse(planReportJson(p));
   EXPECT_EQ(doc["schema_version"], 7);
@@ -72,7 +72,7 @@ TEST(PlanReport, JsonRoundTripsNamesWithQuotesBackslashesAndUnicode) {
   EXPECT_EQ(doc["mesh"], (Json{{"pp", 1}, {"dp", 1}, {"tp", 2}}));
   EXPECT_EQ(doc["world_size"], 2);
   EXPECT_EQ(doc["notes"], Json::array({p.notes(0)}));
-  EXPECT_EQ(doc["tensor_parallel_pairs"], Json::array({p.tensor_parallel_pairs(0)}));
+  EXPECT_EQ(doc["tensor_parallel"], Json::array({p.tensor_parallel(0)}));
   ASSERT_EQ(doc["ranks"].size(), 2u);
   for (int r = 0; r < 2; ++r) {
     const Json& rank = doc["ranks"][r];
@@ -103,7 +103,7 @@ TEST(PlanReport, JsonKeepsTheKeyOrder) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : ordered.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"schema_version", "model", "mesh", "world_size", "notes",
-                                            "tensor_parallel_pairs", "fusion", "ranks", "collectives", "reference"}));
+                                            "tensor_parallel", "fusion", "ranks", "collectives", "reference"}));
   EXPECT_EQ(ordered["ranks"][0]["flops"], 2 * 4 * 16 * 8);  // 2·MACs of the MatMul
   EXPECT_TRUE(ordered["notes"].is_array());
   EXPECT_TRUE(ordered["ranks"][0]["comm_bytes"].is_object());

@@ -1,0 +1,489 @@
+// The tensor-parallel sharding search.
+//
+// Algorithm:
+//  1. The data-parallel layouts come first (partitioner.cpp propagates the
+//     batch split); the tp axis is then chosen per node. A node may replicate
+//     its op over the tp ranks, split one output dimension (every input
+//     dimension its dim map links to it is split too; weights are sliced
+//     offline), or split one contraction (its output becomes a partial sum).
+//     Each choice fixes the layout of the node's outputs and the layout it
+//     needs of each input.
+//  2. The cost of an assignment is what the rank-0 program of the lowered plan
+//     costs: every node at its local shapes (CostModel::opTime), plus every
+//     resharding step lowering emits (reshard.h: all-reduce, all-gather,
+//     local slice), each paid once per value and layout since lowering caches
+//     them, plus the steps that make the graph outputs whole. Weight bytes
+//     count each distinct slice of a weight once.
+//  3. Dynamic programming over the topological order. A state is the layout
+//     of every live value (produced, and still to be read) with the set of
+//     layouts already materialized for it; the cost of a state is the least
+//     cost of the nodes so far that reaches it. Each node extends each state
+//     by each of its choices; states that agree are merged, keeping the
+//     cheaper. The live values are the same for every state of a step, so the
+//     frontier stays small on the graphs models make (the residual stream and
+//     the branch being computed).
+//  4. The frontier is capped at `beam` states, the cheapest kept; the result
+//     is exact when no step was capped (TpSearchResult::exact).
+//  5. Back-pointers give each node its choice.
+// The objective is time, or, when asked to save memory (a forced tp, or a
+// model that does not fit otherwise), the bytes of the weight matrices (rank 2
+// or more) first and then time; vectors (biases, norm scales) are left to
+// time, so that a few bytes saved never buy a collective.
+#include "passes/partition/tp_search.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+#include "compiler/ir/regions.h"
+#include "passes/partition/dim_map.h"
+#include "passes/partition/reshard.h"
+
+namespace pcc {
+
+namespace {
+
+// Layout ids at or above this are never counted as materialized (the
+// cost then counts their conversion again: an overestimate, never a miss).
+constexpr int kMaxCached = 56;
+
+struct Layouts {
+  std::vector<std::optional<Sharding>> req;  // per input; nullopt: absent
+  std::vector<Sharding> out;
+};
+
+// The layouts choice `c` gives node `n`; false when `c` is not valid for it.
+bool layoutsFor(const Node& n, const Partition& dp, const OpDimMap& map, const TpChoice& c, Layouts& l) {
+  const int tp = dp.mesh.tp;
+  l.req.assign(n.inputs().size(), std::nullopt);
+  l.out.clear();
+  for (size_t i = 0; i < n.inputs().size(); ++i)
+    if (n.input(i)) l.req[i] = dp.inputSharding.at({&n, i});
+  for (const Value* o : n.outputs()) l.out.push_back(*o->sharding());
+  if (c.kind == TpChoice::kReplicate) return true;
+  if (tp <= 1 || isRegionOp(n.op()) || n.outputs().empty()) return false;
+  if (c.kind == TpChoice::kSplitOutput) {
+    const int k = c.index;
+    for (size_t o = 0; o < n.outputs().size(); ++o) {
+      const Dims& shape = n.output(o)->type().shape;
+      if (k < 0 || static_cast<size_t>(k) >= shape.size() || l.out[o].dims[k] != MeshAxis::kNone ||
+          shape[k] < tp || shape[k] % tp != 0)
+        return false;
+    }
+    bool linked = false;
+    for (size_t i = 0; i < n.inputs().size() && i < map.links.size(); ++i) {
+      if (!n.input(i)) continue;
+      const Dims& in = n.input(i)->type().shape;
+      for (size_t d = 0; d < map.links[i].size() && d < in.size(); ++d) {
+        const DimLink& link = map.links[i][d];
+        if (link.outDim != k) continue;
+        if (in[d] % tp != 0 || l.req[i]->dims[d] != MeshAxis::kNone) return false;
+        l.req[i]->dims[d] = MeshAxis::kTP;
+        linked = true;
+      }
+    }
+    if (!linked) return false;
+    for (Sharding& s : l.out) s.dims[k] = MeshAxis::kTP;
+    return true;
+  }
+  // kContract
+  if (c.index < 0 || static_cast<size_t>(c.index) >= map.contractions.size() || n.outputs().size() != 1) return false;
+  const OpDimMap::Contraction& con = map.contractions[c.index];
+  const Value* a = n.input(con.inA);
+  const Value* b = n.input(con.inB);
+  if (!a || !b || l.out[0].partial != MeshAxis::kNone) return false;
+  int64_t extent = a->type().shape[con.dimA];
+  if (extent < tp || extent % tp != 0 || b->type().shape[con.dimB] != extent) return false;
+  if (l.req[con.inA]->dims[con.dimA] != MeshAxis::kNone || l.req[con.inB]->dims[con.dimB] != MeshAxis::kNone)
+    return false;
+  l.req[con.inA]->dims[con.dimA] = MeshAxis::kTP;
+  l.req[con.inB]->dims[con.dimB] = MeshAxis::kTP;
+  l.out[0].partial = MeshAxis::kTP;
+  return true;
+}
+
+std::vector<TpChoice> candidates(const Node& n, const OpDimMap& map) {
+  std::vector<TpChoice> c = {TpChoice{}};
+  if (n.outputs().empty()) return c;
+  for (size_t k = 0; k < n.output()->type().shape.size(); ++k)
+    c.push_back({TpChoice::kSplitOutput, static_cast<int>(k)});
+  for (size_t j = 0; j < map.contractions.size(); ++j) c.push_back({TpChoice::kContract, static_cast<int>(j)});
+  return c;
+}
+
+// What a graph output is made into before it is written (lower.cpp, bindOutputs).
+Sharding outputLayout(Sharding s) {
+  s.partial = MeshAxis::kNone;
+  bool kept = false;
+  for (MeshAxis& a : s.dims) {
+    if (a == MeshAxis::kNone) continue;
+    if (kept) a = MeshAxis::kNone;
+    kept = true;
+  }
+  return s;
+}
+
+class Search {
+ public:
+  Search(const Graph& g, const Partition& dp, const CostModel& cm) : g_(g), dp_(dp), cm_(cm) {}
+
+  // Step 1 for every node, and liveness. `forced`: one choice per node.
+  Status prepare(const std::vector<TpChoice>* forced) {
+    nodes_ = g_.nodes();
+    if (forced && forced->size() != nodes_.size())
+      return internalError("tp choices: ", forced->size(), " for ", nodes_.size(), " nodes");
+    steps_.resize(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Node& n = *nodes_[i];
+      OpDimMap map = dimMapFor(n);
+      std::vector<TpChoice> cands = forced ? std::vector<TpChoice>{(*forced)[i]} : candidates(n, map);
+      for (const TpChoice& c : cands) {
+        Layouts l;
+        if (!layoutsFor(n, dp_, map, c, l)) {
+          if (forced) return invalidInput(n.describe(), ": tp choice '", tpChoiceName(c), "' is not valid for it");
+          continue;
+        }
+        Option opt;
+        opt.choice = c;
+        std::vector<TensorType> ins, outs;
+        for (size_t j = 0; j < n.inputs().size(); ++j) {
+          const Value* v = n.input(j);
+          if (!v) {
+            ins.push_back(TensorType{});
+            continue;
+          }
+          ins.push_back({v->type().dtype, localShape(v->type().shape, *l.req[j], dp_.mesh, 0)});
+          opt.reqs.push_back({valueIndex(v), layoutId(valueIndex(v), *l.req[j])});
+        }
+        for (size_t k = 0; k < n.outputs().size(); ++k) {
+          const Value* o = n.output(k);
+          outs.push_back({o->type().dtype, localShape(o->type().shape, l.out[k], dp_.mesh, 0)});
+          opt.outs.push_back({valueIndex(o), layoutId(valueIndex(o), l.out[k])});
+        }
+        opt.seconds = n.numBodies() > 0 ? cm_.nodeTime(n) : cm_.opTime(n, ins, outs);
+        steps_[i].options.push_back(std::move(opt));
+      }
+    }
+    // Liveness: last reader of each value; graph outputs live to the end.
+    last_.assign(values_.size(), -1);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (const Value* v : nodes_[i]->inputs())
+        if (v) last_[valueIndex(v)] = static_cast<int>(i);
+      for (const Value* o : nodes_[i]->outputs()) {
+        int vi = valueIndex(o);
+        last_[vi] = std::max(last_[vi], static_cast<int>(i));
+      }
+    }
+    const int end = static_cast<int>(nodes_.size());
+    for (const Value* o : g_.outputs()) {
+      last_[valueIndex(o)] = end;
+      outputs_.push_back(valueIndex(o));
+    }
+    // The frontier of each step.
+    std::vector<int> live;
+    std::vector<bool> seen(values_.size(), false);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Step& st = steps_[i];
+      st.liveBefore = live;
+      std::map<int, int> pos;  // value -> index into the working entries
+      for (size_t k = 0; k < live.size(); ++k) pos[live[k]] = static_cast<int>(k);
+      int extra = 0;
+      for (const Value* v : nodes_[i]->inputs()) {
+        if (!v) continue;
+        int vi = valueIndex(v);
+        if (pos.count(vi)) continue;
+        if (seen[vi]) return internalError("tp search: value '", v->name(), "' read after its last use");
+        pos[vi] = static_cast<int>(live.size()) + extra++;
+        st.fresh.push_back(vi);
+        seen[vi] = true;
+      }
+      for (const Value* o : nodes_[i]->outputs()) seen[valueIndex(o)] = true;
+      for (Option& opt : st.options)
+        for (Req& r : opt.reqs) r.slot = pos.at(r.value);
+      std::vector<int> next;
+      for (int vi : live)
+        if (last_[vi] > static_cast<int>(i)) next.push_back(vi), st.from.push_back(pos.at(vi));
+      for (int vi : st.fresh)
+        if (last_[vi] > static_cast<int>(i)) next.push_back(vi), st.from.push_back(pos.at(vi));
+      for (size_t k = 0; k < nodes_[i]->outputs().size(); ++k) {
+        int vi = valueIndex(nodes_[i]->output(k));
+        if (last_[vi] > static_cast<int>(i)) next.push_back(vi), st.from.push_back(-1 - static_cast<int>(k));
+      }
+      live = std::move(next);
+    }
+    finalLive_ = live;
+    return Status::OK();
+  }
+
+  StatusOr<TpSearchResult> run(size_t beam, bool minimizeWeights) {
+    minimizeWeights_ = minimizeWeights;
+    TpSearchResult result;
+    std::vector<State> states = {State{}};
+    std::vector<std::vector<std::pair<int, int>>> back(nodes_.size());  // (parent, option) per kept state
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Step& st = steps_[i];
+      if (st.options.empty()) return internalError("tp search: ", nodes_[i]->describe(), " has no valid choice");
+      std::vector<State> next;
+      std::vector<std::pair<int, int>> origin;
+      std::unordered_map<std::string, int> index;
+      for (size_t s = 0; s < states.size(); ++s) {
+        for (size_t o = 0; o < st.options.size(); ++o) {
+          State n = extend(states[s], st, st.options[o]);
+          std::string key(reinterpret_cast<const char*>(n.entries.data()), n.entries.size() * sizeof(uint64_t));
+          auto it = index.find(key);
+          if (it == index.end()) {
+            index.emplace(std::move(key), static_cast<int>(next.size()));
+            next.push_back(std::move(n));
+            origin.push_back({static_cast<int>(s), static_cast<int>(o)});
+          } else if (better(n, next[it->second])) {
+            next[it->second] = std::move(n);
+            origin[it->second] = {static_cast<int>(s), static_cast<int>(o)};
+          }
+        }
+      }
+      result.maxStates = std::max(result.maxStates, next.size());
+      if (next.size() > beam) {
+        result.exact = false;
+        std::vector<int> order(next.size());
+        for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
+        std::nth_element(order.begin(), order.begin() + static_cast<long>(beam), order.end(),
+                         [&](int a, int b) { return better(next[a], next[b]); });
+        order.resize(beam);
+        std::sort(order.begin(), order.end());
+        std::vector<State> kept;
+        std::vector<std::pair<int, int>> keptOrigin;
+        for (int k : order) {
+          kept.push_back(std::move(next[k]));
+          keptOrigin.push_back(origin[k]);
+        }
+        next = std::move(kept);
+        origin = std::move(keptOrigin);
+      }
+      back[i] = std::move(origin);
+      states = std::move(next);
+    }
+    // The graph outputs are made whole (but for one split dimension).
+    int best = -1;
+    for (size_t s = 0; s < states.size(); ++s) {
+      State& st = states[s];
+      for (int vi : outputs_) {
+        auto at = std::find(finalLive_.begin(), finalLive_.end(), vi);
+        if (at == finalLive_.end()) continue;  // a graph input or constant returned as is
+        uint64_t& e = st.entries[at - finalLive_.begin()];
+        Req want{vi, layoutId(vi, outputLayout(layouts_[vi][layoutOf(e)])), 0};
+        convert(st, e, want);
+      }
+      if (best < 0 || better(st, states[best])) best = static_cast<int>(s);
+    }
+    result.cost = {states[best].seconds, states[best].bytes, states[best].matrixBytes};
+    result.choices.resize(nodes_.size());
+    for (size_t i = nodes_.size(); i-- > 0;) {
+      const auto& [parent, option] = back[i][best];
+      result.choices[i] = steps_[i].options[option].choice;
+      best = parent;
+    }
+    return result;
+  }
+
+ private:
+  struct Req {
+    int value = 0, layout = 0;
+    int slot = 0;  // index into the working entries of the step
+  };
+  struct Option {
+    TpChoice choice;
+    std::vector<Req> reqs;   // present inputs, in order
+    std::vector<Req> outs;   // outputs, in order (slot unused)
+    double seconds = 0;
+  };
+  struct Step {
+    std::vector<Option> options;
+    std::vector<int> liveBefore;
+    std::vector<int> fresh;  // values first read here (graph inputs, constants)
+    // For each value live after the step: its working-entry index, or -1-k for output k.
+    std::vector<int> from;
+  };
+  // Entry per live value: the layout id it has (low 8 bits) and the mask of
+  // layouts materialized for it (the rest).
+  struct State {
+    std::vector<uint64_t> entries;
+    double seconds = 0;
+    int64_t bytes = 0;
+    int64_t matrixBytes = 0;  // of the weights of rank 2 or more: what minimizeWeights saves
+  };
+  struct Hop {
+    int layout;
+    double seconds;
+  };
+
+  static uint64_t bit(int layout) { return layout < kMaxCached ? uint64_t{1} << (8 + layout) : 0; }
+  static int layoutOf(uint64_t e) { return static_cast<int>(e & 0xff); }
+
+  bool better(const State& a, const State& b) const {
+    if (minimizeWeights_ && a.matrixBytes != b.matrixBytes) return a.matrixBytes < b.matrixBytes;
+    if (a.seconds != b.seconds) return a.seconds < b.seconds;
+    return a.bytes < b.bytes;
+  }
+
+  int valueIndex(const Value* v) {
+    auto it = index_.find(v);
+    if (it != index_.end()) return it->second;
+    index_.emplace(v, static_cast<int>(values_.size()));
+    values_.push_back(v);
+    layouts_.emplace_back();
+    const Sharding& own = v->sharding() ? *v->sharding() : Sharding{std::vector<MeshAxis>(v->type().rank(), MeshAxis::kNone)};
+    layouts_.back().push_back(own);  // id 0: the layout the value starts in
+    return static_cast<int>(values_.size()) - 1;
+  }
+
+  int layoutId(int vi, const Sharding& s) {
+    std::vector<Sharding>& ls = layouts_[vi];
+    for (size_t k = 0; k < ls.size(); ++k)
+      if (ls[k] == s) return static_cast<int>(k);
+    ls.push_back(s);
+    return static_cast<int>(ls.size()) - 1;
+  }
+
+  // The resharding steps of value `vi` from layout `from` to `to`: the
+  // layout each step reaches and its seconds.
+  const std::vector<Hop>& hops(int vi, int from, int to) {
+    auto key = std::make_tuple(vi, from, to);
+    auto it = hops_.find(key);
+    if (it != hops_.end()) return it->second;
+    std::vector<Hop> out;
+    const Value* v = values_[vi];
+    const Mesh& mesh = dp_.mesh;
+    Sharding prev = layouts_[vi][from];
+    for (const ReshardStep& s : reshardSteps(prev, layouts_[vi][to])) {
+      TensorType before{v->type().dtype, localShape(v->type().shape, prev, mesh, 0)};
+      TensorType after{v->type().dtype, localShape(v->type().shape, s.result, mesh, 0)};
+      double t = 0;
+      if (s.kind == ReshardStep::kSlice) {
+        TensorType index{DType::kI64, {1}};
+        t = cm_.computeTime(opWork("Slice", {before, index, index, index}, {after}, AttrMap{}), before.dtype);
+      } else {
+        std::vector<int> group = mesh.groupOf(0, s.axis);
+        t = cm_.collectiveTime(s.kind == ReshardStep::kAllReduce ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather,
+                               static_cast<int64_t>(after.bytes()), static_cast<int>(group.size()),
+                               cm_.crossesNodes(group));
+      }
+      out.push_back({layoutId(vi, s.result), t});
+      prev = s.result;
+    }
+    return hops_.emplace(key, std::move(out)).first->second;
+  }
+
+  // Brings working entry `e` of value r.value to layout r.layout, paying what
+  // is not materialized yet.
+  void convert(State& st, uint64_t& e, const Req& r) {
+    const Value* v = values_[r.value];
+    if (v->isConstant()) {
+      if (!(e & bit(r.layout)) || r.layout >= kMaxCached) {
+        const Sharding& s = layouts_[r.value][r.layout];
+        auto bytes = static_cast<int64_t>(TensorType{v->type().dtype, localShape(v->type().shape, s, dp_.mesh, 0)}.bytes());
+        st.bytes += bytes;
+        if (v->type().rank() >= 2) st.matrixBytes += bytes;
+        e |= bit(r.layout);
+      }
+      return;
+    }
+    for (const Hop& h : hops(r.value, layoutOf(e), r.layout)) {
+      if (e & bit(h.layout)) continue;
+      st.seconds += h.seconds;
+      e |= bit(h.layout);
+    }
+  }
+
+  State extend(const State& s, const Step& st, const Option& opt) {
+    State n;
+    n.seconds = s.seconds + opt.seconds;
+    n.bytes = s.bytes;
+    n.matrixBytes = s.matrixBytes;
+    std::vector<uint64_t> work = s.entries;
+    for (int vi : st.fresh) {
+      int own = 0;  // graph inputs start materialized in their layout; constants have nothing yet
+      work.push_back(values_[vi]->isConstant() ? 0 : (static_cast<uint64_t>(own) | bit(own)));
+    }
+    for (const Req& r : opt.reqs) convert(n, work[r.slot], r);
+    n.entries.reserve(st.from.size());
+    for (int f : st.from) {
+      if (f >= 0) {
+        n.entries.push_back(work[f]);
+      } else {
+        int layout = opt.outs[-1 - f].layout;
+        n.entries.push_back(static_cast<uint64_t>(layout) | bit(layout));
+      }
+    }
+    return n;
+  }
+
+  const Graph& g_;
+  const Partition& dp_;
+  const CostModel& cm_;
+  bool minimizeWeights_ = false;
+  std::vector<Node*> nodes_;
+  std::vector<Step> steps_;
+  std::unordered_map<const Value*, int> index_;
+  std::vector<const Value*> values_;
+  std::vector<std::vector<Sharding>> layouts_;
+  std::vector<int> last_;
+  std::vector<int> finalLive_;
+  std::vector<int> outputs_;  // the graph outputs' values
+  std::map<std::tuple<int, int, int>, std::vector<Hop>> hops_;
+};
+
+}  // namespace
+
+std::string tpChoiceName(const TpChoice& c) {
+  switch (c.kind) {
+    case TpChoice::kReplicate: return "replicate";
+    case TpChoice::kSplitOutput: return strCat("split dim ", c.index);
+    case TpChoice::kContract: return "split contraction (partial sum)";
+  }
+  return "?";
+}
+
+std::vector<TpChoice> tpChoicesFor(const Node& n, const Partition& dpOnly) {
+  OpDimMap map = dimMapFor(n);
+  std::vector<TpChoice> out;
+  for (const TpChoice& c : candidates(n, map)) {
+    Layouts l;
+    if (layoutsFor(n, dpOnly, map, c, l)) out.push_back(c);
+  }
+  return out;
+}
+
+StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& dpOnly, const TpSearchOptions& opts) {
+  if (!opts.cost) return internalError("tp search: no cost model");
+  Search s(g, dpOnly, *opts.cost);
+  RETURN_IF_ERROR(s.prepare(nullptr));
+  return s.run(std::max<size_t>(1, opts.beam), opts.minimizeWeights);
+}
+
+StatusOr<TpCost> evaluateTpChoices(const Graph& g, const Partition& dpOnly, const std::vector<TpChoice>& choices,
+                                   const CostModel& cost) {
+  Search s(g, dpOnly, cost);
+  RETURN_IF_ERROR(s.prepare(&choices));
+  ASSIGN_OR_RETURN(TpSearchResult r, s.run(1, false));
+  return r.cost;
+}
+
+void applyTpChoices(Graph& g, Partition& p, const std::vector<TpChoice>& choices) {
+  std::vector<Node*> nodes = g.nodes();
+  std::vector<Layouts> all(nodes.size());
+  // Compute every layout from the data-parallel annotations before changing any.
+  for (size_t i = 0; i < nodes.size() && i < choices.size(); ++i) {
+    OpDimMap map = dimMapFor(*nodes[i]);
+    if (!layoutsFor(*nodes[i], p, map, choices[i], all[i])) layoutsFor(*nodes[i], p, map, TpChoice{}, all[i]);
+  }
+  for (size_t i = 0; i < nodes.size() && i < choices.size(); ++i) {
+    Node* n = nodes[i];
+    for (size_t j = 0; j < n->inputs().size(); ++j)
+      if (all[i].req[j]) p.inputSharding[{n, j}] = *all[i].req[j];
+    for (size_t k = 0; k < n->outputs().size(); ++k) n->output(k)->setSharding(all[i].out[k]);
+  }
+}
+
+}  // namespace pcc

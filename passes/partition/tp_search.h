@@ -1,0 +1,81 @@
+// The sharding search for the tensor-parallel axis: which dimension of each
+// op, if any, the tp ranks split, chosen by the cost model over the whole
+// graph (with resharding costs), not by per-model rules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "passes/partition/cost_model.h"
+#include "passes/partition/partitioner.h"
+
+namespace pcc {
+
+/// What a node does over the tp axis.
+struct TpChoice {
+  enum Kind {
+    kReplicate,    ///< every tp rank computes the whole op
+    kSplitOutput,  ///< output dimension `index` split over tp (and every input dimension linked to it)
+    kContract,     ///< contraction `index` of its dim map split: the output is a partial sum over tp
+  };
+  Kind kind = kReplicate;
+  int index = -1;
+  bool operator==(const TpChoice& o) const { return kind == o.kind && index == o.index; }
+};
+
+/// \returns "replicate", "split dim 1" or "split contraction (partial sum)".
+std::string tpChoiceName(const TpChoice& c);
+
+struct TpSearchOptions {
+  const CostModel* cost = nullptr;
+  /// Bytes of weight matrices (constants of rank 2 or more) per rank weigh
+  /// before time: the fewest such bytes first, the fastest among those (a
+  /// forced tp, or a model that does not fit otherwise). Without it, time alone.
+  bool minimizeWeights = false;
+  /// Frontier states kept per step; the search is exact when no step had more.
+  size_t beam = 2048;
+};
+
+/// The cost of a complete assignment, as the search counts it: the time of
+/// the rank-0 program (every node at its local shapes, every resharding step
+/// that lowering emits, each once), and its weight bytes (each distinct
+/// slice of a weight once).
+struct TpCost {
+  double seconds = 0;
+  int64_t weightBytes = 0;
+  /// The part of weightBytes in weights of rank 2 or more (what
+  /// minimizeWeights saves first).
+  int64_t matrixBytes = 0;
+};
+
+struct TpSearchResult {
+  /// One choice per node of the graph, in g.nodes() order.
+  std::vector<TpChoice> choices;
+  TpCost cost;
+  /// Whether the frontier never exceeded the beam (the result is optimal).
+  bool exact = true;
+  size_t maxStates = 0;
+};
+
+/// The choices node `n` may take on `mesh`, given the data-parallel layouts in
+/// `dpOnly` (its inputs' required layouts and its outputs' layouts): always
+/// kReplicate, plus every output dimension and contraction the dim map links
+/// and the extents divide evenly by tp.
+std::vector<TpChoice> tpChoicesFor(const Node& n, const Partition& dpOnly);
+
+/// Finds the assignment of minimal cost (time, or weight bytes then time) for
+/// `g`, whose values carry data-parallel shardings only and whose
+/// `dpOnly.inputSharding` holds the data-parallel layout each node needs.
+StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& dpOnly, const TpSearchOptions& opts);
+
+/// \returns the cost of `choices` (one per node, in g.nodes() order) as the
+/// search counts it.
+StatusOr<TpCost> evaluateTpChoices(const Graph& g, const Partition& dpOnly, const std::vector<TpChoice>& choices,
+                                   const CostModel& cost);
+
+/// Overlays `choices` on the data-parallel layouts: sets every node output's
+/// sharding and every node input's required layout in `p`.
+void applyTpChoices(Graph& g, Partition& p, const std::vector<TpChoice>& choices);
+
+}  // namespace pcc
