@@ -64,6 +64,7 @@ StatusOr<PartitionOptions> parsePartitionSpec(const std::string& spec) {
   po.dp = co.dp;
   po.tp = co.tp;
   po.pp = co.pp;
+  po.minimizeWeights = po.tp > 1;  // as pcc does for a forced tp
   return po;
 }
 

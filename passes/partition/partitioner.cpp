@@ -188,7 +188,8 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, Partition& p) 
     std::string what;
     for (const auto& [op, count] : counts) what += strCat(what.empty() ? "" : ", ", count, " ", op);
     p.notes.push_back(strCat("tp=", p.mesh.tp, " splits ", p.tensorParallel.size(), " of ", nodes.size(),
-                             " nodes: ", what, r.exact ? "" : " (search capped: not proven optimal)"));
+                             " nodes (", what, "); the other ", nodes.size() - p.tensorParallel.size(),
+                             " replicate over tp", r.exact ? "" : " (search capped: not proven optimal)"));
   }
   return Status::OK();
 }

@@ -16,7 +16,8 @@
 //     link when the group spans nodes); weights plus the peak of live
 //     activations against the device's memory.
 //  4. The plan's time is its slowest rank's. Candidates are ranked by the
-//     objective, feasible ones first.
+//     objective, feasible ones first; among those within 1% of the best, the
+//     one with the smallest tp, then the largest dp, is chosen (moved first).
 #include "passes/partition/search.h"
 
 #include <algorithm>
@@ -190,6 +191,23 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
   }
   std::stable_sort(r.candidates.begin(), r.candidates.end(),
                    [&](const PlanEstimate& a, const PlanEstimate& b) { return better(a, b, objective); });
+  // Within 1% of the fastest, the least tensor parallelism wins, then the
+  // most data parallelism: a gain the model cannot resolve does not buy the
+  // communication tp adds (the order stays by time otherwise).
+  if (!r.candidates.empty() && r.candidates[0].error.empty() && r.candidates[0].infeasible.empty()) {
+    const PlanEstimate& fastest = r.candidates[0];
+    double bound = objective == Objective::kLatency ? fastest.seconds * 1.01 : fastest.samplesPerSecond / 1.01;
+    size_t pick = 0;
+    for (size_t i = 1; i < r.candidates.size(); ++i) {
+      const PlanEstimate& c = r.candidates[i];
+      if (!c.error.empty() || !c.infeasible.empty()) break;
+      bool close = objective == Objective::kLatency ? c.seconds <= bound : c.samplesPerSecond >= bound;
+      const Mesh& m = r.candidates[pick].mesh;
+      if (close && (c.mesh.tp < m.tp || (c.mesh.tp == m.tp && c.mesh.dp > m.dp))) pick = i;
+    }
+    std::rotate(r.candidates.begin(), r.candidates.begin() + static_cast<long>(pick),
+                r.candidates.begin() + static_cast<long>(pick) + 1);
+  }
   r.searchSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (r.candidates.empty() || !r.candidates[0].error.empty()) return firstError;
   return r;

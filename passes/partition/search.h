@@ -68,7 +68,9 @@ struct SearchResult {
 /// costs it with `cm`; the tp search inside the partitioner costs with `cm`
 /// too. A candidate that does not fit is partitioned again with the tp search
 /// saving weight memory first. A mesh forced in `opts` (dp or tp given) is the
-/// only candidate. Ties go to the larger dp, then the smaller tp.
+/// only candidate. Ties go to the larger dp, then the smaller tp; then, among
+/// the candidates within 1% of the best, the one with the smallest tp (then
+/// the largest dp) is moved first (the chosen one).
 /// \returns the candidates, or an error when none can be partitioned (the
 /// first candidate's error).
 StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, const CostModel& cm,

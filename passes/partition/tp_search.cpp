@@ -26,14 +26,16 @@
 //     is exact when no step was capped (TpSearchResult::exact).
 //  5. Back-pointers give each node its choice.
 // The objective is time, or, when asked to save memory (a forced tp, or a
-// model that does not fit otherwise), the bytes of the weight matrices (rank 2
-// or more) first and then time; vectors (biases, norm scales) are left to
-// time, so that a few bytes saved never buy a collective.
+// model that does not fit otherwise), the bytes of the weight matrices (the
+// constants a contraction reads, and embedding tables) first and then time;
+// biases and norm scales are left to time, so that a few bytes saved never
+// buy a collective.
 #include "passes/partition/tp_search.h"
 
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -138,6 +140,11 @@ class Search {
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const Node& n = *nodes_[i];
       OpDimMap map = dimMapFor(n);
+      // Weight matrices: constants a contraction reads, and embedding tables.
+      for (const OpDimMap::Contraction& c : map.contractions)
+        for (int in : {c.inA, c.inB})
+          if (n.input(in) && n.input(in)->isConstant()) matrices_.insert(n.input(in));
+      if (n.op() == OpKind::Gather && n.input(0) && n.input(0)->isConstant()) matrices_.insert(n.input(0));
       std::vector<TpChoice> cands = forced ? std::vector<TpChoice>{(*forced)[i]} : candidates(n, map);
       for (const TpChoice& c : cands) {
         Layouts l;
@@ -311,7 +318,7 @@ class Search {
     std::vector<uint64_t> entries;
     double seconds = 0;
     int64_t bytes = 0;
-    int64_t matrixBytes = 0;  // of the weights of rank 2 or more: what minimizeWeights saves
+    int64_t matrixBytes = 0;  // of the weight matrices: what minimizeWeights saves
   };
   struct Hop {
     int layout;
@@ -384,7 +391,7 @@ class Search {
         const Sharding& s = layouts_[r.value][r.layout];
         auto bytes = static_cast<int64_t>(TensorType{v->type().dtype, localShape(v->type().shape, s, dp_.mesh, 0)}.bytes());
         st.bytes += bytes;
-        if (v->type().rank() >= 2) st.matrixBytes += bytes;
+        if (matrices_.count(v)) st.matrixBytes += bytes;
         e |= bit(r.layout);
       }
       return;
@@ -431,6 +438,7 @@ class Search {
   std::vector<int> last_;
   std::vector<int> finalLive_;
   std::vector<int> outputs_;  // the graph outputs' values
+  std::set<const Value*> matrices_;
   std::map<std::tuple<int, int, int>, std::vector<Hop>> hops_;
 };
 

@@ -29,7 +29,8 @@ std::string tpChoiceName(const TpChoice& c);
 
 struct TpSearchOptions {
   const CostModel* cost = nullptr;
-  /// Bytes of weight matrices (constants of rank 2 or more) per rank weigh
+  /// Bytes of weight matrices (constants a contraction reads: MatMul's and
+  /// Gemm's operands, and Gather's table) per rank weigh
   /// before time: the fewest such bytes first, the fastest among those (a
   /// forced tp, or a model that does not fit otherwise). Without it, time alone.
   bool minimizeWeights = false;
@@ -44,8 +45,8 @@ struct TpSearchOptions {
 struct TpCost {
   double seconds = 0;
   int64_t weightBytes = 0;
-  /// The part of weightBytes in weights of rank 2 or more (what
-  /// minimizeWeights saves first).
+  /// The part of weightBytes in weight matrices (what minimizeWeights
+  /// saves first; TpSearchOptions::minimizeWeights says which).
   int64_t matrixBytes = 0;
 };
 

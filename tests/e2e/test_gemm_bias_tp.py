@@ -4,6 +4,9 @@
 A two-layer model whose second Gemm consumes the first's column-split output,
 so that it is split by row and each rank holds a partial sum: the bias (scaled
 by beta) must be added exactly once after the all-reduce, not once per rank.
+The hidden layer is wide (8192) and the output narrow, so that on the `cpu`
+device's link the tp search prefers the row split's all-reduce of the [B, 8]
+output to an all-gather of the [B, 8192] activation.
 Built with onnx.helper (seeded), compiled with `--strategy tp=2` and
 `dp=2,tp=2`, run on CPU ranks with `--check`, and compared with onnxruntime.
 The plan must really split: every rank all-reduces and holds half of each
@@ -19,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 from pcc_e2e import np, numpy_helper, onnx  # noqa: E402
 
-BATCH, D_IN, D_HIDDEN, D_OUT = 4, 16, 32, 8
+BATCH, D_IN, D_HIDDEN, D_OUT = 4, 16, 8192, 8
 RTOL, ATOL = 1e-4, 1e-5
 CONFIGS = [("tp=2", 2), ("dp=2,tp=2", 4)]
 
@@ -64,7 +67,7 @@ def run_case(suite, tools, variant, strategy, gpus):
         model = os.path.join(work, "model.onnx")
         make_model(model, trans_b, alpha, beta, bias_shape)
         plan, data, outs = (os.path.join(work, d) for d in ("plan.pcc", "data", "outputs"))
-        r = tools.run("pcc", [model, "--batch", BATCH, "--gpus", gpus, "--strategy", strategy, "-o", plan])
+        r = tools.run("pcc", [model, "--batch", BATCH, "--gpus", gpus, "--strategy", strategy, "--gpu", "cpu", "-o", plan])
         if not suite.check(f"{case}: compile", r.returncode == 0, r.describe()):
             return
         with open(os.path.join(plan, "report.json")) as f:

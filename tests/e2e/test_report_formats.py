@@ -152,27 +152,36 @@ class ReportFormatTests:
             nodes = self.check_dot(name, plan, report)
             if nodes is None:
                 continue
-            pairs = [re.match(r"column '(.*)' -> row '(.*)'", t).groups() for t in report["tensor_parallel_pairs"]]
-            self.suite.check(f"{name}: the plan has tensor-parallel pairs", len(pairs) >= 2, f"  {pairs}")
+            entries = [re.match(r"\S+ '(.*)': (split dim \d+|split contraction \(partial sum\))$", t)
+                       for t in report["tensor_parallel"]]
+            self.suite.check(f"{name}: every tensor-parallel line names a node and its split",
+                             entries and all(entries), f"  {report['tensor_parallel']}")
+            entries = [e.groups() for e in entries if e]
+            self.suite.check(f"{name}: the plan splits nodes over tp", len(entries) >= 2, f"  {entries}")
             tp_fill = None
-            for column, row in pairs:
-                col, rw = self.node_named(nodes, column), self.node_named(nodes, row)
-                ok = col is not None and f'class="{column_class}"' in col and "over tp" in col
-                self.suite.check(f"{name}: column {column} is coloured split over tp ({column_class})", ok, f"  {col}")
-                fill = re.search(r'fillcolor="(#[0-9a-f]{6})"', col or "")
-                tp_fill = tp_fill or (fill.group(1) if fill else None)
-                want_row = "layout-replicated" if column_class == "layout-tp" else "layout-dp"
-                self.suite.check(f"{name}: row {row} (partial sums, full shape) is {want_row}",
-                                 rw is not None and f'class="{want_row}"' in rw, f"  {rw}")
+            for node, how in entries:
+                attrs = self.node_named(nodes, node)
+                if attrs is None:
+                    continue  # fused into a kernel named after its first node
+                if how.startswith("split dim"):
+                    ok = f'class="{column_class}"' in attrs and "over tp" in attrs
+                    self.suite.check(f"{name}: {node} ({how}) is coloured split over tp ({column_class})", ok,
+                                     f"  {attrs}")
+                    fill = re.search(r'fillcolor="(#[0-9a-f]{6})"', attrs)
+                    tp_fill = tp_fill or (fill.group(1) if fill else None)
+                else:
+                    want = "layout-replicated" if column_class == "layout-tp" else "layout-dp"
+                    self.suite.check(f"{name}: {node} (partial sums, full shape) is {want}",
+                                     f'class="{want}"' in attrs, f"  {attrs}")
             colours = {re.search(r'fillcolor="(#[0-9a-f]{6})"', a).group(1) for k, a in nodes.items()
                        if k.startswith("k") and 'class="layout-replicated"' in a}
             if column_class == "layout-tp":
                 self.suite.check(f"{name}: split and replicated nodes differ in colour",
                                  tp_fill is not None and colours and tp_fill not in colours, f"  {tp_fill} {colours}")
             collectives = [a for k, a in nodes.items() if k.startswith("c")]
-            self.suite.check(f"{name}: the all-reduces are nodes of their own",
-                             len(collectives) >= len(pairs) and all("all_reduce" in a and "over tp" in a
-                                                                    for a in collectives), f"  {collectives}")
+            self.suite.check(f"{name}: the collectives are nodes of their own, named with their axis",
+                             collectives and all(re.search(r"all_reduce|all_gather", a) and "over tp" in a
+                                                 for a in collectives), f"  {collectives}")
             self.check_html(name, plan, report)
 
     def data_parallel(self):
@@ -236,12 +245,13 @@ class ReportFormatTests:
             return
         plan, report = compiled
         self.suite.check("script names: the plan keeps the names",
-                         any("<script>" in t for t in report["tensor_parallel_pairs"]), f"  {report}")
+                         any("<script>" in t for t in report["tensor_parallel"]), f"  {report}")
         nodes = self.check_dot("script names", plan, report)
         if nodes is not None:
-            self.suite.check("script names: the column MatMul is split over tp",
-                             'class="layout-tp"' in (self.node_named(nodes, "<script>alert('fc1')</script>") or ""),
-                             f"  {nodes}")
+            fc1 = self.node_named(nodes, "<script>alert('fc1')</script>") or ""
+            split = any(t.startswith("MatMul '<script>alert('fc1')</script>': split dim") for t in report["tensor_parallel"])
+            self.suite.check("script names: the MatMul named <script> is drawn with its tp layout",
+                             f'class="{"layout-tp" if split else "layout-replicated"}"' in fc1, f"  {fc1}\n  {nodes}")
             relu = self.node_named(nodes, 'relu "q" \\ <b>bold</b>')
             self.suite.check("script names: quotes and backslashes are escaped in dot", relu is not None, f"  {nodes}")
         page = self.check_html("script names", plan, report)
