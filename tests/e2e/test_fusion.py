@@ -7,10 +7,8 @@
    must fuse nothing, and in rank 0's program (--emit ir) no elementwise op
    may still read the single-use result of another elementwise op outside a
    fused node (the pass always fuses such a chain).
-2. Collectives: tensor-parallel plans of the GPT-style models all-reduce once
-   per Megatron pair (one per block half), exactly as without fusion
-   (gpt2_tiny has its pairs; in the GPT-2 exports the partitioner forms none
-   yet, with or without fusion, so only the equality is checked there).
+2. Collectives: tensor-parallel plans of the GPT-style models split nodes over
+   tp (every rank combines pieces) and communicate exactly as without fusion.
 3. Numbers: every e2e model and every committed export, fused, matches the
    reference evaluator (`pcc-run --check`) at --gpus 1, 2 and 4, tp=2 and
    dp=2,tp=2.
@@ -28,10 +26,8 @@ import pcc_e2e as e2e  # noqa: E402
 
 EXPORTED_DIR = os.path.join(e2e.MODELS_DIR, "exported")
 COUNTED = ["bert.dynamo", "bert.ts", "gpt2.dynamo", "gpt2.ts"]
-# GPT-style models under tp=2, and whether the partitioner forms Megatron
-# pairs in them today (it finds none in the exports, with or without fusion:
-# their MLP MatMuls are not paired yet, so those plans replicate under tp).
-GPT_STYLE = [("gpt2_tiny.onnx", True), ("exported/gpt2.dynamo.onnx", False), ("exported/gpt2.ts.onnx", False)]
+# GPT-style models under tp=2, and whether they hold matmuls the tp search must split.
+GPT_STYLE = [("gpt2_tiny.onnx", True), ("exported/gpt2.dynamo.onnx", True), ("exported/gpt2.ts.onnx", True)]
 MODELS = ["mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"]
 CONFIGS = [
     ["--gpus", "1"],
