@@ -19,6 +19,8 @@
 //     dimensions, or split one of its contractions (a partial sum), by dynamic
 //     programming over the graph with the cost of every resharding it implies;
 //     its choices are laid over the data-parallel layouts of step 3.
+// After step 1, with tp > 1, fused projections read by a Split are split into
+// one product per piece (split_projections.h).
 // Before step 1, every Fused node (passes/fuse.cpp) is inlined: its body's
 // ops take its place, so each shards by its own row of the op table and a
 // group never straddles a split the partitioner decides (a row-parallel
@@ -35,6 +37,7 @@
 #include "compiler/ir/regions.h"
 #include "passes/partition/cost_model.h"
 #include "passes/partition/dim_map.h"
+#include "passes/partition/split_projections.h"
 #include "passes/partition/tp_search.h"
 
 namespace pcc {
@@ -221,6 +224,12 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
   Partition p;
   RETURN_IF_ERROR(inlineFusedNodes(g));
   ASSIGN_OR_RETURN(p.mesh, chooseMesh(g, opts, p));
+  if (p.mesh.tp > 1 && opts.tensorParallelSearch) {
+    ASSIGN_OR_RETURN(int split, splitFusedProjections(g));
+    if (split > 0)
+      p.notes.push_back(strCat(split, " fused projection", split == 1 ? " read by a Split was" : "s read by a Split were",
+                               " split into one product per piece, so that each piece can split over tp"));
+  }
   for (Value* v : g.constants()) v->setSharding(replicated(v->type().shape.size()));
   int64_t batch = -1;
   for (Value* in : g.inputs()) {

@@ -251,6 +251,7 @@ class Search {
         }
       }
       result.maxStates = std::max(result.maxStates, next.size());
+      if (getenv("PCC_DBG_TP")) fprintf(stderr, "step %zu %s live %zu options %zu states %zu\n", i, nodes_[i]->describe().c_str(), st.from.size(), st.options.size(), next.size());
       if (next.size() > beam) {
         result.exact = false;
         std::vector<int> order(next.size());

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Compiles each model in models/ for several device counts and strategies,
-runs every plan on CPU ranks and compares it with onnxruntime and with the
+"""Compiles each model in models/ for several device counts and strategies
+(the mesh search at batch 8 on 2, 3, 4, 6 and 8 devices, forced tp=4 and
+dp=2,tp=2), runs every plan on CPU ranks and compares it with onnxruntime and with the
 reference evaluator (`pcc-run --check`)."""
 
 import os
@@ -22,6 +23,11 @@ CONFIGS = [
 BATCH = 4
 # (batch, config): a batch that does not divide evenly, and one smaller than the device count.
 EXTRA = [(3, ["--gpus", "2"]), (2, ["--gpus", "4"])]
+# The mesh search and the tp search at batch 8: auto on 2, 3, 4, 6 and 8
+# devices, and two forced meshes.
+SEARCHED = [(8, ["--gpus", str(n)]) for n in (3, 6, 8)] + [
+    (8, ["--gpus", "2"]), (8, ["--gpus", "4"]),
+    (8, ["--gpus", "4", "--strategy", "dp=2,tp=2"]), (8, ["--gpus", "4", "--strategy", "tp=4"])]
 RTOL, ATOL = 1e-4, 1e-5
 SEED = 7
 
@@ -104,7 +110,7 @@ def main():
     tools = e2e.Tools(args.bin)
     if e2e.require_tools(suite, tools):
         for model in MODELS:
-            cases = [(BATCH, c) for c in CONFIGS] + EXTRA
+            cases = [(BATCH, c) for c in CONFIGS] + EXTRA + SEARCHED
             for batch, config in cases:
                 name = f"{model} --batch {batch} {' '.join(config)}"
                 suite.run_case(name, run_case, suite, tools, model, batch, config)
