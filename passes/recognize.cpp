@@ -25,7 +25,8 @@
 //  7. Attention, rooted at the MatMul P·V with V [B, Hk, T, Dv]: P is
 //     Softmax(s) on the last axis, or Where(IsNaN(Softmax(s)), 0, Softmax(s));
 //     s is Add(scores, m) with a float mask m (last dim T, broadcasting to
-//     [B, H, S, T]), Where(m, scores, -inf) with a bool mask m, or scores;
+//     [B, H, S, T]), Where(m, scores, c) with a bool mask m and c = -inf
+//     (or c <= -1e4 when m is a constant keeping a key in every row), or scores;
 //     scores = MatMul(Q, Kᵀ) with Mul or Div by constants on the product, on
 //     Q or on Kᵀ (their product is the scale); Q [B, H, S, D] and Kᵀ
 //     [B, Hk, D, T], Hk = H or 1. K is Kᵀ's Transpose input when it swaps

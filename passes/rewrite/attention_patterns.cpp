@@ -104,6 +104,26 @@ bool maskFits(const Dims& m, const Dims& scores) {
   return true;
 }
 
+/// The largest finite constant a Where mask may put on masked scores: the
+/// weight of a masked key, exp(c - max score), is then 0 in float32 unless the
+/// scores themselves reach about c + 100.
+constexpr double kLargeNegative = -1e4;
+
+/// \returns whether bool mask `m` is a constant with a true in every row of
+/// its last dim.
+bool keepsAKeyPerRow(const Value* m) {
+  if (!m->isConstant() || m->type().shape.empty()) return false;
+  const Tensor& t = m->constantData();
+  int64_t row = m->type().shape.back();
+  if (row == 0) return false;
+  for (int64_t r = 0; r < t.numel() / row; ++r) {
+    bool any = false;
+    for (int64_t j = 0; j < row && !any; ++j) any = t.data<uint8_t>()[r * row + j] != 0;
+    if (!any) return false;
+  }
+  return true;
+}
+
 /// Step 7 of recognize, rooted at the MatMul P·V.
 class AttentionPattern : public RewritePattern {
  public:
@@ -143,11 +163,12 @@ class AttentionPattern : public RewritePattern {
       }
       if (!mask) return false;
     } else if (Node* w = producerOf(s, OpKind::Where); w && hasOneUse(g, s) && w->output()->type() == s->type()) {
-      // A boolean mask: Where(keep, scores, -inf).
+      // A boolean mask: Where(keep, scores, c), c = -inf, or c <= -1e4 with a
+      // constant mask that keeps a key in every row (no row is all c).
       Value* m = w->input(0);
       auto c = splatValue(w->input(2));
-      if (!c || !std::isinf(*c) || *c > 0 || m->type().dtype != DType::kBool || !maskFits(m->type().shape, scores) ||
-          w->input(1)->type() != s->type())
+      if (!c || m->type().dtype != DType::kBool || !maskFits(m->type().shape, scores) ||
+          w->input(1)->type() != s->type() || !(*c == -INFINITY || (*c <= kLargeNegative && keepsAKeyPerRow(m))))
         return false;
       mask = m;
       s = w->input(1);

@@ -79,7 +79,9 @@ TEST(PassesRewrite, CountsPatternsInStats) {
   EXPECT_EQ(statsOf("recognize", "attention_4d"), (Stats{{"Attention", 1}}));
   EXPECT_EQ(statsOf("recognize", "attention_3d"), (Stats{{"Attention", 1}}));
   EXPECT_EQ(statsOf("recognize", "attention_bool_mask_gqa"), (Stats{{"Attention", 1}}));
+  EXPECT_EQ(statsOf("recognize", "attention_causal_constant"), (Stats{{"Attention", 1}}));
   EXPECT_EQ(statsOf("recognize", "attention_alone"), Stats{});
+  EXPECT_EQ(statsOf("recognize", "in_bodies"), (Stats{{"Gelu", 1}, {"Swish", 1}}));
   EXPECT_EQ(statsOf("fold-batchnorm", "conv_bn"), (Stats{{"batchnorm_folded", 1}}));
   EXPECT_EQ(statsOf("fold-batchnorm", "bn_alone"), Stats{});
   // canonicalize's patterns are clean-ups, not counted.
