@@ -194,6 +194,24 @@ TEST(PassesRewrite, FoldsTheBatchNormOfCnnSmall) {
   EXPECT_EQ(stats["batchnorm_folded"], 1);  // one Conv + BatchNormalization in the model (models/README.md)
 }
 
+// A torchvision MobileNetV2 exported with its BatchNormalization nodes kept
+// (models/make_bn_export.py): every one follows a Conv read by nothing else,
+// so every one is folded, and the numbers hold.
+TEST(PassesRewrite, FoldsEveryBatchNormOfATorchvisionExport) {
+  const std::string model = "models/mobilenet_v2_bn.onnx";
+  ImportOptions io;
+  io.batch = 2;
+  auto g = importOnnxModel(std::string(PCC_SOURCE_DIR) + "/" + model, io);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  std::vector<std::string> imported = opNames(**g);
+  int64_t bn = std::count(imported.begin(), imported.end(), "BatchNormalization");
+  EXPECT_GT(bn, 0);
+  std::map<std::string, int64_t> stats;
+  std::vector<std::string> ops = optimizeAndCheck(model, &stats);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "BatchNormalization"), 0);
+  EXPECT_EQ(stats["batchnorm_folded"], bn);
+}
+
 TEST(PassesRewrite, ExportsKeepTheirNumbers) {
   for (const char* m : {"bert", "gpt2", "vit", "llama", "t5_encoder", "mobilenet_v2", "resnet"})
     for (const char* e : {"dynamo", "ts"}) {
