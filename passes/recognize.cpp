@@ -22,9 +22,28 @@
 //  5. Swish: x * Sigmoid(x) -> Swish(x).
 //  6. HardSwish: x * HardSigmoid(x) (alpha 1/6, beta 0.5), or the product of
 //     x, Clip(x + 3, 0, 6) and 1/6 (or divided by 6) -> HardSwish(x).
-// Steps 1, 2, 4, 5 and 6 count in PassContext::stats under the op's name.
-// The patterns: passes/rewrite/norm_patterns.cpp (steps 1-3) and
-// passes/rewrite/activation_patterns.cpp (steps 4-6).
+//  7. Attention, rooted at the MatMul P·V with V [B, Hk, T, Dv]: P is
+//     Softmax(s) on the last axis, or Where(IsNaN(Softmax(s)), 0, Softmax(s));
+//     s is Add(scores, m) with a float mask m (last dim T, broadcasting to
+//     [B, H, S, T]), Where(m, scores, c) with a bool mask m and c = -inf
+//     (or c <= -1e4 when m is a constant keeping a key in every row), or scores;
+//     scores = MatMul(Q, Kᵀ) with Mul or Div by constants on the product, on
+//     Q or on Kᵀ (their product is the scale); Q [B, H, S, D] and Kᵀ
+//     [B, Hk, D, T], Hk = H or 1. K is Kᵀ's Transpose input when it swaps
+//     the last two dims (a new Transpose composed with the swap otherwise).
+//     K and V repeated per head group (Reshape(Expand(Unsqueeze(x, 2))), as
+//     LLaMA's repeat_kv) are read before the repeat: grouped-query heads.
+//     -> Attention(Q, K, V[, m]) {scale, num_outputs = 1} (opset 23: a fully
+//     masked row gives zeros, as the NaN guard made it).
+//  8. 3-D layout: a 4-D Attention whose Q, K and V are Transpose(Reshape(x,
+//     [B, S, H, D]), [0, 2, 1, 3]) of x [B, S, H * D] and whose Y is read
+//     only by Transpose [0, 2, 1, 3] then Reshape becomes Attention(xq, xk,
+//     xv[, m]) {q_num_heads, kv_num_heads}, [B, S, H * Dv] (then the
+//     Reshape's shape if it differs).
+// Steps 1, 2, 4, 5, 6 and 7 count in PassContext::stats under the op's name.
+// The patterns: passes/rewrite/norm_patterns.cpp (steps 1-3),
+// passes/rewrite/activation_patterns.cpp (steps 4-6) and
+// passes/rewrite/attention_patterns.cpp (steps 7-8).
 
 #include <memory>
 
@@ -40,6 +59,7 @@ class RecognizePass : public Pass {
   RecognizePass() {
     addNormPatterns(patterns_);
     addActivationPatterns(patterns_);
+    addAttentionPatterns(patterns_);
   }
   std::string_view name() const override { return "recognize"; }
   StatusOr<bool> run(Graph& g, PassContext& ctx) override { return applyPatterns(g, patterns_, ctx); }

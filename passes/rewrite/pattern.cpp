@@ -88,7 +88,10 @@ bool isDeadNode(const Graph& g, const Node* n) {
 
 }  // namespace
 
-StatusOr<bool> applyPatterns(Graph& g, const PatternList& patterns, PassContext& ctx, int maxSweeps) {
+namespace {
+
+/// Steps 1-3 on `g` alone.
+StatusOr<bool> applyToGraph(Graph& g, const PatternList& patterns, PassContext& ctx, int maxSweeps) {
   std::unordered_map<int, std::vector<const RewritePattern*>> byOp;
   for (const auto& p : patterns) byOp[static_cast<int>(p->rootOp())].push_back(p.get());
   bool changed = false;
@@ -122,6 +125,22 @@ StatusOr<bool> applyPatterns(Graph& g, const PatternList& patterns, PassContext&
     g.eraseUnusedConstants();
   }
   return internalError("patterns did not converge in ", maxSweeps, " sweeps");
+}
+
+}  // namespace
+
+StatusOr<bool> applyPatterns(Graph& g, const PatternList& patterns, PassContext& ctx, int maxSweeps) {
+  ASSIGN_OR_RETURN(bool changed, applyToGraph(g, patterns, ctx, maxSweeps));
+  // Step 4: the bodies of If, Loop and Scan (a Fused body is the fuse pass's own).
+  for (Node* n : g.nodes()) {
+    if (n->op() == OpKind::Fused) continue;
+    for (const auto& b : n->bodies()) {
+      auto did = applyPatterns(*b, patterns, ctx, maxSweeps);
+      if (!did.ok()) return did.status().withContext(strCat("in a body of ", n->describe()));
+      changed |= *did;
+    }
+  }
+  return changed;
 }
 
 bool isGraphOutput(const Graph& g, const Value* v) {

@@ -81,6 +81,9 @@ using PatternList = std::vector<std::unique_ptr<RewritePattern>>;
 ///  2. Erase the replaced nodes and every node whose results nothing reads
 ///     any more (collect, then erase; all ops are free of side effects).
 ///  3. Repeat while a sweep rewrote something, at most `maxSweeps` times.
+///  4. Recurse into the bodies of the region nodes (If, Loop, Scan): a body
+///     is a graph of its own, rewritten the same way; its interface (its
+///     parameters and the types of its results) does not change.
 /// \returns true if the graph changed, or an internal error when the
 /// patterns do not converge (they undo each other), or a pattern's error.
 /// Counts each rewrite of a counting pattern in ctx.stats.

@@ -13,4 +13,8 @@ void addNormPatterns(PatternList& out);
 /// Appends the Gelu, Swish and HardSwish patterns to `out`.
 void addActivationPatterns(PatternList& out);
 
+/// Appends the Attention patterns (the 4-D core, then the absorption of the
+/// head Reshape/Transpose into the 3-D layout) to `out`.
+void addAttentionPatterns(PatternList& out);
+
 }  // namespace pcc

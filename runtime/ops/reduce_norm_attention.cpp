@@ -9,12 +9,14 @@
 //      after nonpad_kv_seqlen[b] (opset 24, padded batches), and the causal
 //      -inf above the diagonal shifted by the past length;
 //   3. softcap: cap * tanh(score / cap) when cap > 0;
-//   4. softmax, then the weighted sum of the values.
+//   4. softmax, then the weighted sum of the values; a row whose scores are
+//      all -inf (masked everywhere) gives zeros, not NaN.
 // Grouped-query attention: query head h reads key/value head h / (Hq / Hkv).
 // The node's num_outputs (set by the importer, 1 to 4) selects the outputs Y,
 // present_key, present_value and qk_matmul_output (scores after the step that
 // qk_matmul_output_mode names: 0 step 1, 1 step 2, 2 step 3, 3 step 4).
 // Their type inference is runtime/schema/reduce_norm_attention.cpp.
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/ops/reduce_norm.h"
@@ -98,6 +100,9 @@ Status computeAttention(const std::vector<const Tensor*>& in, const AttrMap& att
           for (double& s : score) s /= sum;
           if (mode == 3)
             for (int64_t j = 0; j < T_; ++j) qkRow[j] = static_cast<T>(score[j]);
+          // A row masked everywhere (all -inf) weighs nothing: Y is zero there
+          // (ONNX's opset-23 erratum; qk_matmul_output keeps the NaN).
+          if (mx == -INFINITY) std::fill(score.begin(), score.end(), 0.0);
           for (int64_t d = 0; d < a.vd; ++d) {
             double acc = 0;
             for (int64_t j = 0; j < T_; ++j) acc += score[j] * vbase[j * a.vd + d];

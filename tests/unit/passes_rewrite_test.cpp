@@ -76,10 +76,48 @@ TEST(PassesRewrite, CountsPatternsInStats) {
   EXPECT_EQ(statsOf("recognize", "swish"), (Stats{{"Swish", 2}}));
   EXPECT_EQ(statsOf("recognize", "hardswish"), (Stats{{"HardSwish", 3}}));
   EXPECT_EQ(statsOf("recognize", "hardswish_alone"), Stats{});
+  EXPECT_EQ(statsOf("recognize", "attention_4d"), (Stats{{"Attention", 1}}));
+  EXPECT_EQ(statsOf("recognize", "attention_3d"), (Stats{{"Attention", 1}}));
+  EXPECT_EQ(statsOf("recognize", "attention_bool_mask_gqa"), (Stats{{"Attention", 1}}));
+  EXPECT_EQ(statsOf("recognize", "attention_causal_constant"), (Stats{{"Attention", 1}}));
+  EXPECT_EQ(statsOf("recognize", "attention_alone"), Stats{});
+  EXPECT_EQ(statsOf("recognize", "in_bodies"), (Stats{{"Gelu", 1}, {"Swish", 1}}));
   EXPECT_EQ(statsOf("fold-batchnorm", "conv_bn"), (Stats{{"batchnorm_folded", 1}}));
   EXPECT_EQ(statsOf("fold-batchnorm", "bn_alone"), Stats{});
   // canonicalize's patterns are clean-ups, not counted.
   EXPECT_EQ(statsOf("canonicalize", "neutral"), Stats{});
+}
+
+/// A query row masked everywhere: the NaN guard turns the decomposed form's
+/// NaN row into zeros, and the recognized Attention gives the same zeros
+/// (random inputs rarely mask a whole row, so this one is written out).
+TEST(PassesRewrite, AttentionFullyMaskedRowMatchesTheNaNGuard) {
+  auto g = parseOrFail(R"(
+graph @masked(%q: f32[1,1,2,2], %k: f32[1,1,2,2], %v: f32[1,1,2,2], %keep: bool[2,2],
+              %ninf: f32[] const dense<f32[]: -inf>, %zero: f32[] const dense<f32[]: 0>) -> (%y: f32[1,1,2,2]) {
+  %kt = Transpose(%k) {perm = [0, 1, 3, 2]} : f32[1,1,2,2]
+  %s = MatMul(%q, %kt) : f32[1,1,2,2]
+  %w = Where(%keep, %s, %ninf) : f32[1,1,2,2]
+  %p = Softmax(%w) {axis = -1} : f32[1,1,2,2]
+  %nan = IsNaN(%p) : bool[1,1,2,2]
+  %g = Where(%nan, %zero, %p) : f32[1,1,2,2]
+  %y = MatMul(%g, %v) : f32[1,1,2,2]
+  return %y
+})");
+  ASSERT_NE(g, nullptr);
+  auto before = g->clone();
+  ASSERT_TRUE(runPass(*g, "recognize"));
+  ASSERT_EQ(opNames(*g), std::vector<std::string>{"Attention"});
+  Tensor x = Tensor::fromVector<float>(DType::kF32, {1, 1, 2, 2}, {0.5f, -1.0f, 2.0f, 0.25f});
+  Tensor keep = Tensor::fromVector<uint8_t>(DType::kBool, {2, 2}, {1, 0, 0, 0});  // row 1 masked everywhere
+  std::vector<Tensor> inputs = {x, x, x, keep};
+  auto want = evaluateGraph(*before, inputs);
+  auto got = evaluateGraph(*g, inputs);
+  ASSERT_TRUE(want.ok() && got.ok());
+  const float* w = (*want)[0].data<float>();
+  const float* r = (*got)[0].data<float>();
+  EXPECT_EQ(std::vector<float>(w, w + 4), (std::vector<float>{0.5f, -1.0f, 0.0f, 0.0f}));
+  EXPECT_EQ(std::vector<float>(r, r + 4), std::vector<float>(w, w + 4));
 }
 
 /// Rewrites `from` into `to` unconditionally: two of these undo each other.
@@ -154,6 +192,24 @@ TEST(PassesRewrite, FoldsTheBatchNormOfCnnSmall) {
   std::vector<std::string> ops = optimizeAndCheck("models/cnn_small.onnx", &stats);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "BatchNormalization"), 0);
   EXPECT_EQ(stats["batchnorm_folded"], 1);  // one Conv + BatchNormalization in the model (models/README.md)
+}
+
+// A torchvision MobileNetV2 exported with its BatchNormalization nodes kept
+// (models/make_bn_export.py): every one follows a Conv read by nothing else,
+// so every one is folded, and the numbers hold.
+TEST(PassesRewrite, FoldsEveryBatchNormOfATorchvisionExport) {
+  const std::string model = "models/mobilenet_v2_bn.onnx";
+  ImportOptions io;
+  io.batch = 2;
+  auto g = importOnnxModel(std::string(PCC_SOURCE_DIR) + "/" + model, io);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  std::vector<std::string> imported = opNames(**g);
+  int64_t bn = std::count(imported.begin(), imported.end(), "BatchNormalization");
+  EXPECT_GT(bn, 0);
+  std::map<std::string, int64_t> stats;
+  std::vector<std::string> ops = optimizeAndCheck(model, &stats);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "BatchNormalization"), 0);
+  EXPECT_EQ(stats["batchnorm_folded"], bn);
 }
 
 TEST(PassesRewrite, ExportsKeepTheirNumbers) {
