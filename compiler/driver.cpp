@@ -107,7 +107,8 @@ std::string searchSummary(const SearchResult& r, const ClusterSpec& cluster, int
 // smaller mesh faster.
 std::string fewerDevicesNote(const SearchResult& r, int gpus) {
   const PlanEstimate& best = r.candidates.front();
-  std::string why = "the cost model estimates it faster than every mesh of more devices";
+  std::string why =
+      "the cost model estimates no mesh of more devices faster by more than 1% (the search's resolution)";
   for (const PlanEstimate& e : r.candidates) {
     if (e.mesh.size() != gpus || !e.error.empty()) continue;
     why += strCat(" (", e.mesh.str(), ": ", ms(e.seconds), " against ", ms(best.seconds), ")");

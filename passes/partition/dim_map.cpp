@@ -167,8 +167,10 @@ void splitMap(const Node& n, OpDimMap& m) {
 // kv heads in the presents). The batch always splits; the heads split when
 // every head count divides by the parts (a factor link), which keeps each
 // group of q heads with its kv head. With 3-D inputs the heads are packed in
-// the hidden dimension and the node's head-count attributes would have to
-// change, so only the batch splits.
+// the hidden dimension: with one output (Y, [batch, seq, q heads * width]) and
+// no past key/value, the hidden dims of Q, K and V link to Y's in whole heads
+// (granule = the head width), and lowering gives the local node its local
+// head counts.
 void attentionMap(const Node& n, OpDimMap& m) {
   const Dims& q = shapeOf(n, 0);
   bool heads = q.size() == 4 && shapeOf(n, 1).size() == 4 && shapeOf(n, 2).size() == 4;
@@ -176,6 +178,18 @@ void attentionMap(const Node& n, OpDimMap& m) {
     if (!n.input(i) || m.links[i].empty()) continue;
     m.links[i][0].outDim = 0;
     if (heads && m.links[i].size() == 4) m.links[i][1] = {1, true};
+  }
+  const int64_t qHeads = n.attrs().getInt("q_num_heads", 0), kvHeads = n.attrs().getInt("kv_num_heads", 0);
+  bool packed = q.size() == 3 && shapeOf(n, 1).size() == 3 && shapeOf(n, 2).size() == 3 && n.outputs().size() == 1 &&
+                qHeads > 0 && kvHeads > 0 && !(n.inputs().size() > 4 && n.input(4)) &&
+                !(n.inputs().size() > 5 && n.input(5));
+  if (packed) {
+    const int64_t kHidden = shapeOf(n, 1)[2], vHidden = shapeOf(n, 2)[2];
+    if (q[2] % qHeads == 0 && kHidden % kvHeads == 0 && vHidden % kvHeads == 0) {
+      m.links[0][2] = {2, true, q[2] / qHeads};
+      m.links[1][2] = {2, true, kHidden / kvHeads};
+      m.links[2][2] = {2, true, vHidden / kvHeads};
+    }
   }
   // The mask broadcasts to [batch, q heads, q seq, kv seq]: only its batch and
   // head dims (where not broadcast) follow a split.
@@ -186,6 +200,7 @@ void attentionMap(const Node& n, OpDimMap& m) {
       size_t full = d + off;
       if (full == 0 && mask[d] == q[0] && mask[d] != 1) m.links[3][d].outDim = 0;
       if (full == 1 && heads && mask[d] == q[1] && mask[d] != 1) m.links[3][d] = {1, true};
+      if (full == 1 && packed && mask[d] == qHeads && mask[d] != 1) m.links[3][d] = {2, true};
     }
   }
   if (n.input(6) && !m.links[6].empty()) m.links[6][0].outDim = 0;  // nonpad_kv_seqlen: [batch]

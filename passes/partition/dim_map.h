@@ -15,6 +15,10 @@ namespace pcc {
 struct DimLink {
   int outDim = -1;
   bool factor = false;
+  /// A split must keep blocks of this many elements whole (an attention
+  /// head's width in a [batch, seq, heads * width] input): it holds only when
+  /// extent / granule divides by the number of parts.
+  int64_t granule = 1;
 };
 
 struct OpDimMap {

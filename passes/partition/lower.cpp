@@ -12,7 +12,8 @@
 //     same layout, or share steps towards theirs, share the nodes.
 //  3. Shape operands (Reshape's and Expand's shape, ConstantOfShape's input)
 //     are replaced by the local output shape; a Gemm bias added to a partial
-//     sum is kept on the first rank of the group only.
+//     sum is kept on the first rank of the group only; a 3-D Attention split
+//     over its packed heads gets its local head counts.
 //  4. Every local output type is re-inferred and must equal the shape the
 //     sharding predicts; a mismatch is an internal error, never a silent
 //     wrong answer.
@@ -162,12 +163,20 @@ class RankLowering {
     if (n->op() == OpKind::Gemm && ins.size() > 2 && ins[2] && os.partial != MeshAxis::kNone &&
         p_.mesh.coord(rank_, os.partial) != 0)
       ins[2] = lg_->addConstant(fresh(n->input(2)->name() + ".zero"), Tensor::zeros(ins[2]->type()));
+    // A 3-D Attention split over its packed heads holds fewer heads locally.
+    AttrMap attrs = n->attrs();
+    if (n->op() == OpKind::Attention && ins[0] && ins[0]->type().rank() == 3 && n->input(0)->type().rank() == 3) {
+      const int64_t globalQ = n->input(0)->type().shape[2], localQ = ins[0]->type().shape[2];
+      const int64_t globalKv = n->input(1)->type().shape[2], localKv = ins[1]->type().shape[2];
+      if (localQ != globalQ) attrs.set("q_num_heads", attrs.getInt("q_num_heads", 0) * localQ / globalQ);
+      if (localKv != globalKv) attrs.set("kv_num_heads", attrs.getInt("kv_num_heads", 0) * localKv / globalKv);
+    }
     // Step 4.
     // Region nodes are replicated (partitioner.cpp): their local types are the global ones.
     std::vector<TensorType> types;
     for (const Value* o : n->outputs()) types.push_back(o->type());
     if (!isRegionOp(n->op())) {
-      ASSIGN_OR_RETURN(types, inferOutputTypes(n->op(), ins, n->attrs(), n->name()));
+      ASSIGN_OR_RETURN(types, inferOutputTypes(n->op(), ins, attrs, n->name()));
     }
     for (size_t i = 0; i < types.size(); ++i)
       if (types[i].shape != expected[i])
@@ -176,7 +185,7 @@ class RankLowering {
                              " of ", n->output(i)->type().str(), " predicts ", dimsToString(expected[i]));
     std::vector<std::string> names;
     for (Value* o : n->outputs()) names.push_back(o->name());
-    Node* ln = lg_->addNode(n->op(), ins, types, n->attrs(), n->name(), names);
+    Node* ln = lg_->addNode(n->op(), ins, types, attrs, n->name(), names);
     ln->setStage(n->stage());
     for (const auto& b : n->bodies()) ln->addBody(b->clone());
     for (size_t i = 0; i < n->outputs().size(); ++i) {

@@ -79,7 +79,7 @@ void propagateNode(Node* n, const Mesh& mesh, Partition& p,
   auto linkHolds = [&](size_t i, size_t d, const DimLink& l, MeshAxis a) {
     if (!l.factor) return true;
     int parts = mesh.extent(a);
-    return n->input(i)->type().shape[d] % parts == 0 && outShape[l.outDim] % parts == 0;
+    return (n->input(i)->type().shape[d] / l.granule) % parts == 0 && outShape[l.outDim] % parts == 0;
   };
   for (size_t i = 0; i < cur.size(); ++i) {
     if (!cur[i]) continue;

@@ -22,8 +22,13 @@
 //     cheaper. The live values are the same for every state of a step, so the
 //     frontier stays small on the graphs models make (the residual stream and
 //     the branch being computed).
-//  4. The frontier is capped at `beam` states, the cheapest kept; the result
-//     is exact when no step was capped (TpSearchResult::exact).
+//  4. A pass capped at 64 states first gives the cost of one assignment; the
+//     exact pass then drops every state that cannot beat it: more weight
+//     bytes already (when they count first), or time so far plus the least
+//     time of the nodes left above it (a lower bound, so the optimum is never
+//     dropped). The frontier is capped at
+//     `beam` states, the cheapest kept; the result is exact when no step was
+//     capped (TpSearchResult::exact).
 //  5. Back-pointers give each node its choice.
 // The objective is time, or, when asked to save memory (a forced tp, or a
 // model that does not fit otherwise), the bytes of the weight matrices (the
@@ -68,6 +73,10 @@ bool layoutsFor(const Node& n, const Partition& dp, const OpDimMap& map, const T
   if (tp <= 1 || isRegionOp(n.op()) || n.outputs().empty()) return false;
   if (c.kind == TpChoice::kSplitOutput) {
     const int k = c.index;
+    // Every output splits the same dimension: they must agree on what it is
+    // (Split's pieces do; Attention's Y and present key/value do not).
+    for (size_t o = 1; o < n.outputs().size(); ++o)
+      if (n.output(o)->type().rank() != n.output(0)->type().rank()) return false;
     for (size_t o = 0; o < n.outputs().size(); ++o) {
       const Dims& shape = n.output(o)->type().shape;
       if (k < 0 || static_cast<size_t>(k) >= shape.size() || l.out[o].dims[k] != MeshAxis::kNone ||
@@ -81,7 +90,7 @@ bool layoutsFor(const Node& n, const Partition& dp, const OpDimMap& map, const T
       for (size_t d = 0; d < map.links[i].size() && d < in.size(); ++d) {
         const DimLink& link = map.links[i][d];
         if (link.outDim != k) continue;
-        if (in[d] % tp != 0 || l.req[i]->dims[d] != MeshAxis::kNone) return false;
+        if ((in[d] / link.granule) % tp != 0 || l.req[i]->dims[d] != MeshAxis::kNone) return false;
         l.req[i]->dims[d] = MeshAxis::kTP;
         linked = true;
       }
@@ -224,9 +233,24 @@ class Search {
     return Status::OK();
   }
 
-  StatusOr<TpSearchResult> run(size_t beam, bool minimizeWeights) {
+  /// `bound`: the cost of a known assignment; states that cannot finish
+  /// better are dropped (admissible: the rest of the graph costs at least
+  /// each remaining node's cheapest choice, and weight bytes only grow).
+  StatusOr<TpSearchResult> run(size_t beam, bool minimizeWeights, const TpCost* bound = nullptr) {
     minimizeWeights_ = minimizeWeights;
     TpSearchResult result;
+    std::vector<double> rest(nodes_.size() + 1, 0);  // least seconds of nodes i.. (no resharding)
+    for (size_t i = nodes_.size(); i-- > 0;) {
+      double least = -1;
+      for (const Option& o : steps_[i].options) least = least < 0 ? o.seconds : std::min(least, o.seconds);
+      rest[i] = rest[i + 1] + std::max(0.0, least);
+    }
+    auto hopeless = [&](const State& n, size_t i) {
+      if (!bound) return false;
+      const bool late = n.seconds + rest[i + 1] > bound->seconds * (1 + 1e-9);
+      if (!minimizeWeights) return late;
+      return n.matrixBytes > bound->matrixBytes || (n.matrixBytes == bound->matrixBytes && late);
+    };
     std::vector<State> states = {State{}};
     std::vector<std::vector<std::pair<int, int>>> back(nodes_.size());  // (parent, option) per kept state
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -238,6 +262,7 @@ class Search {
       for (size_t s = 0; s < states.size(); ++s) {
         for (size_t o = 0; o < st.options.size(); ++o) {
           State n = extend(states[s], st, st.options[o]);
+          if (hopeless(n, i)) continue;
           std::string key(reinterpret_cast<const char*>(n.entries.data()), n.entries.size() * sizeof(uint64_t));
           auto it = index.find(key);
           if (it == index.end()) {
@@ -250,6 +275,7 @@ class Search {
           }
         }
       }
+      if (next.empty()) return internalError("tp search: every state was dropped at ", nodes_[i]->describe());
       result.maxStates = std::max(result.maxStates, next.size());
       if (getenv("PCC_DBG_TP")) fprintf(stderr, "step %zu %s live %zu options %zu states %zu\n", i, nodes_[i]->describe().c_str(), st.from.size(), st.options.size(), next.size());
       if (next.size() > beam) {
@@ -468,6 +494,13 @@ StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& d
   if (!opts.cost) return internalError("tp search: no cost model");
   Search s(g, dpOnly, *opts.cost);
   RETURN_IF_ERROR(s.prepare(nullptr));
+  // A narrow pass first gives a bound that lets the exact pass drop every
+  // state that cannot beat it.
+  if (opts.beam > 64) {
+    ASSIGN_OR_RETURN(TpSearchResult quick, s.run(64, opts.minimizeWeights));
+    if (quick.exact) return quick;
+    return s.run(opts.beam, opts.minimizeWeights, &quick.cost);
+  }
   return s.run(std::max<size_t>(1, opts.beam), opts.minimizeWeights);
 }
 

@@ -35,7 +35,7 @@ struct TpSearchOptions {
   /// forced tp, or a model that does not fit otherwise). Without it, time alone.
   bool minimizeWeights = false;
   /// Frontier states kept per step; the search is exact when no step had more.
-  size_t beam = 2048;
+  size_t beam = 8192;
 };
 
 /// The cost of a complete assignment, as the search counts it: the time of

@@ -8,6 +8,7 @@
 #include "compiler/ir/verifier.h"
 #include "passes/partition/dim_map.h"
 #include "passes/partition/partitioner.h"
+#include "passes/partition/tp_search.h"
 #include "runtime/ops/kernel_call.h"
 #include "runtime/tensor_slice.h"
 
@@ -420,6 +421,57 @@ graph @main(%x: f32[4,6], %axis: i64[] const dense<i64[]: 1>) -> (%y: f32[4,6]) 
   bool said = false;
   for (const std::string& n : r.notes) said |= n.find("1 CumSum node runs replicated") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+}  // namespace
+}  // namespace pcc
+
+namespace pcc {
+namespace {
+
+// A 3-D Attention (heads packed in the hidden dimension) split over tp by its
+// heads: each rank runs its own heads with local head counts, grouped K/V
+// heads included, and the pieces reproduce the whole.
+TEST(Partition, PackedAttentionHeadsSplitOverTp) {
+  for (const char* text : {R"(
+graph @main(%q: f32[4,3,16], %k: f32[4,5,16], %v: f32[4,5,16]) -> (%y: f32[4,3,16]) {
+  %y = Attention(%q, %k, %v) {q_num_heads = 2, kv_num_heads = 2} : f32[4,3,16]
+  return %y
+}
+)",
+                           R"(
+graph @main(%q: f32[4,3,16], %k: f32[4,5,8], %v: f32[4,5,8]) -> (%y: f32[4,3,16]) {
+  %y = Attention(%q, %k, %v) {q_num_heads = 4, kv_num_heads = 2, is_causal = 1} : f32[4,3,16]
+  return %y
+}
+)"}) {
+    auto g = parse(text);
+    auto want = evaluateGraph(*g, randomInputs(*g, 9));
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    PartitionOptions o = opt(2, 0, 2);
+    o.tensorParallelSearch = false;
+    auto p = partitionGraph(*g, o);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    std::vector<TpChoice> heads = {TpChoice{TpChoice::kSplitOutput, 2}};
+    // Replicate, split the batch (4), split the heads; not the odd sequence (3).
+    ASSERT_EQ(tpChoicesFor(*g->nodes()[0], *p).size(), 3u);
+    applyTpChoices(*g, *p, heads);
+    EXPECT_EQ(g->findValue("y")->sharding()->str(), "[-,-,tp]");
+    auto ranks = lowerToRanks(*g, *p);
+    ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+    for (const RankGraph& rg : *ranks) {
+      const Node* att = nullptr;
+      for (const Node* n : rg.graph->nodes())
+        if (n->op() == OpKind::Attention) att = n;
+      ASSERT_NE(att, nullptr);
+      EXPECT_EQ(att->attrs().getInt("q_num_heads", 0) * 2, g->nodes()[0]->attrs().getInt("q_num_heads", 0));
+      EXPECT_EQ(att->attrs().getInt("kv_num_heads", 0) * 2, g->nodes()[0]->attrs().getInt("kv_num_heads", 0));
+    }
+    auto got = simulate(*g, *p, *ranks, randomInputs(*g, 9));
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    Diff d = compareTensors((*got)[0], (*want)[0], 1e-5, 1e-6);
+    EXPECT_TRUE(d.ok) << d.where;
+  }
 }
 
 }  // namespace
