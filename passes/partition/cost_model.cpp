@@ -72,7 +72,12 @@ double CostModel::nodeTime(const Node& n) const {
     return t;
   }
   if (isView(n)) return 0;
-  return computeTime(nodeWork(n), workType(n));
+  const double t = computeTime(nodeWork(n), workType(n));
+  const double factor = spec_.device.opFactor(n.opName());
+  if (factor == 1.0) return t;
+  // The factor scales the op's own time; the fixed cost of a kernel stays.
+  const double launch = std::min(spec_.device.launchOverhead, t);
+  return launch + factor * (t - launch);
 }
 
 double CostModel::collectiveTime(CollectiveKind kind, int64_t bytes, int groupSize, bool crossesNodes) const {

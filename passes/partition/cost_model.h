@@ -39,7 +39,9 @@ class CostModel {
   /// \returns the seconds of node `n` with the types it has (local types on a
   /// rank program, global ones on the global graph). A node with bodies costs
   /// the sum of its bodies' nodes (a Loop's body once per unrolled trip is
-  /// already unrolled; a dynamic one is costed for one trip).
+  /// already unrolled; a dynamic one is costed for one trip). The spec's
+  /// factor for the node's op (DeviceSpec::opFactors) scales computeTime less
+  /// the launch overhead.
   double nodeTime(const Node& n) const;
 
   /// \returns the seconds of a collective of kind `kind` among `groupSize`
