@@ -20,7 +20,8 @@ struct CalibrationOptions {
   /// OpenMP threads of each rank's kernels; 0: the processors this process
   /// may use divided by `ranks` (what pcc-run uses).
   int threadsPerRank = 0;
-  /// Seconds spent timing each case (after one untimed call).
+  /// Seconds spent timing each case (after one untimed call); a case's time
+  /// is its fastest call.
   double secondsPerCase = 0.15;
   /// Called with one line per finished measurement (may be empty).
   std::function<void(const std::string&)> progress;
@@ -44,7 +45,7 @@ struct CalibrationSample {
   /// The work as the cost model counts it (runtime/schema/op_cost.h); for
   /// an all-reduce, bytes is the tensor's size.
   OpWork work;
-  double seconds = 0;     ///< median seconds of one call
+  double seconds = 0;     ///< seconds of the fastest call
 };
 
 struct Calibration {

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -336,7 +337,9 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(execute(s, bufs, comms));
     InstructionTime& t = instrProfile_[i];
-    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.minSeconds = t.calls == 0 ? took : std::min(t.minSeconds, took);
+    t.seconds += took;
     ++t.calls;
     if (s.kernel) t.provider = std::string(s.kernel->provider());
   }

@@ -87,7 +87,8 @@ class Executor {
   /// (FREE ones stay at zero calls), and the provider of the kernel that ran
   /// it last ("" for collectives, transfers and regions).
   struct InstructionTime {
-    double seconds = 0;
+    double seconds = 0;     ///< the sum over its runs
+    double minSeconds = 0;  ///< the fastest run
     int64_t calls = 0;
     std::string provider;
   };

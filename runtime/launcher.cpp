@@ -237,7 +237,7 @@ class RankLiveness {
 
 std::vector<RunResult::InstructionTime> instructionTimes(const Executor& e) {
   std::vector<RunResult::InstructionTime> out;
-  for (const Executor::InstructionTime& t : e.instructionProfile()) out.push_back({t.seconds, t.calls, t.provider});
+  for (const Executor::InstructionTime& t : e.instructionProfile()) out.push_back({t.seconds, t.minSeconds, t.calls, t.provider});
   return out;
 }
 

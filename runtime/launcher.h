@@ -65,7 +65,8 @@ struct RunResult {
   /// (warmup excluded) and the kernel provider that ran it. Every rank in a
   /// threaded run (runPlan); this process's rank only in runPlanRank.
   struct InstructionTime {
-    double seconds = 0;
+    double seconds = 0;     ///< the sum over the timed runs
+    double minSeconds = 0;  ///< the fastest timed run
     int64_t calls = 0;
     std::string provider;
   };

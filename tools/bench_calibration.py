@@ -18,7 +18,10 @@
    mean of --iters timed ones), and pairs every instruction of every rank.
 4. Prints, per model, the median relative error |predicted - measured| /
    measured and the Spearman rank correlation (ties get their mean rank) over
-   the instructions the model gives a time to. Instructions it says are free
+   the instructions the model gives a time to, twice: against each
+   instruction's fastest timed run and against its mean run (on a machine
+   other work shares, the mean carries the preemptions; the calibration
+   itself times each case by its fastest call). Instructions it says are free
    (FREE, and the views: Reshape, Squeeze, ... that run no kernel) are left
    out and counted on their own line.
 
@@ -184,9 +187,11 @@ def median(v):
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def pair(costs, profile):
+def pair(costs, profile, key):
     """\returns [(rank, index, op, predicted, measured)] of the costed
-    instructions, and [(op, measured)] of those the model calls free."""
+    instructions, measured being the profile's `key` ("seconds": the mean
+    run, "min_seconds": the fastest), and [(op, measured)] of those the model
+    calls free."""
     measured = {r["rank"]: r["instructions"] for r in profile["ranks"]}
     rows, free = [], []
     for rank in costs["ranks"]:
@@ -202,7 +207,7 @@ def pair(costs, profile):
             if est["estimated_seconds"] <= 0:
                 free.append((est["op"], m["seconds"]))
                 continue
-            rows.append((rank["rank"], est["index"], est["op"], est["estimated_seconds"], m["seconds"]))
+            rows.append((rank["rank"], est["index"], est["op"], est["estimated_seconds"], m[key]))
     return rows, free
 
 
@@ -238,29 +243,33 @@ def main():
         tool(args.bin, "pcc-run", [plan, "--warmup", args.warmup, "--iters", args.iters, "--profile-json", prof_path])
         with open(prof_path) as f:
             profile = json.load(f)
-        rows, free = pair(costs, profile)
-        pred = [r[3] for r in rows]
-        meas = [r[4] for r in rows]
-        rel = [abs(p - m) / m for p, m in zip(pred, meas) if m > 0]
-        med, rho = median(rel), spearman(pred, meas)
-        results[name] = (med, rho)
-        ranks = len(profile["ranks"])
-        print(f"{name}: {len(rows)} instructions on {ranks} rank(s), {profile['threads_per_rank']} thread(s) each; "
-              f"predicted {sum(pred) * 1e3:.1f} ms, measured {sum(meas) * 1e3:.1f} ms (sum over ranks)")
-        print(f"{name}: median relative error {med * 100:.1f}%, Spearman {rho:.3f}")
+        for key, label in (("min_seconds", "fastest run"), ("seconds", "mean run")):
+            rows, free = pair(costs, profile, key)
+            pred = [r[3] for r in rows]
+            meas = [r[4] for r in rows]
+            rel = [abs(p - m) / m for p, m in zip(pred, meas) if m > 0]
+            med, rho = median(rel), spearman(pred, meas)
+            results[(name, label)] = (med, rho)
+            print(f"{name} ({label} of {args.iters}): {len(rows)} instructions on {len(profile['ranks'])} rank(s), "
+                  f"{profile['threads_per_rank']} thread(s) each; predicted {sum(pred) * 1e3:.1f} ms, measured "
+                  f"{sum(meas) * 1e3:.1f} ms (sum over ranks); median relative error {med * 100:.1f}%, "
+                  f"Spearman {rho:.3f}")
         if free:
             print(f"{name}: {len(free)} instructions the model calls free (views) took "
                   f"{sum(m for _, m in free) * 1e3:.3f} ms in all")
         by_op = {}
         for r in rows:
             by_op.setdefault(r[2], []).append(abs(r[3] - r[4]) / r[4])
-        print(f"{name}: per op (count, median rel error): " +
+        print(f"{name}: per op, mean run (count, median rel error): " +
               ", ".join(f"{op} {len(v)} {median(v) * 100:.0f}%" for op, v in sorted(by_op.items())))
         for r in sorted(rows, key=lambda r: -abs(r[3] - r[4]) / r[4])[:args.worst]:
-            print(f"  rank {r[0]} #{r[1]} {r[2]}: predicted {r[3] * 1e6:.1f} us, measured {r[4] * 1e6:.1f} us")
-    ok = all(m <= 0.25 and s >= 0.9 for m, s in results.values())
-    print("goal (median rel error <= 25%, Spearman >= 0.9): " + ("met" if ok else "NOT met") + " for " +
-          ", ".join(f"{n} ({m * 100:.1f}%, {s:.3f})" for n, (m, s) in results.items()))
+            print(f"  rank {r[0]} #{r[1]} {r[2]}: predicted {r[3] * 1e6:.1f} us, measured {r[4] * 1e6:.1f} us (mean)")
+    for label in ("fastest run", "mean run"):
+        got = {n: v for (n, lab), v in results.items() if lab == label}
+        ok = all(m <= 0.25 and s >= 0.9 for m, s in got.values())
+        print(f"goal (median rel error <= 25%, Spearman >= 0.9) against the {label}: " + ("met" if ok else "NOT met") +
+              " for " + ", ".join(f"{n} ({m * 100:.1f}%, {s:.3f})" for n, (m, s) in got.items()))
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} processors")
 
 
 if __name__ == "__main__":

@@ -246,6 +246,7 @@ Status writeProfileJson(const std::string& path, const Args& a, const plan::Plan
       e["provider"] = t.provider;
       e["calls"] = t.calls;
       e["seconds"] = t.calls > 0 ? t.seconds / static_cast<double>(t.calls) : 0.0;
+      e["min_seconds"] = t.minSeconds;
       list.push_back(std::move(e));
     }
     rank["instructions"] = std::move(list);
