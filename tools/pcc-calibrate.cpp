@@ -10,10 +10,10 @@
 //     median contraction's share of it (efficiency.matrix); the vector rate
 //     and the bandwidth as measured (their efficiencies 1); the all-reduce's
 //     alpha and beta as the intra-node link.
-//  3. Per-op factors: for each op timed at its standard size (and each
-//     contraction), the measured time less the fixed cost over the cost
-//     model's roofline time under the rates of step 2; the median over an
-//     op's cases. The model multiplies that op's roofline time by it.
+//  3. Per-op factors: for each op timed at its standard size, the measured
+//     time less the fixed cost over the cost model's roofline time under the
+//     rates of step 2. The model multiplies that op's roofline time by it.
+//     Contractions get none (step 2's median rate stands for them all).
 //  4. The spec is parsed back (parseClusterSpec) before it is written, so a
 //     file this tool writes is one pcc accepts.
 //
@@ -89,7 +89,9 @@ std::map<std::string, double> opFactors(const Calibration& c, const ClusterSpec&
   CostModel cm(base);
   std::map<std::string, std::vector<double>> ratios;
   for (const CalibrationSample& s : c.samples) {
-    if (s.kind != CalibrationKind::kOp && s.kind != CalibrationKind::kMatrix) continue;
+    // Contractions are not given factors: their rates differ by shape far
+    // more than by op, and efficiency.matrix already takes the median one.
+    if (s.kind != CalibrationKind::kOp) continue;
     const double launch = base.device.launchOverhead;
     const double model = cm.computeTime(s.work, DType::kF32) - launch;
     if (model <= 0) continue;
