@@ -236,7 +236,7 @@ class CliTests:
             ("pcc-run --backend unknown", "pcc-run", [plan, "--backend", "tpu"],
              [r"--backend", r"unknown backend 'tpu'", r"registered: cpu"]),
             ("pcc-report --format pdf", "pcc-report", [plan, "--format", "pdf"],
-             [r"--format", r"text, json, dot or html", r"pdf"]),
+             [r"--format", r"text, json, dot, html or costs", r"pdf"]),
             ("pcc-report unknown", "pcc-report", [plan, "-x"], [r"unknown option '-x'"]),
             ("pcc-report no plan", "pcc-report", [], [r"no plan"]),
             ("pcc-opt --rank abc", "pcc-opt", [ir, "--partition=gpus=2", "--rank", "abc"], [r"--rank", r"'abc'"]),
