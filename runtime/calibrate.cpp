@@ -9,12 +9,15 @@
 //     machine, a call that other work preempted says nothing of the kernel).
 //  2. Contractions (MatMul and Conv at a few sizes): the best rate is the
 //     matrix rate, the median rate over it the matrix efficiency.
-//  3. A large Add (16 MiB operands, four times a core's L2): memory
-//     bandwidth, counting inputs and output once each.
+//  3. A large Add (16 MiB operands, several times a core's L2): memory
+//     bandwidth, counting inputs and output once each. An Add whose three
+//     operands fill half a core's L2: the cache's bandwidth.
 //  4. A small Add (cache-resident): the vector rate in elements per second.
 //  5. An Add of one element: the fixed cost of a kernel.
-//  6. Common ops at one standard size each (CalibrationKind::kOp), for the
-//     per-op factors pcc-calibrate derives from the model's time for them.
+//  6. Common ops at one standard size each (CalibrationKind::kOp), a 512 KiB
+//     activation whose operands fit in a core's L2 (so that the factor is
+//     the op's, not the memory hierarchy's), for the per-op factors
+//     pcc-calibrate derives from the model's time for them.
 //  7. Gloo: `ranks` threads connect as one group and all-reduce one float
 //     (latency: a ring all-reduce of n ranks takes 2(n-1) steps) and 16 MiB
 //     (bandwidth, once the latency is taken off).
@@ -97,17 +100,19 @@ KernelCase binary(CalibrationKind kind, const std::string& op, const TensorType&
   return {kind, op, {}, {t, t}, {false, false}, {t}};
 }
 
-/// The cases of steps 2 to 6. The standard size of step 6 is a 2 MiB
-/// activation [2, 16, 128, 128] (a per-row op works on rows of 128).
-std::vector<KernelCase> kernelCases() {
+/// The cases of steps 2 to 6 for a core's L2 of `cacheBytes`. The standard
+/// size of step 6 is a 512 KiB activation [1, 16, 64, 128] (a per-row op
+/// works on rows of 128).
+std::vector<KernelCase> kernelCases(int64_t cacheBytes) {
   std::vector<KernelCase> c = {matmul(128, 768, 768), matmul(128, 768, 3072), matmul(128, 3072, 768),
                                matmul(512, 1024, 1024), conv(64, 56, 64, 3), conv(128, 28, 128, 3),
                                conv(256, 14, 256, 3), conv(256, 56, 64, 1), conv(512, 14, 2048, 1)};
-  c.push_back(binary(CalibrationKind::kMemory, "Add", f32({1 << 22})));
-  c.push_back(binary(CalibrationKind::kVector, "Add", f32({1 << 14})));
   c.push_back(binary(CalibrationKind::kLaunch, "Add", f32({1})));
-  const TensorType act = f32({2, 16, 128, 128});
-  const TensorType row = f32({2, 16, 128, 1});
+  c.push_back(binary(CalibrationKind::kMemory, "Add", f32({1 << 22})));
+  c.push_back(binary(CalibrationKind::kCache, "Add", f32({std::max<int64_t>(1024, cacheBytes / 2 / 12)})));
+  c.push_back(binary(CalibrationKind::kVector, "Add", f32({1 << 14})));
+  const TensorType act = f32({1, 16, 64, 128});
+  const TensorType row = f32({1, 16, 64, 1});
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Where"}) {
     if (std::string(op) == "Where") {
       c.push_back({CalibrationKind::kOp, op, {}, {TensorType{DType::kBool, act.shape}, act, act}, {false, false, false},
@@ -123,12 +128,12 @@ std::vector<KernelCase> kernelCases() {
                {false, true, true}, {act}});
   c.push_back({CalibrationKind::kOp, "ReduceMean", ints({{"axes", {-1}}}), {act}, {false}, {row}});
   c.push_back({CalibrationKind::kOp, "Transpose", ints({{"perm", {0, 2, 1, 3}}}), {act}, {false},
-               {f32({2, 128, 16, 128})}});
-  c.push_back({CalibrationKind::kOp, "Concat", one("axis", 1), {act, act}, {false, false}, {f32({2, 32, 128, 128})}});
+               {f32({1, 64, 16, 128})}});
+  c.push_back({CalibrationKind::kOp, "Concat", one("axis", 1), {act, act}, {false, false}, {f32({1, 32, 64, 128})}});
   c.push_back({CalibrationKind::kOp, "MaxPool", ints({{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}},
                                                        {"strides", {2, 2}}}),
-               {act}, {false}, {f32({2, 16, 64, 64})}});
-  c.push_back({CalibrationKind::kOp, "GlobalAveragePool", {}, {act}, {false}, {f32({2, 16, 1, 1})}});
+               {act}, {false}, {f32({1, 16, 32, 64})}});
+  c.push_back({CalibrationKind::kOp, "GlobalAveragePool", {}, {act}, {false}, {f32({1, 16, 1, 1})}});
   c.push_back({CalibrationKind::kOp, "Cast", one("to", 7), {act}, {false}, {TensorType{DType::kI64, act.shape}}});
   return c;
 }
@@ -230,6 +235,8 @@ StatusOr<Calibration> calibrateCpu(const CalibrationOptions& o) {
   cal.ranks = std::max(1, o.ranks);
   cal.threadsPerRank = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(cal.ranks);
   const int64_t pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  cal.cacheBytes = l2 > 0 ? l2 : int64_t(1) << 20;
   cal.memoryBytesPerRank = pages > 0 && pageSize > 0 ? pages * pageSize / cal.ranks : int64_t(8) << 30;
 
   // Steps 1-6 on this thread, with the threads a rank's kernels get.
@@ -237,7 +244,7 @@ StatusOr<Calibration> calibrateCpu(const CalibrationOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend("cpu", BackendOptions{}));
   std::vector<double> matrixRates;
   uint64_t seed = 1;
-  for (const KernelCase& c : kernelCases()) {
+  for (const KernelCase& c : kernelCases(cal.cacheBytes)) {
     ASSIGN_OR_RETURN(CalibrationSample s, timeKernel(*backend, c, o.secondsPerCase, seed++));
     double us = s.seconds * 1e6;
     switch (s.kind) {
@@ -248,6 +255,11 @@ StatusOr<Calibration> calibrateCpu(const CalibrationOptions& o) {
       case CalibrationKind::kMemory:
         cal.memoryBandwidth = s.work.bytes / s.seconds;
         say(strCat(s.what, ": ", us, " us, ", cal.memoryBandwidth / 1e9, " GB/s"));
+        break;
+      case CalibrationKind::kCache:
+        cal.cacheBandwidth = s.work.bytes / std::max(s.seconds - cal.launchOverhead, s.seconds / 2);
+        say(strCat(s.what, ": ", us, " us, ", cal.cacheBandwidth / 1e9, " GB/s (", cal.cacheBytes >> 10,
+                   " KiB L2)"));
         break;
       case CalibrationKind::kVector:
         cal.vectorFlops = s.work.flops / s.seconds;

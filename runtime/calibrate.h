@@ -31,6 +31,7 @@ struct CalibrationOptions {
 enum class CalibrationKind {
   kMatrix,    ///< a contraction: its rate sets the matrix rate
   kMemory,    ///< an elementwise op on operands larger than the caches
+  kCache,     ///< an elementwise op whose operands fill half a core's L2
   kVector,    ///< a cheap elementwise op on cache-resident operands
   kLaunch,    ///< a kernel on one element
   kOp,        ///< an op at a standard size: its time against the model's
@@ -61,6 +62,10 @@ struct Calibration {
   double vectorFlops = 0;
   /// Bytes/s of elementwise ops on operands larger than the caches.
   double memoryBandwidth = 0;
+  /// A core's L2 (sysconf; 1 MiB when unknown), and the bytes/s of an
+  /// elementwise op whose operands fill half of it, its fixed cost taken off.
+  int64_t cacheBytes = 0;
+  double cacheBandwidth = 0;
   /// Seconds of a kernel on one element: the fixed cost of any kernel.
   double launchOverhead = 0;
   /// Gloo all-reduce between the rank threads (alpha-beta of a ring): the

@@ -8,8 +8,9 @@
 //     a gloo all-reduce over --ranks rank threads.
 //  2. The spec's rates: the best contraction rate (matrix_flops.f32) with the
 //     median contraction's share of it (efficiency.matrix); the vector rate
-//     and the bandwidth as measured (their efficiencies 1); the all-reduce's
-//     alpha and beta as the intra-node link.
+//     and the bandwidths (memory, and a core's L2 as the cache) as measured
+//     (their efficiencies 1); the all-reduce's alpha and beta as the
+//     intra-node link.
 //  3. Per-op factors: for each op timed at its standard size, the measured
 //     time less the fixed cost over the cost model's roofline time under the
 //     rates of step 2. The model multiplies that op's roofline time by it.
@@ -70,6 +71,10 @@ ClusterSpec baseSpec(const Calibration& c, const ClusterSpec& cpu, const std::st
   d.memoryBytes = c.memoryBytesPerRank;
   d.reservedBytes = std::min<int64_t>(int64_t(256) << 20, d.memoryBytes / 4);
   d.memoryBandwidth = c.memoryBandwidth;
+  if (c.cacheBandwidth > c.memoryBandwidth) {  // a cache slower than memory says nothing
+    d.cacheBytes = c.cacheBytes;
+    d.cacheBandwidth = c.cacheBandwidth;
+  }
   d.matrixFlops = {{"f32", c.matrixFlops}};
   d.vectorFlops = {{"f32", c.vectorFlops}};
   d.launchOverhead = c.launchOverhead;
@@ -127,6 +132,7 @@ std::string specJson(const ClusterSpec& s) {
                                            {"vector", d.vectorEfficiency},
                                            {"memory", d.memoryEfficiency}}},
                        {"op_factors", rates(d.opFactors)}};
+  if (d.cacheBytes > 0) doc["device"]["cache"] = Json{{"bytes", d.cacheBytes}, {"bandwidth", d.cacheBandwidth}};
   doc["gpus_per_node"] = s.gpusPerNode;
   doc["intra_node"] = link(s.intraNode);
   doc["inter_node"] = link(s.interNode);

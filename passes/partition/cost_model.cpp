@@ -24,7 +24,14 @@ double CostModel::computeTime(const OpWork& work, DType dtype) const {
   double rate = work.unit == WorkUnit::kMatrix ? d.matrixRate(dtype) * d.matrixEfficiency
                                                : d.vectorRate(dtype) * d.vectorEfficiency;
   double arithmetic = static_cast<double>(work.flops) / rate;
-  double memory = static_cast<double>(work.bytes) / (d.memoryBandwidth * d.memoryEfficiency);
+  double bytes = static_cast<double>(work.bytes), memory = 0;
+  if (d.cacheBytes > 0 && d.cacheBandwidth > 0) {
+    // The first cacheBytes of traffic stay in the cache; the rest streams from memory.
+    const double cached = std::min(bytes, static_cast<double>(d.cacheBytes));
+    memory = cached / (d.cacheBandwidth * d.memoryEfficiency);
+    bytes -= cached;
+  }
+  memory += bytes / (d.memoryBandwidth * d.memoryEfficiency);
   return d.launchOverhead + std::max(arithmetic, memory);
 }
 

@@ -33,7 +33,8 @@ class CostModel {
   /// \returns the seconds one device takes for `work` on elements of `dtype`:
   /// the launch overhead plus the larger of the arithmetic time (flops over
   /// the achievable matrix or vector rate) and the memory time (bytes over the
-  /// achievable bandwidth).
+  /// achievable bandwidth; with a cache in the spec, the first cacheBytes at
+  /// the cache's bandwidth).
   virtual double computeTime(const OpWork& work, DType dtype) const;
 
   /// \returns the seconds of node `n` with the types it has (local types on a

@@ -154,7 +154,8 @@ StatusOr<ClusterSpec> parseClusterSpec(std::string_view json, std::string_view o
 
   ASSIGN_OR_RETURN(const Json* dev, r.member(doc, "", "device", Json::value_t::object));
   RETURN_IF_ERROR(r.onlyKeys(*dev, "device", {"memory_bytes", "reserved_bytes", "memory_bandwidth", "matrix_flops",
-                                              "vector_flops", "launch_overhead_s", "efficiency", "op_factors"}));
+                                              "vector_flops", "launch_overhead_s", "efficiency", "op_factors",
+                                              "cache"}));
   DeviceSpec& d = c.device;
   ASSIGN_OR_RETURN(d.memoryBytes, r.integer(*dev, "device", "memory_bytes", 1));
   ASSIGN_OR_RETURN(d.reservedBytes, r.integer(*dev, "device", "reserved_bytes", 0));
@@ -169,6 +170,12 @@ StatusOr<ClusterSpec> parseClusterSpec(std::string_view json, std::string_view o
   ASSIGN_OR_RETURN(d.matrixEfficiency, r.number(*eff, "device.efficiency", "matrix", 0, 1));
   ASSIGN_OR_RETURN(d.vectorEfficiency, r.number(*eff, "device.efficiency", "vector", 0, 1));
   ASSIGN_OR_RETURN(d.memoryEfficiency, r.number(*eff, "device.efficiency", "memory", 0, 1));
+  if (dev->contains("cache")) {
+    ASSIGN_OR_RETURN(const Json* cache, r.member(*dev, "device", "cache", Json::value_t::object));
+    RETURN_IF_ERROR(r.onlyKeys(*cache, "device.cache", {"bytes", "bandwidth"}));
+    ASSIGN_OR_RETURN(d.cacheBytes, r.integer(*cache, "device.cache", "bytes", 1));
+    ASSIGN_OR_RETURN(d.cacheBandwidth, r.number(*cache, "device.cache", "bandwidth"));
+  }
   if (dev->contains("op_factors")) {
     ASSIGN_OR_RETURN(const Json* f, r.member(*dev, "device", "op_factors", Json::value_t::object));
     for (const auto& item : f->items()) {

@@ -30,6 +30,11 @@ struct DeviceSpec {
   double launchOverhead = 0;
   /// The fraction of each peak that real kernels reach.
   double matrixEfficiency = 1, vectorEfficiency = 1, memoryEfficiency = 1;
+  /// Optional: a cache of `cacheBytes` per device read and written at
+  /// `cacheBandwidth` bytes/s. An op's first cacheBytes of traffic move at
+  /// that rate, the rest at memoryBandwidth. 0: no cache term.
+  int64_t cacheBytes = 0;
+  double cacheBandwidth = 0;
   /// Optional, by ONNX op type: the factor an op's roofline time (launch
   /// overhead excepted) is multiplied by, where its kernel is slower or faster
   /// than the rates above say (pcc-calibrate measures them). Absent ops: 1.

@@ -208,6 +208,19 @@ TEST(CostModel, OpFactorsScaleAnOpsTimeButNotTheLaunchOverhead) {
   EXPECT_DOUBLE_EQ(scaled.nodeTime(*neg), plain.nodeTime(*neg));  // no factor listed
 }
 
+TEST(CostModel, TheCacheTakesTheFirstBytesOfTraffic) {
+  auto s = parseClusterSpec(specJson(R"(, "cache": {"bytes": 20, "bandwidth": 200.0})"), "c.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->device.cacheBytes, 20);
+  CostModel m(*s);
+  // Memory: 100 B/s x 0.5 = 50 B/s; cache 200 x 0.5 = 100 B/s for the first 20 bytes.
+  EXPECT_DOUBLE_EQ(m.computeTime({0, 10, WorkUnit::kVector}, DType::kF32), 0.5 + 10.0 / 100);
+  EXPECT_DOUBLE_EQ(m.computeTime({0, 120, WorkUnit::kVector}, DType::kF32), 0.5 + 20.0 / 100 + 100.0 / 50);
+  expectRefused(specJson(R"(, "cache": {"bytes": 0, "bandwidth": 200.0})"), "device.cache.bytes: must be an integer >= 1");
+  expectRefused(specJson(R"(, "cache": {"bytes": 20})"), "device.cache.bandwidth: missing");
+  expectRefused(specJson(R"(, "cache": {"bytes": 20, "bandwidth": 1.0, "ways": 8})"), "device.cache.ways: unknown key");
+}
+
 TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
   CostModel m(toy());
   // Intra-node: 100 B/s x 0.5 = 50 B/s, alpha 1 s; inter-node 10 B/s, alpha 10 s.
