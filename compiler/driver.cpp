@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
 #include "compiler/onnx/importer.h"
@@ -231,6 +232,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
 
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
+  RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();
   fusion->set_ops_before(opsBefore);
   fusion->set_kernels_after(kernelsAfter);

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -324,7 +325,24 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
     bufs[inputSlots_[i]] = std::move(dev).value();
   }
-  for (const Step& s : steps_) RETURN_IF_ERROR(execute(s, bufs, comms));
+  if (profiling_ && instrProfile_.size() != steps_.size()) instrProfile_.assign(steps_.size(), InstructionTime{});
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    if (!profiling_ || s.ins->kind() == plan::Instruction::FREE) {
+      RETURN_IF_ERROR(execute(s, bufs, comms));
+      continue;
+    }
+    // The whole instruction: gathering its operands, the kernel or the
+    // collective (its wait for the peers included), settling the result.
+    auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(execute(s, bufs, comms));
+    InstructionTime& t = instrProfile_[i];
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.minSeconds = t.calls == 0 ? took : std::min(t.minSeconds, took);
+    t.seconds += took;
+    ++t.calls;
+    if (s.kernel) t.provider = std::string(s.kernel->provider());
+  }
   outputs->clear();
   for (size_t i = 0; i < outputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.outputs(static_cast<int>(i));

@@ -82,6 +82,21 @@ class Executor {
   };
   const std::map<std::string, OpTime>& opProfile() const { return profile_; }
 
+  /// Per-instruction time accounting (setProfiling on): the seconds and runs
+  /// of every instruction but FREE, indexed like RankProgram.instructions
+  /// (FREE ones stay at zero calls), and the provider of the kernel that ran
+  /// it last ("" for collectives, transfers and regions).
+  struct InstructionTime {
+    double seconds = 0;     ///< the sum over its runs
+    double minSeconds = 0;  ///< the fastest run
+    int64_t calls = 0;
+    std::string provider;
+  };
+  const std::vector<InstructionTime>& instructionProfile() const { return instrProfile_; }
+  /// Forgets the per-instruction profile (the launcher calls it after the
+  /// warm-up runs, so that it holds the timed runs only).
+  void resetInstructionProfile() { instrProfile_.assign(steps_.size(), InstructionTime{}); }
+
  private:
   /// Where a buffer's memory is.
   enum class Home {
@@ -130,6 +145,7 @@ class Executor {
   std::vector<int> inputSlots_, outputSlots_;  // per binding
   bool profiling_ = false;
   std::map<std::string, OpTime> profile_;
+  std::vector<InstructionTime> instrProfile_;  // per step
   // REGION bodies: the weights they read (by weight index) and the run's deadline.
   std::map<int, std::pair<Tensor, Tensor>> bodyWeights_;  // device, host
   RunLimit limit_;

@@ -235,12 +235,19 @@ class RankLiveness {
   int rank_, n_;
 };
 
+std::vector<RunResult::InstructionTime> instructionTimes(const Executor& e) {
+  std::vector<RunResult::InstructionTime> out;
+  for (const Executor::InstructionTime& t : e.instructionProfile()) out.push_back({t.seconds, t.minSeconds, t.calls, t.provider});
+  return out;
+}
+
 StatusOr<double> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
                            std::vector<OutputPiece>* pieces, const RunOptions& o,
                            const std::atomic<bool>* lostPeer = nullptr) {
   double total = 0;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
     if (lostPeer && *lostPeer) return environmentError("a peer rank is lost (stopped before run ", it + 1, ")");
+    if (it == o.warmup) exec.resetInstructionProfile();
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(exec.run(inputs, comms, pieces));
     if (it >= o.warmup) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -258,7 +265,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   std::vector<std::unique_ptr<Executor>> execs(n);
   for (int r = 0; r < n; ++r) {
     ASSIGN_OR_RETURN(execs[r], makeExecutor(p, *pr.progs[r], o));
-    execs[r]->setProfiling(o.profile && r == 0);
+    execs[r]->setProfiling(o.profile);
   }
 
   const bool withWorld = hasTransfers(p.plan);
@@ -304,6 +311,8 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   }
   if (!firstError.ok()) return firstError;
   for (const auto& [op, t] : execs[0]->opProfile()) result.profile[op] = {t.seconds, t.calls};
+  if (o.profile)
+    for (const auto& e : execs) result.instructions.push_back(instructionTimes(*e));
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
@@ -314,7 +323,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   const int n = static_cast<int>(pr.progs.size());
   if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, makeExecutor(p, *pr.progs[rank], o));
-  exec->setProfiling(o.profile && rank == 0);
+  exec->setProfiling(o.profile);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
   ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
   RankLiveness live(rendezvousDir, rank, n);
@@ -385,6 +394,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   std::vector<std::vector<OutputPiece>> pieces(n);
   pieces[0] = std::move(mine);
   for (const auto& [op, t] : exec->opProfile()) result.profile[op] = {t.seconds, t.calls};
+  if (o.profile) result.instructions.push_back(instructionTimes(*exec));
   result.rankSeconds.push_back(*secs);
   for (int r = 1; r < n; ++r) {
     Tensor s = Tensor::zeros(DType::kF64, {1});

@@ -33,7 +33,8 @@ struct RunOptions {
   int threadsPerRank = 0;
   /// Run the rank programs on the reference kernels instead of the oneDNN ones.
   bool referenceKernels = false;
-  /// Time every kernel by op (RunResult.profile).
+  /// Time every kernel by op (RunResult.profile) and every instruction of
+  /// every rank (RunResult.instructions).
   bool profile = false;
   /// The Backend every rank runs on, by name (see makeBackend; "cpu" is the
   /// one built in).
@@ -59,6 +60,17 @@ struct RunResult {
     int64_t calls = 0;
   };
   std::map<std::string, OpTime> profile;
+  /// With RunOptions.profile: per rank, per instruction (indexed like
+  /// RankProgram.instructions), the seconds and calls over the timed runs
+  /// (warmup excluded) and the kernel provider that ran it. Every rank in a
+  /// threaded run (runPlan); this process's rank only in runPlanRank.
+  struct InstructionTime {
+    double seconds = 0;     ///< the sum over the timed runs
+    double minSeconds = 0;  ///< the fastest timed run
+    int64_t calls = 0;
+    std::string provider;
+  };
+  std::vector<std::vector<InstructionTime>> instructions;
 };
 
 /// \returns an invalid-input error naming the input and both types when

@@ -82,4 +82,18 @@ StatusOr<AttrMap> fromAttrProtos(const google::protobuf::RepeatedPtrField<plan::
   return map;
 }
 
+const char* instructionKindName(plan::Instruction::Kind k) {
+  switch (k) {
+    case plan::Instruction::KERNEL: return "kernel";
+    case plan::Instruction::ALL_REDUCE: return "all_reduce";
+    case plan::Instruction::ALL_GATHER: return "all_gather";
+    case plan::Instruction::REDUCE_SCATTER: return "reduce_scatter";
+    case plan::Instruction::SEND: return "send";
+    case plan::Instruction::RECV: return "recv";
+    case plan::Instruction::FREE: return "free";
+    case plan::Instruction::REGION: return "region";
+    default: return "unknown";
+  }
+}
+
 }  // namespace pcc

@@ -29,4 +29,9 @@ void toAttrProto(const std::string& name, const Attribute& a, plan::Attr* out);
 /// match its shape.
 StatusOr<AttrMap> fromAttrProtos(const google::protobuf::RepeatedPtrField<plan::Attr>& attrs);
 
+/// \returns "kernel", "all_reduce", "all_gather", "reduce_scatter", "send",
+/// "recv", "free", "region" (the names of pcc-run --profile-json and
+/// pcc-report --format costs), or "unknown".
+const char* instructionKindName(plan::Instruction::Kind k);
+
 }  // namespace pcc

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "report/graphviz.h"
+#include "report/plan_costs.h"
 #include "report/plan_dot.h"
 #include "report/plan_html.h"
 #include "report/plan_report.h"
@@ -28,9 +29,10 @@ int toolMain(int argc, char** argv) {
   CLI::App app(kAbout, "pcc-report");
   cli::setDefaults(app, kFooter);
   app.add_option("PLAN.pcc", planDir, "the plan bundle written by pcc")->type_name("");
-  cli::addChoice(app, "--format", format, {"text", "json", "dot", "html"},
+  cli::addChoice(app, "--format", format, {"text", "json", "dot", "html", "costs"},
                  "report format (default text): text, json, dot (the graph in Graphviz dot), html (one page with the "
-                 "graph drawn by Graphviz's dot program)");
+                 "graph drawn by Graphviz's dot program), costs (JSON: the cost model's estimate of every "
+                 "instruction of every rank)");
   app.add_option("-o,--output", outPath, "write the report to FILE instead of stdout")->type_name("FILE");
   auto extras = [&](const std::vector<std::string>& rest) { return cli::describeExtras(rest, "plan", planDir); };
   if (auto code = cli::parse(app, argc, argv, "pcc-report: error: ", extras)) return *code;
@@ -40,6 +42,8 @@ int toolMain(int argc, char** argv) {
   std::string text;
   if (format == "json") {
     text = planReportJson(p->plan);
+  } else if (format == "costs") {
+    text = planCostsJson(p->plan);
   } else if (format == "dot") {
     text = planGraphDot(p->plan);
   } else if (format == "html") {

@@ -15,7 +15,12 @@
 #include <variant>
 #include <vector>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "runtime/backend.h"
+#include "runtime/cpu/fast_kernels.h"
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
 #include "runtime/plan_convert.h"
@@ -33,7 +38,7 @@ constexpr const char* kAbout =
 constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error, 4 out of memory or a peer rank failed";
 
 struct Args {
-  std::string plan, inputs, expect, outputs;
+  std::string plan, inputs, expect, outputs, profileJson;
   bool check = false;
   double rtol = 1e-4, atol = 1e-5;
   uint64_t seed = 0;
@@ -91,6 +96,11 @@ std::variant<Args, int> parse(int argc, char** argv) {
       ->type_name("NAME");
   app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
   app.add_flag("--profile", a.run.profile, "print rank 0's time per op and kernel provider (all runs, warmup included)");
+  app.add_option("--profile-json", a.profileJson,
+                 "write every instruction of every rank with its mean time\n"
+                 "over the timed runs (--iters, after --warmup), op, node\n"
+                 "and kernel provider to FILE (implies --profile)")
+      ->type_name("FILE");
   app.add_flag_callback("--no-verify-weights", [&] { a.run.verifyChecksums = false; }, "skip the weight checksums");
   cli::addInteger(app, "--timeout", 1, kIntMax, [&](int64_t n) { a.run.timeoutSeconds = static_cast<int>(n); },
                   "seconds a collective, or a run holding a Loop, may take\nbefore it is an error (default 300)", "S");
@@ -112,6 +122,7 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  known.c_str());
     return cli::kExitUsage;
   }
+  if (!a.profileJson.empty()) a.run.profile = true;
   if (a.plan.empty()) {
     std::fprintf(stderr, "pcc-run: error: no plan given (usage: pcc-run PLAN.pcc [options]; see pcc-run --help)\n");
     return cli::kExitUsage;
@@ -199,6 +210,56 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
   return inputs;
 }
 
+/// Writes --profile-json: per rank, every instruction with its mean seconds
+/// over the timed runs (docs/cli.md#pcc-run). `firstRank`: the rank of
+/// res.instructions[0] (this process's rank in a multi-process run);
+/// `ranksHere`: the rank threads of this process (0 in a multi-process run).
+Status writeProfileJson(const std::string& path, const Args& a, const plan::Plan& plan, const RunResult& res,
+                        int firstRank, int ranksHere) {
+  using Json = nlohmann::ordered_json;
+  Json doc;
+  doc["plan"] = a.plan;
+  doc["warmup"] = a.run.warmup;
+  doc["iters"] = a.run.iters;
+  // 0: each process's default (its processors / the ranks on its host).
+  doc["threads_per_rank"] = a.run.threadsPerRank > 0 ? a.run.threadsPerRank
+                            : ranksHere > 0         ? cpu::threadsPerRank(ranksHere)
+                                                    : 0;
+  doc["kernels"] = a.run.referenceKernels ? "reference" : "fast";
+  Json ranks = Json::array();
+  for (size_t k = 0; k < res.instructions.size(); ++k) {
+    const int r = firstRank + static_cast<int>(k);
+    const plan::RankProgram& prog = plan.ranks(r);
+    const auto& times = res.instructions[k];
+    Json rank;
+    rank["rank"] = r;
+    rank["seconds"] = r < static_cast<int>(res.rankSeconds.size()) ? res.rankSeconds[r] : 0.0;
+    Json list = Json::array();
+    for (int i = 0; i < prog.instructions_size(); ++i) {
+      const plan::Instruction& ins = prog.instructions(i);
+      const RunResult::InstructionTime t = i < static_cast<int>(times.size()) ? times[i] : RunResult::InstructionTime{};
+      Json e;
+      e["index"] = i;
+      e["kind"] = instructionKindName(ins.kind());
+      e["op"] = ins.op();
+      e["node"] = ins.node();
+      e["provider"] = t.provider;
+      e["calls"] = t.calls;
+      e["seconds"] = t.calls > 0 ? t.seconds / static_cast<double>(t.calls) : 0.0;
+      e["min_seconds"] = t.minSeconds;
+      list.push_back(std::move(e));
+    }
+    rank["instructions"] = std::move(list);
+    ranks.push_back(std::move(rank));
+  }
+  doc["ranks"] = std::move(ranks);
+  std::ofstream f(path);
+  f << doc.dump(1) << "\n";
+  f.close();
+  if (!f) return invalidInput(path, ": cannot write");
+  return Status::OK();
+}
+
 /// \returns the process rank when the environment names one, nullopt for a
 /// single-process (threads) run, or an error for an incomplete set-up.
 StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
@@ -258,6 +319,10 @@ int run(const Args& a) {
   if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t r = 0; r < res->rankSeconds.size(); ++r)
     std::printf("rank %zu: %.3f ms\n", r, res->rankSeconds[r] * 1e3);
+  if (!a.profileJson.empty()) {
+    Status st = writeProfileJson(a.profileJson, a, plan, *res, *proc ? (*proc)->rank : 0, *proc ? 0 : plan.ranks_size());
+    if (!st.ok()) return fail(st);
+  }
   if (a.run.profile) {
     std::vector<std::pair<std::string, RunResult::OpTime>> ops(res->profile.begin(), res->profile.end());
     std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });

@@ -24,7 +24,14 @@ double CostModel::computeTime(const OpWork& work, DType dtype) const {
   double rate = work.unit == WorkUnit::kMatrix ? d.matrixRate(dtype) * d.matrixEfficiency
                                                : d.vectorRate(dtype) * d.vectorEfficiency;
   double arithmetic = static_cast<double>(work.flops) / rate;
-  double memory = static_cast<double>(work.bytes) / (d.memoryBandwidth * d.memoryEfficiency);
+  double bytes = static_cast<double>(work.bytes), memory = 0;
+  if (d.cacheBytes > 0 && d.cacheBandwidth > 0) {
+    // The first cacheBytes of traffic stay in the cache; the rest streams from memory.
+    const double cached = std::min(bytes, static_cast<double>(d.cacheBytes));
+    memory = cached / (d.cacheBandwidth * d.memoryEfficiency);
+    bytes -= cached;
+  }
+  memory += bytes / (d.memoryBandwidth * d.memoryEfficiency);
   return d.launchOverhead + std::max(arithmetic, memory);
 }
 
@@ -77,7 +84,12 @@ double CostModel::nodeTime(const Node& n) const {
 double CostModel::opTime(const Node& n, const std::vector<TensorType>& inputs,
                          const std::vector<TensorType>& outputs) const {
   if (isView(n)) return 0;
-  return computeTime(opWork(n.opName(), inputs, outputs, n.attrs()), workType(inputs, outputs));
+  const double t = computeTime(opWork(n.opName(), inputs, outputs, n.attrs()), workType(inputs, outputs));
+  const double factor = spec_.device.opFactor(n.opName());
+  if (factor == 1.0) return t;
+  // The factor scales the op's own time; the fixed cost of a kernel stays.
+  const double launch = std::min(spec_.device.launchOverhead, t);
+  return launch + factor * (t - launch);
 }
 
 double CostModel::collectiveTime(CollectiveKind kind, int64_t bytes, int groupSize, bool crossesNodes) const {

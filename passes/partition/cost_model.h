@@ -33,13 +33,16 @@ class CostModel {
   /// \returns the seconds one device takes for `work` on elements of `dtype`:
   /// the launch overhead plus the larger of the arithmetic time (flops over
   /// the achievable matrix or vector rate) and the memory time (bytes over the
-  /// achievable bandwidth).
+  /// achievable bandwidth; with a cache in the spec, the first cacheBytes at
+  /// the cache's bandwidth).
   virtual double computeTime(const OpWork& work, DType dtype) const;
 
   /// \returns the seconds of node `n` with the types it has (local types on a
   /// rank program, global ones on the global graph). A node with bodies costs
   /// the sum of its bodies' nodes (a Loop's body once per unrolled trip is
-  /// already unrolled; a dynamic one is costed for one trip).
+  /// already unrolled; a dynamic one is costed for one trip). The spec's
+  /// factor for the node's op (DeviceSpec::opFactors) scales computeTime less
+  /// the launch overhead.
   double nodeTime(const Node& n) const;
 
   /// \returns the seconds of node `n` (without bodies) were its operands of

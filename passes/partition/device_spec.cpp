@@ -133,6 +133,11 @@ class Reader {
 double DeviceSpec::matrixRate(DType t) const { return rateFor(matrixFlops, t); }
 double DeviceSpec::vectorRate(DType t) const { return rateFor(vectorFlops, t); }
 
+double DeviceSpec::opFactor(std::string_view op) const {
+  auto it = opFactors.find(std::string(op));
+  return it != opFactors.end() ? it->second : 1.0;
+}
+
 StatusOr<ClusterSpec> parseClusterSpec(std::string_view json, std::string_view origin) {
   Reader r(origin);
   Json doc = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
@@ -149,7 +154,8 @@ StatusOr<ClusterSpec> parseClusterSpec(std::string_view json, std::string_view o
 
   ASSIGN_OR_RETURN(const Json* dev, r.member(doc, "", "device", Json::value_t::object));
   RETURN_IF_ERROR(r.onlyKeys(*dev, "device", {"memory_bytes", "reserved_bytes", "memory_bandwidth", "matrix_flops",
-                                              "vector_flops", "launch_overhead_s", "efficiency"}));
+                                              "vector_flops", "launch_overhead_s", "efficiency", "op_factors",
+                                              "cache"}));
   DeviceSpec& d = c.device;
   ASSIGN_OR_RETURN(d.memoryBytes, r.integer(*dev, "device", "memory_bytes", 1));
   ASSIGN_OR_RETURN(d.reservedBytes, r.integer(*dev, "device", "reserved_bytes", 0));
@@ -164,6 +170,19 @@ StatusOr<ClusterSpec> parseClusterSpec(std::string_view json, std::string_view o
   ASSIGN_OR_RETURN(d.matrixEfficiency, r.number(*eff, "device.efficiency", "matrix", 0, 1));
   ASSIGN_OR_RETURN(d.vectorEfficiency, r.number(*eff, "device.efficiency", "vector", 0, 1));
   ASSIGN_OR_RETURN(d.memoryEfficiency, r.number(*eff, "device.efficiency", "memory", 0, 1));
+  if (dev->contains("cache")) {
+    ASSIGN_OR_RETURN(const Json* cache, r.member(*dev, "device", "cache", Json::value_t::object));
+    RETURN_IF_ERROR(r.onlyKeys(*cache, "device.cache", {"bytes", "bandwidth"}));
+    ASSIGN_OR_RETURN(d.cacheBytes, r.integer(*cache, "device.cache", "bytes", 1));
+    ASSIGN_OR_RETURN(d.cacheBandwidth, r.number(*cache, "device.cache", "bandwidth"));
+  }
+  if (dev->contains("op_factors")) {
+    ASSIGN_OR_RETURN(const Json* f, r.member(*dev, "device", "op_factors", Json::value_t::object));
+    for (const auto& item : f->items()) {
+      if (item.key().empty()) return r.fail("device.op_factors", "an empty op name");
+      ASSIGN_OR_RETURN(d.opFactors[item.key()], r.number(*f, "device.op_factors", item.key().c_str(), 0, 1e4));
+    }
+  }
 
   ASSIGN_OR_RETURN(int64_t perNode, r.integer(doc, "", "gpus_per_node", 1));
   if (perNode > 65536) return r.fail("gpus_per_node", "must be at most 65536");

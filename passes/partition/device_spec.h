@@ -30,12 +30,23 @@ struct DeviceSpec {
   double launchOverhead = 0;
   /// The fraction of each peak that real kernels reach.
   double matrixEfficiency = 1, vectorEfficiency = 1, memoryEfficiency = 1;
+  /// Optional: a cache of `cacheBytes` per device read and written at
+  /// `cacheBandwidth` bytes/s. An op's first cacheBytes of traffic move at
+  /// that rate, the rest at memoryBandwidth. 0: no cache term.
+  int64_t cacheBytes = 0;
+  double cacheBandwidth = 0;
+  /// Optional, by ONNX op type: the factor an op's roofline time (launch
+  /// overhead excepted) is multiplied by, where its kernel is slower or faster
+  /// than the rates above say (pcc-calibrate measures them). Absent ops: 1.
+  std::map<std::string, double> opFactors;
 
   /// \returns the peak matrix rate for elements of `t` (the f32 rate for a type
   /// the spec does not list).
   double matrixRate(DType t) const;
   /// \returns the peak vector rate for elements of `t` (likewise).
   double vectorRate(DType t) const;
+  /// \returns opFactors[op], or 1 when the spec lists none for `op`.
+  double opFactor(std::string_view op) const;
   /// \returns the bytes a plan may use on one device.
   int64_t usableMemory() const { return memoryBytes - reservedBytes; }
 };

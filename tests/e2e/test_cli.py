@@ -14,10 +14,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 
 MLP = e2e.model_path("mlp.onnx")
-TOOLS = ("pcc", "pcc-run", "pcc-report", "pcc-opt")
+TOOLS = ("pcc", "pcc-run", "pcc-report", "pcc-opt", "pcc-calibrate")
 # What each tool prefixes its one-line errors with.
 ERROR_PREFIX = {"pcc": "pcc: error: ", "pcc-run": "pcc-run: error: ",
-                "pcc-report": "pcc-report: error: ", "pcc-opt": "pcc-opt: "}
+                "pcc-report": "pcc-report: error: ", "pcc-opt": "pcc-opt: ",
+                "pcc-calibrate": "pcc-calibrate: error: "}
 IR = """graph @main(%x: f32[4]) -> (%y: f32[4]) {
   %y = Relu(%x) : f32[4]
   return %y
@@ -235,7 +236,7 @@ class CliTests:
             ("pcc-run --backend unknown", "pcc-run", [plan, "--backend", "tpu"],
              [r"--backend", r"unknown backend 'tpu'", r"registered: cpu"]),
             ("pcc-report --format pdf", "pcc-report", [plan, "--format", "pdf"],
-             [r"--format", r"text, json, dot or html", r"pdf"]),
+             [r"--format", r"text, json, dot, html or costs", r"pdf"]),
             ("pcc-report unknown", "pcc-report", [plan, "-x"], [r"unknown option '-x'"]),
             ("pcc-report no plan", "pcc-report", [], [r"no plan"]),
             ("pcc-opt --rank abc", "pcc-opt", [ir, "--partition=gpus=2", "--rank", "abc"], [r"--rank", r"'abc'"]),

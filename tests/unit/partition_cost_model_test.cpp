@@ -179,6 +179,48 @@ TEST(CostModel, NodeTimeCountsTheOpsWork) {
   EXPECT_EQ(m.nodeTime(*view), 0);
 }
 
+TEST(DeviceSpec, OpFactorsAreOptionalAndChecked) {
+  EXPECT_TRUE(toy().device.opFactors.empty());
+  EXPECT_EQ(toy().device.opFactor("Softmax"), 1.0);
+  auto s = parseClusterSpec(specJson(R"(, "op_factors": {"Softmax": 4.0, "Add": 0.25})"), "f.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->device.opFactor("Softmax"), 4.0);
+  EXPECT_EQ(s->device.opFactor("Add"), 0.25);
+  EXPECT_EQ(s->device.opFactor("Relu"), 1.0);
+  expectRefused(specJson(R"(, "op_factors": {"Softmax": 0})"), "device.op_factors.Softmax: must be a number in (0, 10000]");
+  expectRefused(specJson(R"(, "op_factors": {"Softmax": "x"})"), "device.op_factors.Softmax: must be a number");
+  expectRefused(specJson(R"(, "op_factors": [1])"), "device.op_factors: must be an object");
+}
+
+TEST(CostModel, OpFactorsScaleAnOpsTimeButNotTheLaunchOverhead) {
+  auto s = parseClusterSpec(specJson(R"(, "op_factors": {"Relu": 3.0})"), "f.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  CostModel plain(toy()), scaled(*s);
+  Graph g;
+  Value* x = g.addInput("x", {DType::kF32, {10}});
+  Node* relu = addInferred(g, OpKind::Relu, {x});
+  Node* neg = addInferred(g, OpKind::Neg, {x});
+  ASSERT_NE(relu, nullptr);
+  ASSERT_NE(neg, nullptr);
+  // Relu on 10 floats: 10 flops at 10 flop/s = 1 s, 80 bytes at 50 B/s = 1.6 s; launch 0.5 s.
+  EXPECT_DOUBLE_EQ(plain.nodeTime(*relu), 0.5 + 1.6);
+  EXPECT_DOUBLE_EQ(scaled.nodeTime(*relu), 0.5 + 3.0 * 1.6);
+  EXPECT_DOUBLE_EQ(scaled.nodeTime(*neg), plain.nodeTime(*neg));  // no factor listed
+}
+
+TEST(CostModel, TheCacheTakesTheFirstBytesOfTraffic) {
+  auto s = parseClusterSpec(specJson(R"(, "cache": {"bytes": 20, "bandwidth": 200.0})"), "c.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->device.cacheBytes, 20);
+  CostModel m(*s);
+  // Memory: 100 B/s x 0.5 = 50 B/s; cache 200 x 0.5 = 100 B/s for the first 20 bytes.
+  EXPECT_DOUBLE_EQ(m.computeTime({0, 10, WorkUnit::kVector}, DType::kF32), 0.5 + 10.0 / 100);
+  EXPECT_DOUBLE_EQ(m.computeTime({0, 120, WorkUnit::kVector}, DType::kF32), 0.5 + 20.0 / 100 + 100.0 / 50);
+  expectRefused(specJson(R"(, "cache": {"bytes": 0, "bandwidth": 200.0})"), "device.cache.bytes: must be an integer >= 1");
+  expectRefused(specJson(R"(, "cache": {"bytes": 20})"), "device.cache.bandwidth: missing");
+  expectRefused(specJson(R"(, "cache": {"bytes": 20, "bandwidth": 1.0, "ways": 8})"), "device.cache.ways: unknown key");
+}
+
 TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
   CostModel m(toy());
   // Intra-node: 100 B/s x 0.5 = 50 B/s, alpha 1 s; inter-node 10 B/s, alpha 10 s.

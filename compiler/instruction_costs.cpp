@@ -1,0 +1,86 @@
+// Per-instruction estimates.
+//
+// Algorithm:
+//  1. Walk each rank's graph in the order the plan emitter emits it
+//     (codegen/plan_emitter.cpp): a Fused node stands for its body's nodes in
+//     order, every other node for one instruction.
+//  2. Walk the rank program's instructions alongside, skipping FREE ones;
+//     each must run the op of the node it meets, else the two walks disagree
+//     (an internal error, never a silently shifted estimate).
+//  3. A kernel or region instruction gets CostModel::nodeTime of its node; a
+//     collective gets collectiveTime over its mesh group (the inter-node link
+//     when the group spans nodes), with the tensor sizes the search uses.
+#include "compiler/instruction_costs.h"
+
+#include <optional>
+
+namespace pcc {
+
+namespace {
+
+std::optional<CollectiveKind> collectiveKind(OpKind op) {
+  switch (op) {
+    case OpKind::AllReduce: return CollectiveKind::kAllReduce;
+    case OpKind::AllGather: return CollectiveKind::kAllGather;
+    case OpKind::ReduceScatter: return CollectiveKind::kReduceScatter;
+    default: return std::nullopt;
+  }
+}
+
+double collectiveSeconds(const Node& n, CollectiveKind kind, int rank, const Mesh& mesh, const CostModel& cm) {
+  MeshAxis axis = meshAxisFromName(n.attrs().getString("axis", "-")).value_or(MeshAxis::kNone);
+  std::vector<int> group = mesh.groupOf(rank, axis);
+  // The full tensor: the all-gathered output, the reduce-scatter's input, the all-reduced tensor.
+  const Value* v = kind == CollectiveKind::kReduceScatter ? n.input(0) : n.output();
+  return cm.collectiveTime(kind, static_cast<int64_t>(v->type().bytes()), static_cast<int>(group.size()),
+                           cm.crossesNodes(group));
+}
+
+class Annotator {
+ public:
+  Annotator(int rank, const Mesh& mesh, const CostModel& cm, plan::RankProgram& prog)
+      : rank_(rank), mesh_(mesh), cm_(cm), prog_(prog) {}
+
+  Status walk(const Graph& g) {
+    for (const Node* n : g.nodes()) {
+      if (n->op() == OpKind::Fused) {
+        RETURN_IF_ERROR(walk(*n->body(0)));
+        continue;
+      }
+      while (next_ < prog_.instructions_size() && prog_.instructions(next_).kind() == plan::Instruction::FREE)
+        ++next_;
+      if (next_ >= prog_.instructions_size())
+        return internalError("rank ", rank_, ": node ", n->describe(), " has no instruction");
+      plan::Instruction& ins = *prog_.mutable_instructions(next_++);
+      if (ins.op() != n->opName())
+        return internalError("rank ", rank_, ": instruction ", next_ - 1, " runs ", ins.op(), " but node ",
+                             n->describe(), " comes next");
+      auto kind = collectiveKind(n->op());
+      ins.set_estimated_seconds(kind ? collectiveSeconds(*n, *kind, rank_, mesh_, cm_) : cm_.nodeTime(*n));
+    }
+    return Status::OK();
+  }
+
+ private:
+  int rank_;
+  const Mesh& mesh_;
+  const CostModel& cm_;
+  plan::RankProgram& prog_;
+  int next_ = 0;
+};
+
+}  // namespace
+
+Status recordInstructionEstimates(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
+                                  plan::Plan& plan) {
+  for (const RankGraph& rg : ranks) {
+    plan::RankProgram* prog = nullptr;
+    for (plan::RankProgram& p : *plan.mutable_ranks())
+      if (p.rank() == rg.rank) prog = &p;
+    if (!prog) return internalError("rank ", rg.rank, " has no program in the plan");
+    RETURN_IF_ERROR(Annotator(rg.rank, mesh, cm, *prog).walk(*rg.graph));
+  }
+  return Status::OK();
+}
+
+}  // namespace pcc
