@@ -209,22 +209,20 @@ StatusOr<std::map<std::string, std::vector<uint32_t>>> writeWeightFiles(
   return crcs;
 }
 
-// Fills in the crc32 of each weight of `prog` from what its file's writer wrote.
-Status fillWeightCrcs(plan::RankProgram& prog, const std::map<std::string, WeightFileWriter*>& weightFiles,
-                      const std::map<std::string, std::vector<uint32_t>>& crcs) {
+// Fills in the crc32 of each weight of `prog` from what its file's writer
+// wrote at the weight's offset with its size; a weight that matches nothing
+// written keeps the caller's value (the reader then judges it).
+void fillWeightCrcs(plan::RankProgram& prog, const std::map<std::string, WeightFileWriter*>& weightFiles,
+                    const std::map<std::string, std::vector<uint32_t>>& crcs) {
   auto it = crcs.find(prog.weight_file());
-  if (it == crcs.end()) return Status::OK();  // a file the caller wrote: its checksums are the caller's
+  if (it == crcs.end()) return;  // a file the caller wrote: its checksums are the caller's
   const WeightFileWriter& w = *weightFiles.at(prog.weight_file());
-  if (static_cast<size_t>(prog.weights_size()) != it->second.size())
-    return internalError(prog.weight_file(), ": the program names ", prog.weights_size(), " weights, its writer wrote ",
-                         it->second.size());
-  for (int i = 0; i < prog.weights_size(); ++i) {
-    if (prog.weights(i).offset() != w.offsetOf(i))
-      return internalError(prog.weight_file(), ": weight ", i, " is at offset ", prog.weights(i).offset(),
-                           " in the plan but ", w.offsetOf(i), " in the file");
-    prog.mutable_weights(i)->set_crc32(it->second[i]);
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> written;  // (offset, nbytes) -> crc32
+  for (size_t i = 0; i < it->second.size(); ++i) written[{w.offsetOf(i), w.nbytesOf(i)}] = it->second[i];
+  for (plan::Weight& weight : *prog.mutable_weights()) {
+    auto found = written.find({weight.offset(), weight.nbytes()});
+    if (found != written.end()) weight.set_crc32(found->second);
   }
-  return Status::OK();
 }
 
 // Writes the bundle's files into `dir` (a fresh directory): the weight files
@@ -234,8 +232,8 @@ Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, plan::
                         const std::string& reportJson, const WriteProgress& progress) {
   auto shown = [&](const std::string& name) { return joinPath(shownDir, name); };
   ASSIGN_OR_RETURN(auto crcs, writeWeightFiles(dir, shownDir, weightFiles, progress));
-  for (plan::RankProgram& prog : *plan.mutable_ranks()) RETURN_IF_ERROR(fillWeightCrcs(prog, weightFiles, crcs));
-  if (plan.has_reference()) RETURN_IF_ERROR(fillWeightCrcs(*plan.mutable_reference(), weightFiles, crcs));
+  for (plan::RankProgram& prog : *plan.mutable_ranks()) fillWeightCrcs(prog, weightFiles, crcs);
+  if (plan.has_reference()) fillWeightCrcs(*plan.mutable_reference(), weightFiles, crcs);
   std::string bytes;
   {
     ProtobufLogCapture capture;

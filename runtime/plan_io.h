@@ -49,6 +49,8 @@ class WeightFileWriter {
   size_t count() const { return entries_.size(); }
   /// \returns the offset of weight `i` (in the order added).
   uint64_t offsetOf(size_t i) const { return entries_.at(i).offset; }
+  /// \returns the size of weight `i` in bytes.
+  uint64_t nbytesOf(size_t i) const { return entries_.at(i).block.nbytes(); }
   /// Writes the file (zero padding between tensors), streaming each weight
   /// from its source: a block's contiguous runs are copied straight from the
   /// source (a memory-mapped model) into the file, each CRC is computed as
@@ -76,7 +78,7 @@ uint32_t crc32Of(const void* data, size_t n);
 /// Writes the bundle `dir`: every weight file (`weightFiles` maps a file name
 /// relative to `dir` to its writer), plan.pb (ending in its checksum, with the
 /// crc32 of every weight of a program whose weight_file has a writer filled in
-/// from what was written) and report.json, all into a new directory next to
+/// from what the writer wrote at that weight's offset and size) and report.json, all into a new directory next to
 /// `dir` that is renamed to `dir` when complete. `progress` (optional) is told
 /// how far the weight files have come. An existing `dir` is replaced only when it is a plan
 /// bundle (or empty): it is moved aside, the new one moved in, the old one

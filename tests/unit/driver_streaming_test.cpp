@@ -95,34 +95,37 @@ CompileOptions optionsFor(const std::string& model, int gpus, int tp) {
   return o;
 }
 
-// Planning (the search over every dp x tp, lowering, the plan in memory, the
-// JSON and text reports and the IR) with the model's large weights unreadable:
-// it must not touch them. Runs in a child process, which a read kills.
+// Plans `model` with its large weights unreadable (the search over every
+// dp x tp, lowering, the plan in memory, the JSON and text reports and the
+// IR), then exits 0; a read of a protected weight kills the process instead.
+void planWithLargeWeightsUnreadable(const std::string& model) {
+  const std::pair<int, int> meshes[] = {{4, 0}, {2, 2}, {4, 4}};  // (gpus, tp); tp 0: the search chooses
+  bool ok = true;
+  for (const auto& mesh : meshes) {
+    auto g = importOnnxModel(model, {});
+    if (!g.ok() || protectLargeWeights(**g) != 2 * (size_t{2} << 20)) std::exit(3);
+    auto c = compileImported(std::move(g).value(), optionsFor(model, mesh.first, mesh.second), nullptr);
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", c.status().message().c_str());
+      std::exit(4);
+    }
+    std::string json = planReportJson(c->plan.plan), text = planReportText(c->plan.plan), ir = emitIr(*c);
+    ok = ok && !json.empty() && !text.empty() && !ir.empty();
+    // The pieces of w1 and w2 the ranks hold are blocks, not copies.
+    int blocks = 0;
+    for (const RankGraph& rg : c->ranks)
+      for (const Value* v : rg.graph->constants()) blocks += v->constantBlock() != nullptr;
+    if (c->partition.mesh.tp > 1) ok = ok && blocks >= 2 * c->partition.mesh.tp;
+  }
+  std::exit(ok ? 0 : 5);
+}
+
+// Planning must not touch the weights: it runs in a child process (a death
+// test), which a read of a protected page would kill.
 TEST(DriverStreaming, PlanningReadsNoWeightBytes) {
   std::string dir = testing::tempDir("noread");
   std::string model = writeMlp(dir);
-  EXPECT_EXIT(
-      {
-        bool ok = true;
-        for (auto [gpus, tp] : {std::pair<int, int>{4, 0}, {2, 2}, {4, 4}}) {
-          auto g = importOnnxModel(model, {});
-          if (!g.ok() || protectLargeWeights(**g) != 2 * (size_t{2} << 20)) std::exit(3);
-          auto c = compileImported(std::move(g).value(), optionsFor(model, gpus, tp), nullptr);
-          if (!c.ok()) {
-            std::fprintf(stderr, "%s\n", c.status().message().c_str());
-            std::exit(4);
-          }
-          std::string json = planReportJson(c->plan.plan), text = planReportText(c->plan.plan), ir = emitIr(*c);
-          ok = ok && !json.empty() && !text.empty() && !ir.empty();
-          // The pieces of w1 and w2 the ranks hold are blocks, not copies.
-          int blocks = 0;
-          for (const RankGraph& rg : c->ranks)
-            for (const Value* v : rg.graph->constants()) blocks += v->constantBlock() != nullptr;
-          if (c->partition.mesh.tp > 1) ok = ok && blocks >= 2 * c->partition.mesh.tp;
-        }
-        std::exit(ok ? 0 : 5);
-      },
-      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(planWithLargeWeightsUnreadable(model), ::testing::ExitedWithCode(0), "");
   fs::remove_all(dir);
 }
 
