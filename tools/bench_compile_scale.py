@@ -7,8 +7,8 @@
 
 It writes, with onnx.helper, compile-only transformer structures in fp16 whose
 weights live in one external-data file with holes (the file is truncated to
-its size, nothing is written into it, so a 122 GiB structure takes no disk and
-every weight reads as zeros):
+its size, so a 122 GiB structure takes no disk: every weight reads as zeros
+but for its first 32 values, 1 to 32, so that none is a splat):
 
   llama65b  80 layers, width 8192, FFN 22016, 64 heads, vocabulary 32000:
             RMSNorm (Pow, ReduceMean, Add, Sqrt, Div, Mul), q/k/v/o
@@ -80,6 +80,7 @@ class Builder:
     def __init__(self, data_name):
         self.data_name = data_name
         self.offset = 0
+        self.starts = []  # offset of every weight
         self.inits = []
         self.nodes = []
         self.count = 0
@@ -91,6 +92,7 @@ class Builder:
         t.dims.extend(dims)
         t.data_location = TensorProto.EXTERNAL
         length = int(np.prod(dims)) * size
+        self.starts.append(self.offset)
         for key, value in (("location", self.data_name), ("offset", str(self.offset)), ("length", str(length))):
             e = t.external_data.add()
             e.key, e.value = key, value
@@ -233,8 +235,15 @@ def write_structure(directory, name):
     data_name = f"{name}.data"
     b = Builder(data_name)
     out, inputs = (build_llama if c["kind"] == "llama" else build_gpt2)(b, c)
+    # A file of holes (no disk, reads as zeros), but each weight starts with 32
+    # distinct fp16 values: real weights are never a splat, and an all-zero
+    # bias would be removed by canonicalize as a neutral Add (reading it whole).
+    head = np.arange(1, 33, dtype=np.float16).tobytes()
     with open(os.path.join(directory, data_name), "wb") as fdata:
-        fdata.truncate(b.offset)  # a hole: no disk, reads as zeros
+        fdata.truncate(b.offset)
+        for start in b.starts:
+            fdata.seek(start)
+            fdata.write(head)
     graph = helper.make_graph(
         b.nodes, name, [helper.make_tensor_value_info(i, TensorProto.INT64, ["batch", "seq"]) for i in inputs],
         [helper.make_tensor_value_info(out, F16, ["batch", "seq", c["vocab"]])], b.inits)
