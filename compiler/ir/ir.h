@@ -58,7 +58,8 @@ class Value {
   bool isConstant() const { return constant_.has_value() || block_.has_value(); }
   /// \returns the constant's data. A constant that is a block of another
   /// tensor (constantBlock) is copied out of its source on the first call and
-  /// kept: passes that read a weight's values get them, at that cost.
+  /// kept: passes that read a weight's values get them, at that cost (not
+  /// thread-safe: the first call writes the copy).
   const Tensor& constantData() const;
   void setConstantData(Tensor t) {
     constant_ = std::move(t);
