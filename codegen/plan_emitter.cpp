@@ -64,7 +64,7 @@ class ProgramEmitter {
       *b->mutable_desc() = toDesc(v->type());
       b->set_weight(-1);
       if (v->isConstant()) {
-        *prog_->add_weights() = weights_.add(prefix + v->name(), v->constantData());
+        *prog_->add_weights() = addWeight(weights_, prefix + v->name(), *v);
         b->set_weight(prog_->weights_size() - 1);
       }
       ids[v] = id;
@@ -232,13 +232,13 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   return out;
 }
 
-Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p) {
+Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p, const WriteProgress& progress) {
   std::map<std::string, WeightFileWriter*> files;
   for (const auto& [name, w] : p.weights) files[name] = w.get();
   // Every plan pcc writes must read back: a plan the reader would refuse is a
   // compiler bug, reported before anything is written.
   if (Status st = validatePlan(p.plan); !st.ok()) return internalError("the emitted plan is invalid: ", st.message());
-  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan));
+  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan), progress);
 }
 
 }  // namespace pcc

@@ -31,7 +31,9 @@ struct EmittedPlan {
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
                                const std::vector<RankGraph>& ranks, const std::string& modelPath);
 
-/// Writes `p` as a bundle directory `dir` (plan.pb, weight files, report.json).
-Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p);
+/// Writes `p` as a bundle directory `dir` (weight files, streamed from their
+/// sources; plan.pb with their checksums; report.json). `progress` (optional)
+/// is told how far the weight files have come.
+Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p, const WriteProgress& progress = {});
 
 }  // namespace pcc

@@ -17,6 +17,11 @@
 
 namespace pcc {
 
+plan::Weight addWeight(WeightFileWriter& weights, const std::string& name, const Value& v) {
+  if (const TensorBlock* b = v.constantBlock()) return weights.add(name, *b);
+  return weights.add(name, v.constantData());
+}
+
 namespace {
 
 Status emitBody(const Graph& g, const Node& owner, WeightFileWriter& weights, plan::RankProgram* prog,
@@ -35,7 +40,7 @@ Status emitBody(const Graph& g, const Node& owner, WeightFileWriter& weights, pl
     b->set_arena_offset(-1);
     b->set_in_place_of(-1);
     if (v->isConstant()) {
-      *prog->add_weights() = weights.add(strCat(owner.name(), "/", g.name(), "/", v->name()), v->constantData());
+      *prog->add_weights() = addWeight(weights, strCat(owner.name(), "/", g.name(), "/", v->name()), *v);
       b->set_weight(prog->weights_size() - 1);
     }
     ids[v] = id;

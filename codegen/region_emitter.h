@@ -8,6 +8,12 @@
 
 namespace pcc {
 
+/// Adds constant `v` to `weights` as weight `name`: a block of a larger tensor
+/// (Value::constantBlock, a rank's piece of a weight) as a block, streamed when
+/// the file is written; nothing is read or copied here.
+/// \returns its plan::Weight (crc32 filled in when the file is written).
+plan::Weight addWeight(WeightFileWriter& weights, const std::string& name, const Value& v);
+
 /// Makes `ins` (already holding `n`'s operands and attributes) a REGION
 /// instruction with one plan::Body per body of region node `n`, nested
 /// regions included. Body constants become weights of `prog`, written to

@@ -153,10 +153,6 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
 }  // namespace
 
 StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log) {
-  auto say = [&](const std::string& s) {
-    if (log && !opts.quiet) *log << "pcc: " << s << "\n";
-  };
-  Compilation c;
   Stopwatch total;
   ImportOptions io;
   io.batch = opts.batch;
@@ -166,9 +162,22 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
     if (!t.ok()) return t.status().withContext(strCat("--freeze ", name));
     io.inputValues[name] = std::move(t).value();
   }
-  ASSIGN_OR_RETURN(c.reference, importOnnxModel(opts.modelPath, io));
-  say(strCat("imported ", opts.modelPath, ": ", c.reference->numNodes(), " nodes, ",
-             c.reference->constants().size(), " constants (", total.seconds(), " s)"));
+  ASSIGN_OR_RETURN(std::unique_ptr<Graph> reference, importOnnxModel(opts.modelPath, io));
+  if (log && !opts.quiet)
+    *log << "pcc: " << strCat("imported ", opts.modelPath, ": ", reference->numNodes(), " nodes, ",
+                              reference->constants().size(), " constants (", total.seconds(), " s)")
+         << "\n";
+  return compileImported(std::move(reference), opts, log);
+}
+
+StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& opts,
+                                      std::ostream* log) {
+  auto say = [&](const std::string& s) {
+    if (log && !opts.quiet) *log << "pcc: " << s << "\n";
+  };
+  Compilation c;
+  Stopwatch total;
+  c.reference = std::move(reference);
 
   c.partitioned = c.reference->clone();
   PassManager pm;
@@ -212,7 +221,9 @@ StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log
     c.partition.notes.insert(c.partition.notes.begin(), fewerDevicesNote(c.search, opts.gpus));
   RETURN_IF_ERROR(verifyGraph(*c.partitioned).withContext("after partitioning"));
   for (const std::string& n : c.partition.notes) say("note: " + n);
-  ASSIGN_OR_RETURN(c.ranks, lowerToRanks(*c.partitioned, c.partition));
+  LowerOptions lo;
+  lo.eagerSliceElements = opts.eagerSliceElements;
+  ASSIGN_OR_RETURN(c.ranks, lowerToRanks(*c.partitioned, c.partition, lo));
   for (const RankGraph& rg : c.ranks)
     RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
   say(strCat("partitioned: mesh ", c.partition.mesh.str(), ", ", c.ranks.size(), " rank programs"));

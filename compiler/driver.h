@@ -28,6 +28,14 @@ struct Compilation {
 /// \returns the compilation, or the first error (bad model: invalid input).
 StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log);
 
+/// Runs the pipeline after import on `reference` (the imported graph, which
+/// becomes Compilation::reference); opts.modelPath only names the model. Lets
+/// a caller inspect or protect the imported weights before planning (planning
+/// reads no weight bytes: docs/plan-format.md#weight-files).
+/// \returns the compilation, or the first error.
+StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& opts,
+                                      std::ostream* log);
+
 /// \returns the names of the passes of the optimization pipeline, in order,
 /// the per-rank ones last (what --print-after accepts).
 std::vector<std::string> pipelinePasses();

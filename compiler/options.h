@@ -55,6 +55,11 @@ struct CompileOptions {
   /// Run the recognize pass and the fuse pass (passes/fuse.cpp, on each rank
   /// program); --no-fuse turns them off.
   bool fuse = true;
+  /// A rank's piece of a constant with at most this many elements is copied
+  /// while lowering; a larger one is streamed from the model when the plan is
+  /// written (LowerOptions::eagerSliceElements). Tests set 0 to stream every
+  /// piece; no flag sets it.
+  int64_t eagerSliceElements = 65536;
 };
 
 /// Parses a --strategy value: "auto", "tp=4", "dp=2,tp=2,pp=1".

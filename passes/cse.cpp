@@ -58,8 +58,8 @@ bool cseGraph(Graph& g) {
   bool mergedConstants = false;
   std::unordered_map<std::string, Value*> constants;
   for (Value* c : g.constants()) {
+    if (c->type().numel() > kMaxConstElements) continue;  // decided by the type: large weights are not read
     const Tensor& t = c->constantData();
-    if (t.numel() > kMaxConstElements) continue;
     std::string key = t.type().str() + "|" + shardingKey(c) + "|" +
                       std::string(static_cast<const char*>(t.raw()), t.nbytes());
     auto [it, inserted] = constants.emplace(std::move(key), c);

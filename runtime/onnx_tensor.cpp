@@ -88,7 +88,7 @@ StatusOr<Tensor> fromExternal(const onnx::TensorProto& p, DType dtype, Dims dims
     std::memcpy(t.mutableData(), ptr, nbytes);
     return t;
   }
-  return Tensor::view(dtype, std::move(dims), ptr, std::shared_ptr<const void>(file, file->data()));
+  return Tensor::mappedView(dtype, std::move(dims), ptr, std::shared_ptr<const void>(file, file->data()));
 }
 
 /// Copies `count` typed values into a new tensor, narrowing each with `conv`.

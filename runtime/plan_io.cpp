@@ -185,22 +185,64 @@ StatusOr<fs::path> siblingTempDir(const fs::path& target, const char* what) {
   return fs::path(templ);
 }
 
-// Writes the bundle's files into `dir` (a fresh directory).
-Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, const std::string& planBytes,
-                        const std::map<std::string, WeightFileWriter*>& weightFiles,
-                        const std::string& reportJson) {
+// Writes the weight files into `dir` (a fresh directory). \returns the
+// crc32s of each file's weights, by file name.
+StatusOr<std::map<std::string, std::vector<uint32_t>>> writeWeightFiles(
+    const fs::path& dir, const std::string& shownDir, const std::map<std::string, WeightFileWriter*>& weightFiles,
+    const WriteProgress& progress) {
   auto shown = [&](const std::string& name) { return joinPath(shownDir, name); };
-  if (Status st = writeBytes((dir / "plan.pb").string(), planBytes); !st.ok())
-    return invalidInput(shown("plan.pb"), ": write failed");
+  uint64_t total = 0, done = 0;
+  for (const auto& entry : weightFiles)
+    if (entry.second) total += entry.second->size();
+  std::map<std::string, std::vector<uint32_t>> crcs;
   for (const auto& [name, writer] : weightFiles) {
     if (!writer) return internalError(shown(name), ": no writer");
     fs::path rel(name);
     bool confined = !name.empty() && rel.is_relative() && !rel.has_root_name() &&
                     std::none_of(rel.begin(), rel.end(), [](const fs::path& c) { return c == ".."; });
     if (!confined) return internalError(shown(name), ": a weight file name must stay inside the bundle");
-    if (Status st = writer->finish((dir / rel).string()); !st.ok())
-      return invalidInput(shown(name), ": write failed");
+    auto written = writer->finish((dir / rel).string(), progress, done, total);
+    if (!written.ok()) return invalidInput(shown(name), ": write failed");
+    crcs[name] = std::move(written).value();
+    done += writer->size();
   }
+  return crcs;
+}
+
+// Fills in the crc32 of each weight of `prog` from what its file's writer
+// wrote at the weight's offset with its size; a weight that matches nothing
+// written keeps the caller's value (the reader then judges it).
+void fillWeightCrcs(plan::RankProgram& prog, const std::map<std::string, WeightFileWriter*>& weightFiles,
+                    const std::map<std::string, std::vector<uint32_t>>& crcs) {
+  auto it = crcs.find(prog.weight_file());
+  if (it == crcs.end()) return;  // a file the caller wrote: its checksums are the caller's
+  const WeightFileWriter& w = *weightFiles.at(prog.weight_file());
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> written;  // (offset, nbytes) -> crc32
+  for (size_t i = 0; i < it->second.size(); ++i) written[{w.offsetOf(i), w.nbytesOf(i)}] = it->second[i];
+  for (plan::Weight& weight : *prog.mutable_weights()) {
+    auto found = written.find({weight.offset(), weight.nbytes()});
+    if (found != written.end()) weight.set_crc32(found->second);
+  }
+}
+
+// Writes the bundle's files into `dir` (a fresh directory): the weight files
+// first, so that plan.pb records the checksums computed while writing them.
+Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, plan::Plan& plan,
+                        const std::map<std::string, WeightFileWriter*>& weightFiles,
+                        const std::string& reportJson, const WriteProgress& progress) {
+  auto shown = [&](const std::string& name) { return joinPath(shownDir, name); };
+  ASSIGN_OR_RETURN(auto crcs, writeWeightFiles(dir, shownDir, weightFiles, progress));
+  for (plan::RankProgram& prog : *plan.mutable_ranks()) fillWeightCrcs(prog, weightFiles, crcs);
+  if (plan.has_reference()) fillWeightCrcs(*plan.mutable_reference(), weightFiles, crcs);
+  std::string bytes;
+  {
+    ProtobufLogCapture capture;
+    if (!plan.SerializeToString(&bytes))
+      return internalError(shown("plan.pb"), ": cannot serialize", ProtobufLogCapture::said());
+  }
+  appendPlanCrc(bytes);
+  if (Status st = writeBytes((dir / "plan.pb").string(), bytes); !st.ok())
+    return invalidInput(shown("plan.pb"), ": write failed");
   if (Status st = writeBytes((dir / "report.json").string(), reportJson); !st.ok())
     return invalidInput(shown("report.json"), ": write failed");
   return Status::OK();
@@ -223,55 +265,136 @@ uint32_t crc32Of(const void* data, size_t n) {
 }
 
 plan::Weight WeightFileWriter::add(const std::string& name, const Tensor& t) {
+  return add(name, TensorBlock{t, Dims(t.shape().size(), 0), t.shape()});
+}
+
+plan::Weight WeightFileWriter::add(const std::string& name, const TensorBlock& b) {
   uint64_t offset = (size_ + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   plan::Weight w;
   w.set_name(name);
-  *w.mutable_desc() = toDesc(t.type());
+  *w.mutable_desc() = toDesc(b.type());
   w.set_offset(offset);
-  w.set_nbytes(t.nbytes());
-  w.set_crc32(crc32Of(t.raw(), t.nbytes()));
-  entries_.push_back({offset, t});
-  size_ = offset + t.nbytes();
+  w.set_nbytes(b.nbytes());
+  entries_.push_back({offset, b});
+  size_ = offset + b.nbytes();
   return w;
 }
 
-Status WeightFileWriter::finish(const std::string& path) const {
-  RETURN_IF_ERROR(ensureParent(path));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return invalidInput(path, ": cannot open for writing");
-  static const char kZeros[kWeightAlignment] = {};
-  uint64_t pos = 0;
-  for (const Entry& e : entries_) {
-    out.write(kZeros, static_cast<std::streamsize>(e.offset - pos));
-    out.write(static_cast<const char*>(e.tensor.raw()),
-              static_cast<std::streamsize>(e.tensor.nbytes()));
-    pos = e.offset + e.tensor.nbytes();
+namespace {
+
+// Streams one weight file. Runs longer than kChunk are cut, so the progress
+// and the release of mapped pages advance inside a large tensor too.
+class WeightStreamer {
+ public:
+  WeightStreamer(std::FILE* out, const WriteProgress& progress, uint64_t base, uint64_t total,
+                 const std::string& name)
+      : out_(out), progress_(progress), done_(base), total_(total), name_(name) {}
+
+  /// Writes `n` zero bytes. \returns false on a write error.
+  bool zeros(uint64_t n) {
+    static const char kZeros[kWeightAlignment] = {};
+    while (n > 0) {
+      size_t c = static_cast<size_t>(std::min<uint64_t>(n, sizeof kZeros));
+      if (std::fwrite(kZeros, 1, c, out_) != c) return false;
+      n -= c;
+      advance(c);
+    }
+    return true;
   }
-  out.close();
-  if (!out) return invalidInput(path, ": write failed");
-  return Status::OK();
+
+  /// Writes block `b` from its source. \returns its crc32, or nullopt on a
+  /// write error.
+  std::optional<uint32_t> block(const TensorBlock& b) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    bool ok = true;
+    const bool mapped = b.source.isMapped();
+    const char* releasedTo = nullptr;  // mapped pages before this were released
+    const char* readTo = nullptr;
+    forEachRun(b, [&](const void* data, size_t n) {
+      const char* p = static_cast<const char*>(data);
+      if (!releasedTo) releasedTo = p;
+      while (ok && n > 0) {
+        size_t c = std::min(n, kChunk);
+        crc = crc32(crc, reinterpret_cast<const Bytef*>(p), static_cast<uInt>(c));
+        ok = std::fwrite(p, 1, c, out_) == c;
+        p += c;
+        n -= c;
+        readTo = p;
+        advance(c);
+        // Runs go up the source in address order: what lies behind them is done.
+        if (mapped && static_cast<size_t>(readTo - releasedTo) >= kRelease) {
+          releaseMappedPages(releasedTo, static_cast<size_t>(readTo - releasedTo));
+          releasedTo = readTo;
+        }
+      }
+    });
+    if (mapped && readTo > releasedTo) releaseMappedPages(releasedTo, static_cast<size_t>(readTo - releasedTo));
+    if (!ok) return std::nullopt;
+    return static_cast<uint32_t>(crc);
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{4} << 20;
+  static constexpr size_t kRelease = size_t{64} << 20;
+
+  void advance(uint64_t n) {
+    done_ += n;
+    sinceReport_ += n;
+    if (progress_ && sinceReport_ >= kChunk) {
+      progress_(done_, total_, name_);
+      sinceReport_ = 0;
+    }
+  }
+
+  std::FILE* out_;
+  const WriteProgress& progress_;
+  uint64_t done_, total_, sinceReport_ = 0;
+  const std::string& name_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<uint32_t>> WeightFileWriter::finish(const std::string& path, const WriteProgress& progress,
+                                                         uint64_t base, uint64_t total) const {
+  RETURN_IF_ERROR(ensureParent(path));
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (!out) return invalidInput(path, ": cannot open for writing");
+  std::vector<char> buffer(size_t{1} << 20);
+  std::setvbuf(out, buffer.data(), _IOFBF, buffer.size());
+  std::string name = fs::path(path).filename().string();
+  WeightStreamer stream(out, progress, base, total, name);
+  std::vector<uint32_t> crcs;
+  uint64_t pos = 0;
+  bool ok = true;
+  for (const Entry& e : entries_) {
+    ok = stream.zeros(e.offset - pos);
+    std::optional<uint32_t> crc = ok ? stream.block(e.block) : std::nullopt;
+    if (!crc) {
+      ok = false;
+      break;
+    }
+    crcs.push_back(*crc);
+    pos = e.offset + e.block.nbytes();
+  }
+  if (std::fclose(out) != 0) ok = false;
+  if (!ok) return invalidInput(path, ": write failed");
+  if (progress) progress(base + size_, total, name);
+  return crcs;
 }
 
 Status checkBundleTarget(const std::string& dir) { return bundleTarget(dir).status(); }
 
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
-                       const std::string& reportJson) {
+                       const std::string& reportJson, const WriteProgress& progress) {
   ASSIGN_OR_RETURN(fs::path target, bundleTarget(dir));
   if (plan.schema_version() != 0 && plan.schema_version() != kPlanSchemaVersion)
     return internalError(dir, ": refusing to write plan schema version ", plan.schema_version(),
                          " (this build writes ", kPlanSchemaVersion, ")");
   RETURN_IF_ERROR(checkPlanStrings(plan));
-  std::string bytes;
-  {
-    plan::Plan stamped = plan;
-    if (stamped.schema_version() == 0) stamped.set_schema_version(kPlanSchemaVersion);
-    stamped.clear_plan_crc32();
-    ProtobufLogCapture capture;
-    if (!stamped.SerializeToString(&bytes))
-      return internalError(dir, "/plan.pb: cannot serialize", ProtobufLogCapture::said());
-  }
-  appendPlanCrc(bytes);
+  plan::Plan stamped = plan;
+  if (stamped.schema_version() == 0) stamped.set_schema_version(kPlanSchemaVersion);
+  stamped.clear_plan_crc32();
 
   // Everything goes into a fresh directory next to the target, renamed into
   // place when complete: a failed write leaves any old bundle whole, and the
@@ -286,7 +409,8 @@ Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
     fs::remove_all(tmp, ec);
     return st;
   };
-  if (Status st = writeBundleFiles(tmp, dir, bytes, weightFiles, reportJson); !st.ok()) return abandon(st);
+  if (Status st = writeBundleFiles(tmp, dir, stamped, weightFiles, reportJson, progress); !st.ok())
+    return abandon(st);
   ::chmod(tmp.c_str(), 0755);  // mkdtemp made it 0700; a bundle is an ordinary directory (best effort)
 
   bool replacing = fs::exists(fs::symlink_status(target, ec));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "runtime/support/mapped_file.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
+#include "runtime/support/tensor_block.h"
 
 namespace pcc {
 
@@ -25,23 +27,46 @@ constexpr uint32_t kPlanSchemaVersion = 4;
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;
 
-/// Builds one weight file. Tensors are kept by reference (Tensor shares its
-/// buffer) until finish() writes them, so adding a weight copies nothing.
+/// Told how far writing the weight files has come: bytes written so far of
+/// `total`, and the file being written (relative to the bundle).
+using WriteProgress = std::function<void(uint64_t done, uint64_t total, const std::string& file)>;
+
+/// Builds one weight file. Tensors and blocks of tensors are kept by reference
+/// (Tensor shares its buffer) until finish() writes them: adding a weight reads
+/// and copies nothing, so planning never touches weight bytes.
 class WeightFileWriter {
  public:
   /// Appends `t` at the next 64-byte aligned offset.
-  /// \returns its plan::Weight (name, desc, offset, nbytes, crc32 via zlib's crc32).
+  /// \returns its plan::Weight (name, desc, offset, nbytes); crc32 is 0 until
+  /// the file is written (finish, which writePlanBundle calls, computes it).
   plan::Weight add(const std::string& name, const Tensor& t);
+  /// Appends block `b` of a tensor (a rank's piece of a weight), as add(name,
+  /// Tensor) would append the block's copy. \returns its plan::Weight, crc32 0.
+  plan::Weight add(const std::string& name, const TensorBlock& b);
   /// \returns the size the file will have, in bytes.
   uint64_t size() const { return size_; }
-  /// Writes the file (zero padding between tensors).
-  /// \returns ok, or an invalid-input error naming `path` when it cannot be written.
-  Status finish(const std::string& path) const;
+  /// \returns the number of weights added.
+  size_t count() const { return entries_.size(); }
+  /// \returns the offset of weight `i` (in the order added).
+  uint64_t offsetOf(size_t i) const { return entries_.at(i).offset; }
+  /// \returns the size of weight `i` in bytes.
+  uint64_t nbytesOf(size_t i) const { return entries_.at(i).block.nbytes(); }
+  /// Writes the file (zero padding between tensors), streaming each weight
+  /// from its source: a block's contiguous runs are copied straight from the
+  /// source (a memory-mapped model) into the file, each CRC is computed as
+  /// its bytes go by, and pages of mapped sources are released behind the
+  /// write, so memory stays bounded whatever the file's size. `progress`
+  /// (optional) is called as bytes are written, with `done` counted from
+  /// `base` and `total` passed through.
+  /// \returns the crc32 of every weight in the order added, or an
+  /// invalid-input error naming `path` when it cannot be written.
+  StatusOr<std::vector<uint32_t>> finish(const std::string& path, const WriteProgress& progress = {},
+                                         uint64_t base = 0, uint64_t total = 0) const;
 
  private:
   struct Entry {
     uint64_t offset;
-    Tensor tensor;
+    TensorBlock block;
   };
   std::vector<Entry> entries_;
   uint64_t size_ = 0;
@@ -50,10 +75,12 @@ class WeightFileWriter {
 /// \returns zlib's crc32 of `n` bytes at `data` (any size).
 uint32_t crc32Of(const void* data, size_t n);
 
-/// Writes the bundle `dir`: plan.pb (ending in its checksum), every weight file
-/// (`weightFiles` maps a file name relative to `dir` to its writer) and
-/// report.json, all into a new directory next to `dir` that is renamed to
-/// `dir` when complete. An existing `dir` is replaced only when it is a plan
+/// Writes the bundle `dir`: every weight file (`weightFiles` maps a file name
+/// relative to `dir` to its writer), plan.pb (ending in its checksum, with the
+/// crc32 of every weight of a program whose weight_file has a writer filled in
+/// from what the writer wrote at that weight's offset and size) and report.json, all into a new directory next to
+/// `dir` that is renamed to `dir` when complete. `progress` (optional) is told
+/// how far the weight files have come. An existing `dir` is replaced only when it is a plan
 /// bundle (or empty): it is moved aside, the new one moved in, the old one
 /// removed, so a process running the old plan keeps its mapped files and a
 /// failed write leaves the old plan whole. Parents are created. A plan with
@@ -63,7 +90,7 @@ uint32_t crc32Of(const void* data, size_t n);
 /// could not be written.
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
-                       const std::string& reportJson);
+                       const std::string& reportJson, const WriteProgress& progress = {});
 
 /// \returns ok when writePlanBundle may write `dir` (new, empty, or an existing
 /// bundle it may replace), or the invalid-input error it would return; lets a

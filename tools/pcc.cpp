@@ -1,5 +1,6 @@
 // pcc: compile an ONNX model into a plan bundle for N devices.
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -49,6 +50,55 @@ std::string extrasMessage(const std::vector<std::string>& extras, const CompileO
   }
   return cli::describeExtras(extras, "model", opts.modelPath);
 }
+
+std::string gibText(uint64_t bytes) {
+  std::ostringstream s;
+  s.precision(3);
+  s << bytes / double(uint64_t{1} << 30) << " GiB";
+  return s.str();
+}
+
+// Progress of a long plan write on stderr, once it has taken more than a
+// second: a live percentage on a terminal, a line per weight file with
+// --progress otherwise, nothing else (stderr is then kept to the one error
+// line of a failure).
+class WeightWriteProgress {
+ public:
+  WeightWriteProgress(bool live, bool lines) : live_(live), lines_(lines && !live) {}
+
+  WriteProgress callback() {
+    if (!live_ && !lines_) return {};
+    return [this](uint64_t done, uint64_t total, const std::string& file) { show(done, total, file); };
+  }
+
+  /// Ends the live line, if one was shown.
+  void end() {
+    if (shown_ && live_) std::cerr << "\n";
+  }
+
+ private:
+  void show(uint64_t done, uint64_t total, const std::string& file) {
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (seconds < 1.0 || total == 0) return;
+    int percent = static_cast<int>(done * 100 / total);
+    if (live_ && (percent != percent_ || file != file_)) {
+      std::cerr << "\rpcc: writing weights " << percent << "% of " << gibText(total) << " (" << file << ")   "
+                << std::flush;
+      shown_ = true;
+    } else if (lines_ && file != file_) {
+      std::cerr << "pcc: writing " << file << " (" << percent << "% of " << gibText(total) << " written, "
+                << static_cast<int>(seconds) << " s)\n";
+      shown_ = true;
+    }
+    percent_ = percent;
+    file_ = file;
+  }
+
+  bool live_, lines_, shown_ = false;
+  int percent_ = -1;
+  std::string file_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 
 }  // namespace
 
@@ -130,6 +180,12 @@ int toolMain(int argc, char** argv) {
   app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes: every op\nstays a kernel");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
+  bool progressLines = false;
+  app.add_flag("--progress", progressLines,
+               "show the progress of writing the weight files even when\n"
+               "stderr is not a terminal (a line per file; a terminal\n"
+               "gets a live percentage); shown once writing takes\n"
+               "more than a second");
   if (auto code = cli::parse(app, argc, argv, "pcc: error: ",
                              [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
     return *code;
@@ -156,7 +212,9 @@ int toolMain(int argc, char** argv) {
     return 0;
   }
 
-  if (Status s = writeEmittedPlan(out, c->plan); !s.ok()) return fail(s);  // one line: progress held back
+  WeightWriteProgress progress(tty && !opts.quiet, progressLines);
+  if (Status s = writeEmittedPlan(out, c->plan, progress.callback()); !s.ok()) return fail(s);  // one line: progress held back
+  progress.end();
   std::cerr << held.str();
   if (!opts.quiet) std::cerr << "pcc: wrote " << out << " (" << c->ranks.size() << " ranks)\n";
   return 0;

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_set>
 
 #include "compiler/ir/ir.h"
@@ -111,6 +113,25 @@ Value* Graph::addConstant(std::string name, Tensor data) {
   Value* v = newValue(std::move(name), data.type());
   v->constant_ = std::move(data);
   return v;
+}
+
+Value* Graph::addConstantBlock(std::string name, TensorBlock block) {
+  Value* v = newValue(std::move(name), block.type());
+  v->block_ = std::move(block);
+  return v;
+}
+
+const Tensor& Value::constantData() const {
+  if (!constant_ && block_) {
+    // makeBlock checked that the block lies inside its source, so the slice cannot fail.
+    StatusOr<Tensor> t = sliceBlock(block_->source, block_->start, block_->extent);
+    if (!t.ok()) {
+      std::fprintf(stderr, "pcc: internal error: constant '%s': %s\n", name_.c_str(), t.status().message().c_str());
+      std::abort();
+    }
+    constant_ = std::move(t).value();
+  }
+  return *constant_;
 }
 
 Node* Graph::addNode(OpKind op, std::vector<Value*> inputs, std::vector<TensorType> outputTypes,
@@ -230,7 +251,9 @@ std::unique_ptr<Graph> Graph::clone() const {
   std::unordered_map<const Value*, Value*> map;
   for (auto& v : values_) {
     if (v->producer_) continue;
-    Value* nv = v->isConstant() ? g->addConstant(v->name_, *v->constant_) : g->newValue(v->name_, v->type_);
+    Value* nv = v->constantBlock()  ? g->addConstantBlock(v->name_, *v->constantBlock())
+                : v->isConstant() ? g->addConstant(v->name_, *v->constant_)
+                                  : g->newValue(v->name_, v->type_);
     nv->sharding_ = v->sharding_;
     map[v.get()] = nv;
   }
@@ -271,7 +294,10 @@ StatusOr<std::vector<TensorType>> inferOutputTypes(OpKind op, const std::vector<
   args.attrs = &attrs;
   for (Value* v : inputs) {
     args.inputs.push_back(v ? v->type() : TensorType{});
-    args.constInputs.push_back(v && v->isConstant() ? &v->constantData() : nullptr);
+    // A block not yet read (a rank's piece of a large weight) is typed, not
+    // read: no inference needs a weight's values.
+    bool data = v && v->isConstant() && !v->constantBlock();
+    args.constInputs.push_back(data ? &v->constantData() : nullptr);
   }
   auto r = inferCheckedTypes(infer, args);
   if (!r.ok()) return r.status().withContext(describe());

@@ -16,6 +16,7 @@
 #include "runtime/support/dtype.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
+#include "runtime/support/tensor_block.h"
 
 namespace pcc {
 
@@ -54,9 +55,21 @@ class Value {
   void setType(TensorType t) { type_ = std::move(t); }
   /// The producing node; nullptr for graph inputs and constants.
   Node* producer() const { return producer_; }
-  bool isConstant() const { return constant_.has_value(); }
-  const Tensor& constantData() const { return *constant_; }
-  void setConstantData(Tensor t) { constant_ = std::move(t); }
+  bool isConstant() const { return constant_.has_value() || block_.has_value(); }
+  /// \returns the constant's data. A constant that is a block of another
+  /// tensor (constantBlock) is copied out of its source on the first call and
+  /// kept: passes that read a weight's values get them, at that cost (not
+  /// thread-safe: the first call writes the copy).
+  const Tensor& constantData() const;
+  void setConstantData(Tensor t) {
+    constant_ = std::move(t);
+    block_.reset();
+  }
+  /// \returns the block of a larger tensor this constant is, while its data
+  /// has not been read (constantData), else nullptr. Lowering gives each rank
+  /// its piece of a large weight this way, and the plan writer streams the
+  /// piece from the source: planning copies and reads no weight bytes.
+  const TensorBlock* constantBlock() const { return constant_ ? nullptr : block_ ? &*block_ : nullptr; }
   /// Sharding annotation; nullopt until the partitioner runs.
   const std::optional<Sharding>& sharding() const { return sharding_; }
   void setSharding(std::optional<Sharding> s) { sharding_ = std::move(s); }
@@ -75,7 +88,8 @@ class Value {
   std::string name_;
   TensorType type_;
   Node* producer_ = nullptr;
-  std::optional<Tensor> constant_;
+  mutable std::optional<Tensor> constant_;  // filled from block_ on first read
+  std::optional<TensorBlock> block_;
   std::optional<Sharding> sharding_;
 };
 
@@ -139,6 +153,9 @@ class Graph {
   Value* addInput(std::string name, TensorType type);
   /// Adds a constant (an initializer / weight) holding `data`.
   Value* addConstant(std::string name, Tensor data);
+  /// Adds a constant that is `block` of another tensor, not copied until its
+  /// data is read (Value::constantBlock). \returns it.
+  Value* addConstantBlock(std::string name, TensorBlock block);
   /// Creates a node with one output per entry of `outputTypes` and inserts it
   /// before position `pos` of nodes() (default: at the end). Output names are
   /// taken from `outputNames` where given, else made unique.

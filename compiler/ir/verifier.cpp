@@ -157,9 +157,10 @@ Status verifyGraphIn(const Graph& g, const Scope& scope) {
   }
   for (const Value* c : g.constants()) {
     if (c->producer()) return invalidInput("verifier: constant ", valueRefText(c->name()), " is also a node output");
-    if (c->constantData().type() != c->type())
+    TensorType dataType = c->constantBlock() ? c->constantBlock()->type() : c->constantData().type();
+    if (dataType != c->type())
       return invalidInput("verifier: constant ", valueRefText(c->name()), " has type ", c->type().str(), " but its data is ",
-                          c->constantData().type().str());
+                          dataType.str());
     RETURN_IF_ERROR(define(c, strCat("constant ", valueRefText(c->name()))));
     RETURN_IF_ERROR(checkSharding(c, "constant"));
   }

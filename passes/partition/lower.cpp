@@ -3,7 +3,10 @@
 // Algorithm, for each rank:
 //  1. Graph inputs become local inputs of the rank's slice (IoBind says which).
 //  2. Nodes are copied in order. Each input is first brought to the layout the
-//     node needs (Partition::inputSharding): constants are sliced offline;
+//     node needs (Partition::inputSharding): constants are sliced offline
+//     (a piece of more than LowerOptions::eagerSliceElements stays a TensorBlock
+//     of the global constant, streamed by the plan writer: no weight byte is
+//     read or copied while planning);
 //     activations are converted by the steps of reshard.h: an AllReduce
 //     (partial -> full), an AllGather per split dimension the node cannot
 //     take (uneven pieces carry the whole extent as `gathered_size`), and a
@@ -30,20 +33,35 @@ namespace pcc {
 
 namespace {
 
-// Copies the block of `t` that `rank` holds under sharding `s`.
-StatusOr<Tensor> sliceConstant(const Tensor& t, const Sharding& s, const Mesh& mesh, int rank) {
-  Dims local = localShape(t.shape(), s, mesh, rank);
-  if (local == t.shape()) return t;
-  Dims start(t.rank(), 0);
+// Adds to `lg` the piece of constant `v` that `rank` holds under sharding `s`:
+// the constant itself when whole, else a copy of a piece of at most `eager`
+// elements or a block of a larger one (the block of a block when `v` is one
+// already).
+StatusOr<Value*> sliceConstant(Graph& lg, const std::string& name, const Value* v, const Sharding& s,
+                               const Mesh& mesh, int rank, int64_t eager) {
+  const Dims& global = v->type().shape;
+  Dims local = localShape(global, s, mesh, rank);
+  const TensorBlock* outer = v->constantBlock();
+  if (local == global)
+    return outer ? lg.addConstantBlock(name, *outer) : lg.addConstant(name, v->constantData());
+  Dims start(global.size(), 0);
   for (size_t d = 0; d < start.size(); ++d)
-    if (s.dims[d] != MeshAxis::kNone)
-      start[d] = chunkOffset(t.shape()[d], mesh.extent(s.dims[d]), mesh.coord(rank, s.dims[d]));
-  return sliceBlock(t, start, local);
+    if (s.dims[d] != MeshAxis::kNone) start[d] = chunkOffset(global[d], mesh.extent(s.dims[d]), mesh.coord(rank, s.dims[d]));
+  if (outer)
+    for (size_t d = 0; d < start.size(); ++d) start[d] += outer->start[d];
+  const Tensor& source = outer ? outer->source : v->constantData();
+  if (numElements(local) <= eager) {
+    ASSIGN_OR_RETURN(Tensor piece, sliceBlock(source, start, local));
+    return lg.addConstant(name, std::move(piece));
+  }
+  ASSIGN_OR_RETURN(TensorBlock block, makeBlock(source, start, local));
+  return lg.addConstantBlock(name, std::move(block));
 }
 
 class RankLowering {
  public:
-  RankLowering(const Graph& g, const Partition& p, int rank) : g_(g), p_(p), rank_(rank) {}
+  RankLowering(const Graph& g, const Partition& p, int rank, const LowerOptions& opts)
+      : g_(g), p_(p), rank_(rank), opts_(opts) {}
 
   StatusOr<RankGraph> run() {
     RankGraph rg;
@@ -101,8 +119,7 @@ class RankLowering {
     auto hit = cache_.find(key(v, req));
     if (hit != cache_.end()) return hit->second;
     if (v->isConstant()) {
-      ASSIGN_OR_RETURN(Tensor block, sliceConstant(v->constantData(), req, p_.mesh, rank_));
-      Value* lc = lg_->addConstant(fresh(v->name()), std::move(block));
+      ASSIGN_OR_RETURN(Value* lc, sliceConstant(*lg_, fresh(v->name()), v, req, p_.mesh, rank_, opts_.eagerSliceElements));
       lc->setSharding(req);
       cache_[key(v, req)] = lc;
       return lc;
@@ -227,21 +244,22 @@ class RankLowering {
   const Graph& g_;
   const Partition& p_;
   int rank_;
+  const LowerOptions& opts_;
   Graph* lg_ = nullptr;
   std::map<std::string, Value*> cache_;
 };
 
 }  // namespace
 
-StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank) {
+StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank, const LowerOptions& opts) {
   if (rank < 0 || rank >= p.mesh.size()) return internalError("rank ", rank, " is not in mesh ", p.mesh.str());
-  return RankLowering(g, p, rank).run();
+  return RankLowering(g, p, rank, opts).run();
 }
 
-StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p) {
+StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p, const LowerOptions& opts) {
   std::vector<RankGraph> out;
   for (int r = 0; r < p.mesh.size(); ++r) {
-    ASSIGN_OR_RETURN(RankGraph rg, RankLowering(g, p, r).run());
+    ASSIGN_OR_RETURN(RankGraph rg, RankLowering(g, p, r, opts).run());
     out.push_back(std::move(rg));
   }
   return out;

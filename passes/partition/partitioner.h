@@ -75,11 +75,20 @@ struct RankGraph {
   std::vector<IoBind> inputs, outputs;
 };
 
+/// How lowering gives each rank its piece of a constant.
+struct LowerOptions {
+  /// A piece of at most this many elements is copied at once (passes may
+  /// read it); a larger one stays a TensorBlock of the global constant
+  /// (Value::constantBlock), which the plan writer streams from the source: no
+  /// weight byte is read or copied while planning.
+  int64_t eagerSliceElements = 65536;
+};
+
 /// Lowers the annotated global graph to one local graph per rank. Every local
 /// type is re-inferred and checked against the shape the sharding predicts.
-StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p);
+StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p, const LowerOptions& opts = {});
 
 /// Lowers the program of rank `rank` alone (as lowerToRanks does for each).
-StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank);
+StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank, const LowerOptions& opts = {});
 
 }  // namespace pcc

@@ -154,7 +154,11 @@ Node* producerOf(const Value* v, OpKind op) {
 }
 
 std::optional<double> splatValue(const Value* v) {
-  if (!v || !v->isConstant()) return std::nullopt;
+  // Patterns look for scalars and small broadcast constants; a weight (larger
+  // than what folding would compute) is never a splat worth matching, and is
+  // not read.
+  constexpr int64_t kMaxSplatElements = 65536;
+  if (!v || !v->isConstant() || v->type().numel() > kMaxSplatElements) return std::nullopt;
   const Tensor& t = v->constantData();
   if (t.numel() == 0 || (!isFloat(t.dtype()) && !isInteger(t.dtype()))) return std::nullopt;
   double first = t.getDouble(0);

@@ -98,7 +98,8 @@ bool isGraphOutput(const Graph& g, const Value* v);
 /// \returns the producer of `v` if it is an `op` node, else nullptr.
 Node* producerOf(const Value* v, OpKind op);
 /// \returns the value of every element of constant `v` if all are equal
-/// (a splat, any shape), else nullopt. Non-constants give nullopt.
+/// (a splat, any shape), else nullopt. Non-constants, and constants of more
+/// than 65536 elements (weights, which are not read), give nullopt.
 std::optional<double> splatValue(const Value* v);
 /// \returns whether `v` is a constant splat within `tol` (relative) of `want`.
 bool isSplat(const Value* v, double want, double tol = 1e-6);

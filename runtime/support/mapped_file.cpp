@@ -41,6 +41,13 @@ StatusOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) 
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+void releaseMappedPages(const void* data, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -40,4 +40,12 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+/// Drops this process's mapping of the whole pages inside [data, data + n)
+/// (madvise MADV_DONTNEED), so that streaming a large mapped file does not keep
+/// every page read in the process's resident memory; a later read maps them
+/// again from the page cache or the file. Only for ranges of a MappedFile
+/// (read-only, private, never written: Tensor::isMapped), where this loses
+/// nothing; best effort (errors are ignored).
+void releaseMappedPages(const void* data, size_t n);
+
 }  // namespace pcc

@@ -20,6 +20,14 @@ class Tensor {
   static Tensor zeros(const TensorType& t) { return zeros(t.dtype, t.shape); }
   /// \returns a tensor that views `data` (nbytes must match) and keeps `owner` alive.
   static Tensor view(DType dtype, Dims shape, const void* data, std::shared_ptr<const void> owner);
+  /// \returns a view as view() makes, marked as lying in a read-only file
+  /// mapping (MappedFile): a writer that streams it may release the pages it
+  /// has read (releaseMappedPages) to keep its memory bounded.
+  static Tensor mappedView(DType dtype, Dims shape, const void* data, std::shared_ptr<const void> mapping) {
+    Tensor t = view(dtype, std::move(shape), data, std::move(mapping));
+    t.mapped_ = true;
+    return t;
+  }
   /// \returns an owning tensor holding a copy of `values`.
   template <typename T>
   static Tensor fromVector(DType dtype, Dims shape, const std::vector<T>& values) {
@@ -39,6 +47,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtypeSize(dtype_); }
 
   const void* raw() const { return data_; }
+  /// \returns whether the data lies in a read-only file mapping (mappedView).
+  bool isMapped() const { return mapped_; }
   /// Writable access; only valid on tensors created by zeros()/fromVector()/clone().
   void* mutableData() { return const_cast<void*>(data_); }
   template <typename T> const T* data() const { return static_cast<const T*>(data_); }
@@ -70,6 +80,7 @@ class Tensor {
   Dims shape_;
   std::shared_ptr<const void> owner_;
   const void* data_ = nullptr;
+  bool mapped_ = false;
 };
 
 /// IEEE half / bfloat16 conversions (round to nearest even).

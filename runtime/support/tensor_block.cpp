@@ -4,7 +4,9 @@
 
 namespace pcc {
 
-StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& extent) {
+namespace {
+
+Status checkBlock(const Tensor& t, const Dims& start, const Dims& extent) {
   const Dims& g = t.shape();
   size_t r = g.size();
   if (start.size() != r || extent.size() != r)
@@ -13,11 +15,26 @@ StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& exte
     if (start[d] < 0 || extent[d] < 0 || start[d] + extent[d] > g[d])
       return invalidInput("block [", start[d], ", ", start[d] + extent[d], ") along dim ", d, " is outside ",
                           t.type().str());
-  Tensor out = Tensor::zeros(t.dtype(), extent);
-  if (out.numel() == 0) return out;
-  // Copy contiguous runs: the innermost dimensions the block takes whole
-  // (after the last one it cuts) are one run.
-  size_t es = dtypeSize(t.dtype());
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<TensorBlock> makeBlock(const Tensor& t, const Dims& start, const Dims& extent) {
+  RETURN_IF_ERROR(checkBlock(t, start, extent));
+  return TensorBlock{t, start, extent};
+}
+
+void forEachRun(const TensorBlock& b, const std::function<void(const void* data, size_t nbytes)>& fn) {
+  const Dims& g = b.source.shape();
+  const Dims& start = b.start;
+  const Dims& extent = b.extent;
+  size_t r = g.size();
+  int64_t total = numElements(extent);
+  if (total == 0) return;
+  // The innermost dimensions the block takes whole (after the last one it
+  // cuts) are one run.
+  size_t es = dtypeSize(b.source.dtype());
   size_t inner = r;  // dims [inner, r) are taken whole
   while (inner > 0 && start[inner - 1] == 0 && extent[inner - 1] == g[inner - 1]) --inner;
   int64_t run = 1;
@@ -27,9 +44,8 @@ StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& exte
     run *= extent[runDims - 1];
     --runDims;
   }
-  const char* src = static_cast<const char*>(t.raw());
-  char* dst = static_cast<char*>(out.mutableData());
-  int64_t rows = out.numel() / run;
+  const char* src = static_cast<const char*>(b.source.raw());
+  int64_t rows = total / run;
   Dims idx(runDims, 0);
   for (int64_t row = 0; row < rows; ++row) {
     int64_t off = 0;
@@ -37,12 +53,22 @@ StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& exte
       int64_t i = d < runDims ? idx[d] : 0;
       off = off * g[d] + start[d] + i;
     }
-    std::memcpy(dst + row * run * es, src + off * es, run * es);
+    fn(src + off * es, static_cast<size_t>(run) * es);
     for (int d = static_cast<int>(runDims) - 1; d >= 0; --d) {
       if (++idx[d] < extent[d]) break;
       idx[d] = 0;
     }
   }
+}
+
+StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& extent) {
+  ASSIGN_OR_RETURN(TensorBlock b, makeBlock(t, start, extent));
+  Tensor out = Tensor::zeros(t.dtype(), extent);
+  char* dst = static_cast<char*>(out.mutableData());
+  forEachRun(b, [&](const void* data, size_t n) {
+    std::memcpy(dst, data, n);
+    dst += n;
+  });
   return out;
 }
 

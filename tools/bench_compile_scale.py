@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Measures pcc's planning time and memory on LLM-sized structures.
+
+    python tools/bench_compile_scale.py [--bin build] [--work build/bench-scale]
+                                        [--cases llama65b:8,gpt2xl:64,write]
+                                        [--batch B] [--keep]
+
+It writes, with onnx.helper, compile-only transformer structures in fp16 whose
+weights live in one external-data file with holes (the file is truncated to
+its size, so a 122 GiB structure takes no disk: every weight reads as zeros
+but for its first 32 values, 1 to 32, so that none is a splat):
+
+  llama65b  80 layers, width 8192, FFN 22016, 64 heads, vocabulary 32000:
+            RMSNorm (Pow, ReduceMean, Add, Sqrt, Div, Mul), q/k/v/o
+            projections, attention (MatMul, Softmax, MatMul), SwiGLU MLP
+            (gate, up, down; SiLU as x * Sigmoid(x)); ~120 GiB of weights
+  gpt2xl    48 layers, width 1600, 25 heads, FFN 6400, vocabulary 50257:
+            LayerNorm, a fused QKV projection split in three, Gelu (Erf),
+            MLP; ~3 GiB of weights
+  gpt2xl16  the gpt2xl structure cut to 16 layers: ~1.1 GiB, for the plan
+            write
+
+Cases (comma-separated):
+  NAME:G    `pcc MODEL --shape ... --gpus G --gpus-per-node 8 --gpu GPU
+            --emit json`, llama65b at batch 1 (sequence 2048) for an h200
+            (today's tensor parallelism splits no MatMul pair of the LLaMA
+            block, so every mesh holds the 122 GiB on each rank, more than an
+            h100 has), gpt2xl at batch 8 (sequence 1024) for an h100;
+            planning only: import, passes, the mesh search, lowering, the
+            plan in memory, the JSON report; no weight file written
+  write     `pcc gpt2xl16 --gpus 4 --strategy tp=4 -o PLAN` and the same at
+            `--gpus 1`: the weights streamed into the rank files (each rank's
+            column or row pieces of the MLP weights cut on the fly, plus the
+            reference program's whole weights), with peak memory against the
+            bytes written
+
+For each it prints wall time, CPU time (user + system: a machine shared with
+other jobs stretches wall time, not CPU time), peak RSS (/usr/bin/time -v,
+"Maximum resident set size") and the largest RssAnon (private memory) and
+RssFile (mapped file pages) sampled every 10 ms.
+Targets (issue 9): `--emit json` under 10 s and 1 GiB peak RSS on this
+2-core machine, under 2 s at --gpus 8.
+
+Needs only onnx and numpy (the test venv).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_import import _child, _status_kib  # noqa: E402
+
+GIB = 1 << 30
+F16 = TensorProto.FLOAT16
+
+STRUCTURES = {
+    # h200: today's tensor parallelism (Megatron MatMul pairs) finds no pair in
+    # the LLaMA block, so every mesh keeps all 122 GiB on each rank, which
+    # fits an h200 and not an h100 (the search would then refuse every mesh).
+    "llama65b": dict(kind="llama", layers=80, width=8192, ffn=22016, heads=64, vocab=32000, seq=2048,
+                     batch=1, gpu="h200"),
+    "gpt2xl": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
+                   batch=8, gpu="h100"),
+    "gpt2xl16": dict(kind="gpt2", layers=16, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024),
+}
+
+
+class Builder:
+    """Collects nodes and external-data initializers (offsets into one sparse file)."""
+
+    def __init__(self, data_name):
+        self.data_name = data_name
+        self.offset = 0
+        self.starts = []  # offset of every weight
+        self.inits = []
+        self.nodes = []
+        self.count = 0
+
+    def weight(self, name, dims, dtype=F16, size=2):
+        t = TensorProto()
+        t.name = name
+        t.data_type = dtype
+        t.dims.extend(dims)
+        t.data_location = TensorProto.EXTERNAL
+        length = int(np.prod(dims)) * size
+        self.starts.append(self.offset)
+        for key, value in (("location", self.data_name), ("offset", str(self.offset)), ("length", str(length))):
+            e = t.external_data.add()
+            e.key, e.value = key, value
+        self.offset = (self.offset + length + 4095) // 4096 * 4096
+        self.inits.append(t)
+        return name
+
+    def const(self, name, values, dtype):
+        self.inits.append(helper.make_tensor(name, dtype, [len(values)] if values is not None else [], values))
+        return name
+
+    def node(self, op, inputs, name, **attrs):
+        self.count += 1
+        out = f"{name}_out"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
+        return out
+
+
+def build_llama(b, c):
+    w, h, f = c["width"], c["heads"], c["ffn"]
+    eps = b.const("eps", [1e-5], F16)
+    two = b.const("two", [2.0], F16)
+    scale = b.const("scale", [1.0 / np.sqrt(w // h)], F16)
+    heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
+    flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
+
+    def rmsnorm(x, p):
+        sq = b.node("Pow", [x, two], f"{p}/pow")
+        mean = b.node("ReduceMean", [sq], f"{p}/mean", axes=[-1], keepdims=1)
+        rs = b.node("Sqrt", [b.node("Add", [mean, eps], f"{p}/add")], f"{p}/sqrt")
+        return b.node("Mul", [b.node("Div", [x, rs], f"{p}/div"), b.weight(f"{p}.weight", [w])], f"{p}/mul")
+
+    x = b.node("Gather", [b.weight("embed", [c["vocab"], w]), "ids"], "embed/gather")
+    for i in range(c["layers"]):
+        p = f"layers.{i}"
+        n = rmsnorm(x, f"{p}/input_norm")
+        q, k, v = (b.node("Transpose", [b.node("Reshape", [b.node("MatMul", [n, b.weight(f"{p}.{t}_proj", [w, w])],
+                                                                  f"{p}/{t}_proj"), heads_shape], f"{p}/{t}_heads")],
+                          f"{p}/{t}_t", perm=[0, 2, 1, 3]) for t in "qkv")
+        kt = b.node("Transpose", [k], f"{p}/k_tt", perm=[0, 1, 3, 2])
+        s = b.node("Mul", [b.node("MatMul", [q, kt], f"{p}/scores"), scale], f"{p}/scaled")
+        a = b.node("MatMul", [b.node("Softmax", [s], f"{p}/softmax", axis=-1), v], f"{p}/attn")
+        a = b.node("Reshape", [b.node("Transpose", [a], f"{p}/attn_t", perm=[0, 2, 1, 3]), flat_shape], f"{p}/attn_flat")
+        x = b.node("Add", [x, b.node("MatMul", [a, b.weight(f"{p}.o_proj", [w, w])], f"{p}/o_proj")], f"{p}/res1")
+        n = rmsnorm(x, f"{p}/post_norm")
+        g = b.node("MatMul", [n, b.weight(f"{p}.gate_proj", [w, f])], f"{p}/gate_proj")
+        u = b.node("MatMul", [n, b.weight(f"{p}.up_proj", [w, f])], f"{p}/up_proj")
+        silu = b.node("Mul", [g, b.node("Sigmoid", [g], f"{p}/sigmoid")], f"{p}/silu")
+        d = b.node("MatMul", [b.node("Mul", [silu, u], f"{p}/swiglu"), b.weight(f"{p}.down_proj", [f, w])],
+                   f"{p}/down_proj")
+        x = b.node("Add", [x, d], f"{p}/res2")
+    x = rmsnorm(x, "norm")
+    return b.node("MatMul", [x, b.weight("lm_head", [w, c["vocab"]])], "lm_head"), ["ids"]
+
+
+def build_gpt2(b, c):
+    w, h, f = c["width"], c["heads"], c["ffn"]
+    eps = b.const("eps", [1e-5], F16)
+    two = b.const("two", [2.0], F16)
+    half = b.const("half", [0.5], F16)
+    one = b.const("one", [1.0], F16)
+    rsqrt2 = b.const("rsqrt2", [1 / np.sqrt(2)], F16)
+    scale = b.const("scale", [1.0 / np.sqrt(w // h)], F16)
+    split = b.const("qkv_split", [w, w, w], TensorProto.INT64)
+    heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
+    flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
+
+    def layernorm(x, p):
+        mean = b.node("ReduceMean", [x], f"{p}/mean", axes=[-1], keepdims=1)
+        d = b.node("Sub", [x, mean], f"{p}/sub")
+        var = b.node("ReduceMean", [b.node("Pow", [d, two], f"{p}/pow")], f"{p}/var", axes=[-1], keepdims=1)
+        rs = b.node("Sqrt", [b.node("Add", [var, eps], f"{p}/add_eps")], f"{p}/sqrt")
+        y = b.node("Mul", [b.node("Div", [d, rs], f"{p}/div"), b.weight(f"{p}.weight", [w])], f"{p}/mul")
+        return b.node("Add", [y, b.weight(f"{p}.bias", [w])], f"{p}/add")
+
+    x = b.node("Add", [b.node("Gather", [b.weight("wte", [c["vocab"], w]), "ids"], "wte/gather"),
+                       b.node("Gather", [b.weight("wpe", [c["seq"], w]), "pos"], "wpe/gather")], "embed")
+    for i in range(c["layers"]):
+        p = f"h.{i}"
+        n = layernorm(x, f"{p}/ln_1")
+        qkv = b.node("Add", [b.node("MatMul", [n, b.weight(f"{p}.c_attn.weight", [w, 3 * w])], f"{p}/c_attn"),
+                             b.weight(f"{p}.c_attn.bias", [3 * w])], f"{p}/c_attn_bias")
+        outs = [f"{p}/{t}" for t in "qkv"]
+        b.nodes.append(helper.make_node("Split", [qkv, split], outs, name=f"{p}/split", axis=-1))
+        q, k, v = (b.node("Transpose", [b.node("Reshape", [o, heads_shape], f"{o}_heads")], f"{o}_t", perm=[0, 2, 1, 3])
+                   for o in outs)
+        kt = b.node("Transpose", [k], f"{p}/k_tt", perm=[0, 1, 3, 2])
+        s = b.node("Mul", [b.node("MatMul", [q, kt], f"{p}/scores"), scale], f"{p}/scaled")
+        a = b.node("MatMul", [b.node("Softmax", [s], f"{p}/softmax", axis=-1), v], f"{p}/attn")
+        a = b.node("Reshape", [b.node("Transpose", [a], f"{p}/attn_t", perm=[0, 2, 1, 3]), flat_shape], f"{p}/attn_flat")
+        a = b.node("Add", [b.node("MatMul", [a, b.weight(f"{p}.c_proj.weight", [w, w])], f"{p}/c_proj"),
+                           b.weight(f"{p}.c_proj.bias", [w])], f"{p}/c_proj_bias")
+        x = b.node("Add", [x, a], f"{p}/res1")
+        n = layernorm(x, f"{p}/ln_2")
+        u = b.node("Add", [b.node("MatMul", [n, b.weight(f"{p}.c_fc.weight", [w, f])], f"{p}/c_fc"),
+                           b.weight(f"{p}.c_fc.bias", [f])], f"{p}/c_fc_bias")
+        erf = b.node("Erf", [b.node("Mul", [u, rsqrt2], f"{p}/gelu_div")], f"{p}/gelu_erf")
+        gl = b.node("Mul", [b.node("Mul", [u, half], f"{p}/gelu_half"), b.node("Add", [erf, one], f"{p}/gelu_add")],
+                    f"{p}/gelu")
+        d = b.node("Add", [b.node("MatMul", [gl, b.weight(f"{p}.mlp_proj.weight", [f, w])], f"{p}/mlp_proj"),
+                           b.weight(f"{p}.mlp_proj.bias", [w])], f"{p}/mlp_proj_bias")
+        x = b.node("Add", [x, d], f"{p}/res2")
+    x = layernorm(x, "ln_f")
+    return b.node("MatMul", [x, b.weight("lm_head", [w, c["vocab"]])], "lm_head"), ["ids", "pos"]
+
+
+def measure(cmd):
+    """Runs cmd under /usr/bin/time -v (stdout discarded); \returns (exit code,
+    peak RSS, peak RssAnon, peak RssFile, wall seconds, CPU seconds, stderr
+    tail), sizes in bytes."""
+    start = time.time()
+    with tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.DEVNULL, stderr=err)
+        anon = filed = 0
+        while p.poll() is None:
+            child = _child(p.pid)
+            if child:
+                st = _status_kib(child)
+                anon = max(anon, st.get("RssAnon", 0))
+                filed = max(filed, st.get("RssFile", 0))
+            time.sleep(0.01)
+        wall = time.time() - start
+        err.seek(0)
+        text = err.read()
+
+    def field(name):
+        m = re.search(name + r": ([0-9.]+)", text)
+        return float(m.group(1)) if m else -1.0
+
+    rss = int(field(r"Maximum resident set size \(kbytes\)")) * 1024
+    cpu = field(r"User time \(seconds\)") + field(r"System time \(seconds\)")
+    tail = "\n".join(l for l in text.splitlines() if not l.startswith("\t"))[-400:]
+    return p.returncode, rss, anon * 1024, filed * 1024, wall, cpu, tail
+
+
+def write_structure(directory, name):
+    """Writes DIRECTORY/NAME.onnx and its sparse NAME.data. \\returns (path, weight bytes, nodes, inputs)."""
+    c = STRUCTURES[name]
+    os.makedirs(directory, exist_ok=True)
+    data_name = f"{name}.data"
+    b = Builder(data_name)
+    out, inputs = (build_llama if c["kind"] == "llama" else build_gpt2)(b, c)
+    # A file of holes (no disk, reads as zeros), but each weight starts with 32
+    # distinct fp16 values: real weights are never a splat, and an all-zero
+    # bias would be removed by canonicalize as a neutral Add (reading it whole).
+    head = np.arange(1, 33, dtype=np.float16).tobytes()
+    with open(os.path.join(directory, data_name), "wb") as fdata:
+        fdata.truncate(b.offset)
+        for start in b.starts:
+            fdata.seek(start)
+            fdata.write(head)
+    graph = helper.make_graph(
+        b.nodes, name, [helper.make_tensor_value_info(i, TensorProto.INT64, ["batch", "seq"]) for i in inputs],
+        [helper.make_tensor_value_info(out, F16, ["batch", "seq", c["vocab"]])], b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="pcc-bench")
+    model.ir_version = 8
+    path = os.path.join(directory, f"{name}.onnx")
+    with open(path, "wb") as fm:
+        fm.write(model.SerializeToString())
+    return path, b.offset, b.count, inputs
+
+
+def shape_args(name, inputs, batch):
+    seq = STRUCTURES[name]["seq"]
+    args = []
+    for i in inputs:
+        args += ["--shape", f"{i}={batch}x{seq}"]
+    return args
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(root, "build"))
+    ap.add_argument("--work", default=os.path.join(root, "build", "bench-scale"))
+    ap.add_argument("--cases", default="llama65b:8,llama65b:64,gpt2xl:8,gpt2xl:64,write")
+    ap.add_argument("--batch", type=int, help="batch of the --emit json cases (default: llama65b 1, gpt2xl 8)")
+    ap.add_argument("--keep", action="store_true", help="keep the models and plans")
+    a = ap.parse_args()
+    pcc = os.path.join(a.bin, "pcc")
+    rows, models = [], {}
+
+    def model(name):
+        if name not in models:
+            models[name] = write_structure(os.path.join(a.work, name), name)
+            path, wb, nodes, _ = models[name]
+            print(f"{name}: {nodes} nodes, {wb / GIB:.1f} GiB of fp16 weights (sparse file), {path}", flush=True)
+        return models[name]
+
+    for case in [c for c in a.cases.split(",") if c]:
+        if case == "write":
+            path, wb, _, inputs = model("gpt2xl16")
+            for gpus, extra in ((4, ["--strategy", "tp=4"]), (1, [])):
+                plan = os.path.join(a.work, "gpt2xl16", f"plan{gpus}.pcc")
+                cmd = [pcc, path, "--gpus", str(gpus), "--quiet", "-o", plan] + extra + shape_args("gpt2xl16", inputs, 1)
+                rc, rss, anon, filed, seconds, cpu, tail = measure(cmd)
+                written = sum(os.path.getsize(os.path.join(plan, f)) for f in os.listdir(plan)
+                              if f.endswith(".bin")) if rc == 0 else 0
+                label = f"gpt2xl16 -o, --gpus {gpus} {' '.join(extra)}".strip()
+                rows.append((label, rc, rss, anon, filed, seconds, cpu, f"{written / GIB:.2f} GiB written"))
+                print(f"{label}: exit {rc}, {seconds:.1f} s ({cpu:.1f} s CPU), peak RSS {rss / 2**20:.0f} MiB "
+                      f"(anon {anon / 2**20:.0f}, file {filed / 2**20:.0f}), {written / GIB:.2f} GiB written"
+                      + (f"\n    {tail.strip()}" if rc else ""), flush=True)
+                if not a.keep:
+                    shutil.rmtree(plan, ignore_errors=True)
+            continue
+        name, gpus = case.split(":")
+        path, wb, _, inputs = model(name)
+        c = STRUCTURES[name]
+        cmd = [pcc, path, "--gpus", gpus, "--gpus-per-node", "8", "--gpu", c["gpu"], "--emit", "json", "--quiet"]
+        cmd += shape_args(name, inputs, a.batch or c["batch"])
+        rc, rss, anon, filed, seconds, cpu, tail = measure(cmd)
+        label = f"{name} --emit json --gpus {gpus} --gpu {c['gpu']}, batch {a.batch or c['batch']}"
+        rows.append((label, rc, rss, anon, filed, seconds, cpu, f"{wb / GIB:.1f} GiB weights"))
+        print(f"{label}: exit {rc}, {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {rss / 2**20:.0f} MiB "
+              f"(anon {anon / 2**20:.0f}, file {filed / 2**20:.0f})" + (f"\n    {tail.strip()}" if rc else ""),
+              flush=True)
+    if not a.keep:
+        shutil.rmtree(a.work, ignore_errors=True)
+
+    print("\n| case | exit | wall time | CPU time | peak RSS | peak RssAnon | peak RssFile | size |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, rc, rss, anon, filed, seconds, cpu, size in rows:
+        print(f"| `{label}` | {rc} | {seconds:.2f} s | {cpu:.2f} s | {rss / 2**20:.0f} MiB | {anon / 2**20:.0f} MiB | "
+              f"{filed / 2**20:.0f} MiB | {size} |")
+    return 0 if all(r[1] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
