@@ -35,6 +35,10 @@ struct RunOptions {
   bool referenceKernels = false;
   /// Time every kernel by op (RunResult.profile).
   bool profile = false;
+  /// Fill every allocation of the backend (the arena, model outputs) with
+  /// 0xFF bytes (NaN for floats) before use: a kernel that leaves an output
+  /// element unwritten then shows in the results (BackendOptions::poisonMemory).
+  bool poisonMemory = false;
   /// The Backend every rank runs on, by name (see makeBackend; "cpu" is the
   /// one built in).
   std::string backend = "cpu";
