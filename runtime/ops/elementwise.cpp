@@ -174,7 +174,7 @@ Status computeRelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 Status computeIdentity(const std::vector<const Tensor*>& in, const AttrMap&,
                        std::vector<Tensor>& out) {
   if (!planned(out, 0)) {
-    out.push_back(in[0]->clone());
+    out.assign(1, in[0]->clone());
     return Status::OK();
   }
   Tensor r = out[0];  // planned in place it is input 0 already
