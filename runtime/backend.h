@@ -110,6 +110,10 @@ struct BackendOptions {
   /// kReference are never reached, and without kReference a call no provider
   /// takes is an error. `pcc-run --reference-kernels` is {kReference}.
   std::vector<Provider> kernelProviders = {Provider::kOneDnn, Provider::kReference};
+  /// cpu: fill every allocation with 0xFF bytes (NaN for floats) instead of
+  /// leaving it undefined, so that an output element a kernel never writes
+  /// shows in the results (`pcc-run --poison-memory`, a check, not a mode to run in).
+  bool poisonMemory = false;
 };
 
 using BackendMaker = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

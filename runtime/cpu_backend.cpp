@@ -7,10 +7,11 @@
 // Kernels run through the shared kernel entry (OpKernel, runtime/ops/
 // kernel_call.h), which the evaluator and the constant folder use too, with
 // the oneDNN kernel as its provider kernel:
-// Outputs: a oneDNN kernel writes straight into the planned output (a view
-// into the rank's arena); a reference kernel allocates its result and
-// OpKernel::runInto copies it into the planned output (the reference kernels
-// keep their allocating contract, see docs/runtime.md).
+// Outputs: a oneDNN kernel, and a reference kernel registered with
+// kWritesOutputs, write straight into the planned output (a view into the
+// rank's arena); any other reference kernel allocates its result and
+// OpKernel::runInto copies it into the planned output (counted; `pcc-run
+// --profile` shows such lines as "(reference, copied)", see docs/runtime.md).
 // Types: the op's inference runs once, when the kernel is prepared, on the
 // plan's types; at run time only ops whose inference needs the value of a
 // computed input (none in the plans pcc writes today, whose shape operands are
@@ -44,7 +45,12 @@ class CpuKernel : public DeviceKernel {
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
     return k_.runInto(inputs, outputs);
   }
-  std::string_view provider() const override { return providerName(k_.lastProvider()); }
+  /// "reference, copied" marks a reference kernel whose result was copied
+  /// into its planned place (it allocates its outputs; see ComputeFn).
+  std::string_view provider() const override {
+    if (k_.lastCopied()) return "reference, copied";
+    return providerName(k_.lastProvider());
+  }
 
  private:
   OpKernel k_;
@@ -60,6 +66,7 @@ class CpuBackend : public Backend {
     uint64_t n = std::max<uint64_t>((bytes + 63) / 64 * 64, 64);
     void* p = std::aligned_alloc(64, n);
     if (!p) return internalError("cannot allocate ", bytes, " bytes");
+    if (options_.poisonMemory) std::memset(p, 0xFF, n);
     DeviceMemory m;
     m.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
     m.base = reinterpret_cast<uintptr_t>(p);

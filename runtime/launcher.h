@@ -36,6 +36,10 @@ struct RunOptions {
   /// Time every kernel by op (RunResult.profile) and every instruction of
   /// every rank (RunResult.instructions).
   bool profile = false;
+  /// Fill every allocation of the backend (the arena, model outputs) with
+  /// 0xFF bytes (NaN for floats) before use: a kernel that leaves an output
+  /// element unwritten then shows in the results (BackendOptions::poisonMemory).
+  bool poisonMemory = false;
   /// The Backend every rank runs on, by name (see makeBackend; "cpu" is the
   /// one built in).
   std::string backend = "cpu";

@@ -95,6 +95,9 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  "names are refused with the list of registered ones)")
       ->type_name("NAME");
   app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
+  app.add_flag("--poison-memory", a.run.poisonMemory,
+               "fill the ranks' memory with 0xFF bytes (NaN) before use: a\n"
+               "check that every kernel writes all of its outputs");
   app.add_flag("--profile", a.run.profile, "print rank 0's time per op and kernel provider (all runs, warmup included)");
   app.add_option("--profile-json", a.profileJson,
                  "write every instruction of every rank with its mean time\n"

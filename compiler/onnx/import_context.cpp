@@ -188,6 +188,10 @@ Status ImportContext::onlyFirstOutputsUsed(size_t n, std::string_view what) cons
 }
 
 AttrMap ImportContext::keep(std::initializer_list<std::string_view> names) const {
+  return keep(std::vector<std::string_view>(names));
+}
+
+AttrMap ImportContext::keep(const std::vector<std::string_view>& names) const {
   AttrMap out;
   for (std::string_view n : names) {
     auto it = attrs_.all().find(std::string(n));

@@ -71,6 +71,7 @@ class ImportContext {
   const AttrMap& attrs() const { return attrs_; }
   /// \returns the node's attributes named in `names` (the canonical set of the op).
   AttrMap keep(std::initializer_list<std::string_view> names) const;
+  AttrMap keep(const std::vector<std::string_view>& names) const;
 
   // ---- Building --------------------------------------------------------------
   /// Creates an `op` node reading `inputs`, or, when they are all constants and

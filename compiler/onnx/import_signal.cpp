@@ -30,14 +30,8 @@ Status importDft(C& c) {
 
 std::vector<ImporterEntry> signalImporters() {
   return {
-      {"NegativeLogLikelihoodLoss", 12, PCC_DIRECT(NegativeLogLikelihoodLoss, "ignore_index", "reduction")},
       {"SoftmaxCrossEntropyLoss", 12, importSce},
-      {"BlackmanWindow", 17, PCC_DIRECT(BlackmanWindow, "output_datatype", "periodic")},
-      {"HannWindow", 17, PCC_DIRECT(HannWindow, "output_datatype", "periodic")},
-      {"HammingWindow", 17, PCC_DIRECT(HammingWindow, "output_datatype", "periodic")},
-      {"MelWeightMatrix", 17, PCC_DIRECT(MelWeightMatrix, "output_datatype")},
       {"DFT", 17, importDft},
-      {"STFT", 17, PCC_DIRECT(STFT, "onesided")},
   };
 }
 

@@ -116,19 +116,9 @@ Status importDropout(C& c) {
 std::vector<ImporterEntry> tensorImporters() {
   return {
       {"Pad", 7, importPad},
-      {"Tile", 7, PCC_DIRECT(Tile)},
       {"Resize", 10, importResize},
       {"Upsample", 7, importUpsample},
-      {"DepthToSpace", 7, PCC_DIRECT(DepthToSpace, "blocksize", "mode")},
-      {"SpaceToDepth", 7, PCC_DIRECT(SpaceToDepth, "blocksize")},
-      {"GatherElements", 11, PCC_DIRECT(GatherElements, "axis")},
-      {"GatherND", 11, PCC_DIRECT(GatherND, "batch_dims")},
-      {"ScatterND", 11, PCC_DIRECT(ScatterND, "reduction")},
-      {"ScatterElements", 11, PCC_DIRECT(ScatterElements, "axis", "reduction")},
       {"Scatter", 9, importScatter},
-      {"NonZero", 9, PCC_DIRECT(NonZero)},
-      {"Compress", 9, PCC_DIRECT(Compress, "axis")},
-      {"ReverseSequence", 10, PCC_DIRECT(ReverseSequence, "batch_axis", "time_axis")},
       {"Size", 7, importSize},
       {"Dropout", 7, importDropout},
   };

@@ -21,8 +21,9 @@ inline std::vector<Value*> allInputs(const ImportContext& c) {
   return ins;
 }
 
-/// The op maps one-to-one; `keep` is its canonical attribute set.
-inline Status direct(ImportContext& c, OpKind op, std::initializer_list<std::string_view> keep) {
+/// The op maps one-to-one; `keep` is its canonical attribute set. (The rows of
+/// ops marked OnnxDirect in Ops.def call it: op_importers.cpp.)
+inline Status direct(ImportContext& c, OpKind op, const std::vector<std::string_view>& keep) {
   int n = opInfo(op).numOutputs;
   if (n > 0) RETURN_IF_ERROR(c.onlyFirstOutputsUsed(static_cast<size_t>(n), "pcc supports only the first"));
   return c.emitNode(op, allInputs(c), c.keep(keep));
@@ -68,9 +69,5 @@ inline Status importSoftmaxLike(ImportContext& c, OpKind op) {
   ASSIGN_OR_RETURN(std::vector<Value*> s, c.emit(op, {f[0]}, last, {}, tag));
   return c.emitNode(OpKind::Reshape, {s[0], c.constI64(x->type().shape, "shape")}, {});
 }
-
-/// An importer for an op that maps one-to-one, keeping the listed attributes.
-#define PCC_DIRECT(Op, ...) \
-  [](::pcc::ImportContext& c) { return ::pcc::direct(c, ::pcc::OpKind::Op, {__VA_ARGS__}); }
 
 }  // namespace pcc

@@ -43,22 +43,8 @@ Status importUnique(C& c) {
 std::vector<ImporterEntry> visionImporters() {
   return {
       {"GridSample", 16, importGridSample},
-      {"AffineGrid", 20, PCC_DIRECT(AffineGrid, "align_corners")},
       {"RoiAlign", 10, importRoiAlign},
-      {"NonMaxSuppression", 10, PCC_DIRECT(NonMaxSuppression, "center_point_box")},
-      {"MaxUnpool", 9, PCC_DIRECT(MaxUnpool, "kernel_shape", "pads", "strides")},
-      {"CenterCropPad", 18, PCC_DIRECT(CenterCropPad, "axes")},
-      {"Col2Im", 18, PCC_DIRECT(Col2Im, "dilations", "pads", "strides")},
-      {"DeformConv", 19,
-       PCC_DIRECT(DeformConv, "dilations", "group", "kernel_shape", "offset_group", "pads", "strides")},
       {"Unique", 11, importUnique},
-      {"Det", 11, PCC_DIRECT(Det)},
-      {"QLinearConv", 10,
-       PCC_DIRECT(QLinearConv, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")},
-      {"QLinearMatMul", 10, PCC_DIRECT(QLinearMatMul)},
-      {"ConvInteger", 10, PCC_DIRECT(ConvInteger, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")},
-      {"Swish", 24, PCC_DIRECT(Swish, "alpha")},
-      {"TensorScatter", 24, PCC_DIRECT(TensorScatter, "axis", "mode")},
   };
 }
 

@@ -1,4 +1,6 @@
-// One import function per ONNX op, in one table (kImporters at the end).
+// The importer table: the rows of the ops Ops.def marks OnnxDirect, made from
+// that column (directRows), and one import function per other ONNX op
+// (kImporters at the end, and the families' tables).
 //
 // Each function maps an ONNX node of any opset from 1 to 24 to the canonical
 // IR ops of Ops.def, which have the newest opset's semantics. What changed
@@ -22,12 +24,42 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <optional>
 #include <map>
 #include <unordered_map>
 
 namespace pcc {
 
 namespace {
+
+/// The Import column of Ops.def, by OpKind: for OnnxDirect ops the opset that
+/// introduced the op and the attributes the IR node keeps.
+struct DirectSpec {
+  int since = 0;  ///< 0: not OnnxDirect
+  std::vector<std::string_view> keep;
+};
+#define OnnxDirect(Since, ...) DirectSpec{Since, {__VA_ARGS__}}
+#define OnnxCustom DirectSpec{}
+#define NotOnnx DirectSpec{}
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard, Import) Import,
+const DirectSpec kDirectSpecs[] = {
+#include "runtime/schema/Ops.def"
+};
+#undef PCC_OP
+#undef OnnxDirect
+#undef OnnxCustom
+#undef NotOnnx
+static_assert(std::size(kDirectSpecs) == kNumOpKinds);
+
+/// The import function of every OnnxDirect row: one node of the op named by
+/// the node's op_type, the attributes of its Ops.def row kept.
+Status importDirect(C& c) {
+  std::optional<OpKind> op = opFromName(c.node().op_type());
+  if (!op || opInfo(*op).onnx != OnnxImport::kDirect)
+    return internalError("no OnnxDirect row in Ops.def for '", c.node().op_type(), "'");
+  return direct(c, *op, kDirectSpecs[static_cast<size_t>(*op)].keep);
+}
 
 
 /// Identity: an alias of a constant input, else an Identity node.
@@ -250,22 +282,6 @@ Status importSlice(C& c) {
 }
 
 const ImporterEntry kImporters[] = {
-    {"MatMul", 7, PCC_DIRECT(MatMul)},
-    {"Gemm", 7, PCC_DIRECT(Gemm, "alpha", "beta", "transA", "transB")},
-    {"Conv", 7, PCC_DIRECT(Conv, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")},
-    {"Add", 7, PCC_DIRECT(Add)},
-    {"Sub", 7, PCC_DIRECT(Sub)},
-    {"Mul", 7, PCC_DIRECT(Mul)},
-    {"Div", 7, PCC_DIRECT(Div)},
-    {"Pow", 7, PCC_DIRECT(Pow)},
-    {"Equal", 7, PCC_DIRECT(Equal)},
-    {"Where", 9, PCC_DIRECT(Where)},
-    {"Sqrt", 7, PCC_DIRECT(Sqrt)},
-    {"Erf", 9, PCC_DIRECT(Erf)},
-    {"Tanh", 7, PCC_DIRECT(Tanh)},
-    {"Sigmoid", 7, PCC_DIRECT(Sigmoid)},
-    {"Relu", 7, PCC_DIRECT(Relu)},
-    {"Gelu", 20, PCC_DIRECT(Gelu, "approximate")},
     {"Cast", 7, importCast},
     {"Identity", 7, importIdentity},
     {"Constant", 7, importConstant},
@@ -274,25 +290,13 @@ const ImporterEntry kImporters[] = {
     {"BatchNormalization", 7, importBatchNorm},
     {"ReduceMean", 7, importReduceMean},
     {"MaxPool", 7, importMaxPool},
-    {"AveragePool", 7,
-     PCC_DIRECT(AveragePool, "auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
-                "strides")},
-    {"GlobalAveragePool", 7, PCC_DIRECT(GlobalAveragePool)},
     {"Reshape", 7, importReshape},
-    {"Transpose", 7, PCC_DIRECT(Transpose, "perm")},
-    {"Flatten", 7, PCC_DIRECT(Flatten, "axis")},
     {"Squeeze", 7, importSqueeze},
     {"Unsqueeze", 7, importUnsqueeze},
     {"Concat", 7, importConcat},
     {"Split", 7, importSplit},
     {"Slice", 7, importSlice},
-    {"Gather", 7, PCC_DIRECT(Gather, "axis")},
     {"Shape", 7, importShape},
-    {"ConstantOfShape", 9, PCC_DIRECT(ConstantOfShape, "value")},
-    {"Expand", 8, PCC_DIRECT(Expand)},
-    {"TfIdfVectorizer", 9,
-     PCC_DIRECT(TfIdfVectorizer, "max_gram_length", "min_gram_length", "max_skip_count", "mode", "ngram_counts",
-                "ngram_indexes", "pool_int64s", "pool_strings", "weights")},
 };
 
 }  // namespace
@@ -300,6 +304,11 @@ const ImporterEntry kImporters[] = {
 const std::vector<ImporterEntry>& importerRows() {
   static const std::vector<ImporterEntry> all = [] {
     std::vector<ImporterEntry> rows(std::begin(kImporters), std::end(kImporters));
+    for (size_t i = 0; i < kNumOpKinds; ++i) {
+      OpKind op = static_cast<OpKind>(i);
+      // opName is the row's name literal (Ops.def), so data() ends with a NUL.
+      if (opInfo(op).onnx == OnnxImport::kDirect) rows.push_back({opName(op).data(), kDirectSpecs[i].since, &importDirect});
+    }
     for (auto family : {mathImporters, reduceNormImporters, tensorImporters, signalImporters, rnnImporters,
                         visionImporters})
       for (const ImporterEntry& e : family()) rows.push_back(e);

@@ -228,7 +228,7 @@ Status computeGlobalPool(const std::vector<const Tensor*>& in, const AttrMap& at
   const Tensor& x = *in[0];
   Dims outShape = x.shape();
   std::fill(outShape.begin() + 2, outShape.end(), 1);
-  Tensor r = Tensor::zeros(x.dtype(), outShape);
+  Tensor r = output(out, 0, x.dtype(), outShape);
   int64_t planes = x.shape()[0] * x.shape()[1];
   int64_t inner = planes ? x.numel() / planes : 0;
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
@@ -240,7 +240,6 @@ Status computeGlobalPool(const std::vector<const Tensor*>& in, const AttrMap& at
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -251,8 +250,8 @@ void registerConvPoolOps(OpRegistry& r) {
   r.add(OpKind::MaxPool, &computePool<Pool::kMax>);
   r.add(OpKind::AveragePool, &computePool<Pool::kAverage>);
   r.add(OpKind::LpPool, &computePool<Pool::kLp>);
-  r.add(OpKind::GlobalAveragePool, &computeGlobalPool<false>);
-  r.add(OpKind::GlobalMaxPool, &computeGlobalPool<true>);
+  r.add(OpKind::GlobalAveragePool, &computeGlobalPool<false>, kWritesOutputs);
+  r.add(OpKind::GlobalMaxPool, &computeGlobalPool<true>, kWritesOutputs);
   r.add(OpKind::ConvTranspose, &computeConvTranspose);
 }
 

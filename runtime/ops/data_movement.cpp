@@ -21,10 +21,17 @@ void outerInner(const Dims& shape, int64_t axis, int64_t& outer, int64_t& inner)
 
 Status computeConcat(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                      std::vector<Tensor>& out) {
-  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferConcat(argsFromTensors(in, attrs)));
+  // Planned, the output's type is known (inferred when the kernel was prepared).
+  TensorType type;
+  if (planned(out, 0)) {
+    type = out[0].type();
+  } else {
+    ASSIGN_OR_RETURN(std::vector<TensorType> types, inferConcat(argsFromTensors(in, attrs)));
+    type = types[0];
+  }
   int64_t axis = attrs.getInt("axis", 0);
   if (axis < 0) axis += in[0]->rank();
-  Tensor r = Tensor::zeros(types[0]);
+  Tensor r = output(out, 0, type);
   size_t es = dtypeSize(r.dtype());
   int64_t outer, inner;
   outerInner(r.shape(), axis, outer, inner);
@@ -35,13 +42,18 @@ Status computeConcat(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       std::memcpy(o, static_cast<const char*>(t->raw()) + b * chunk, chunk);
       o += chunk;
     }
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computeSplit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
-  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferSplit(argsFromTensors(in, attrs)));
+  // Planned (every output), the types are known; a dropped output (undefined)
+  // needs inference for its extent.
+  std::vector<TensorType> types;
+  for (const Tensor& t : out) types.push_back(t.type());
+  if (types.empty() || std::any_of(out.begin(), out.end(), [](const Tensor& t) { return !t.defined(); })) {
+    ASSIGN_OR_RETURN(types, inferSplit(argsFromTensors(in, attrs)));
+  }
   const Tensor& x = *in[0];
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", 0), x.rank()));
   size_t es = dtypeSize(x.dtype());
@@ -49,14 +61,14 @@ Status computeSplit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   outerInner(x.shape(), axis, outer, inner);
   size_t rowBytes = x.shape()[axis] * inner * es;
   int64_t start = 0;
-  for (const TensorType& t : types) {
-    Tensor r = Tensor::zeros(t);
+  for (size_t k = 0; k < types.size(); ++k) {
+    const TensorType& t = types[k];
+    Tensor r = output(out, k, t);
     size_t chunk = t.shape[axis] * inner * es;
     const char* src = static_cast<const char*>(x.raw()) + start * inner * es;
     for (int64_t b = 0; b < outer; ++b)
       std::memcpy(static_cast<char*>(r.mutableData()) + b * chunk, src + b * rowBytes, chunk);
     start += t.shape[axis];
-    out.push_back(std::move(r));
   }
   return Status::OK();
 }
@@ -71,15 +83,20 @@ Status computeSlice(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     if (p.size[d] > 0) base += p.start[d] * inStrides[d];
     strides[d] = inStrides[d] * p.step[d];
   }
-  Tensor r = Tensor::zeros(x.dtype(), p.size);
+  Tensor r = output(out, 0, x.dtype(), p.size);
   copyStrided(x.raw(), base, strides, p.size, r.mutableData(), dtypeSize(x.dtype()));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computeGather(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                      std::vector<Tensor>& out) {
-  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferGather(argsFromTensors(in, attrs)));
+  TensorType type;
+  if (planned(out, 0)) {
+    type = out[0].type();
+  } else {
+    ASSIGN_OR_RETURN(std::vector<TensorType> types, inferGather(argsFromTensors(in, attrs)));
+    type = types[0];
+  }
   const Tensor &x = *in[0], &idx = *in[1];
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", 0), x.rank()));
   int64_t outer, inner, dim = x.shape()[axis];
@@ -90,7 +107,7 @@ Status computeGather(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       return invalidInput("index ", i, " out of range for axis ", axis, " of size ", dim);
     if (i < 0) i += dim;
   }
-  Tensor r = Tensor::zeros(types[0]);
+  Tensor r = output(out, 0, type);
   size_t chunk = inner * dtypeSize(x.dtype());
   const char* src = static_cast<const char*>(x.raw());
   char* o = static_cast<char*>(r.mutableData());
@@ -99,17 +116,16 @@ Status computeGather(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       std::memcpy(o, src + (b * dim + i) * chunk, chunk);
       o += chunk;
     }
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 }  // namespace
 
 void registerDataMovementOps(OpRegistry& r) {
-  r.add(OpKind::Concat, &computeConcat);
-  r.add(OpKind::Split, &computeSplit);
-  r.add(OpKind::Slice, &computeSlice);
-  r.add(OpKind::Gather, &computeGather);
+  r.add(OpKind::Concat, &computeConcat, kWritesOutputs);
+  r.add(OpKind::Split, &computeSplit, kWritesOutputs);
+  r.add(OpKind::Slice, &computeSlice, kWritesOutputs);
+  r.add(OpKind::Gather, &computeGather, kWritesOutputs);
 }
 
 }  // namespace pcc

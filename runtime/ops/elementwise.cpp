@@ -38,7 +38,7 @@ Status computeArith(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeArith<kOp>, in, attrs, out);
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(in[0]->dtype(), shape);
+  Tensor r = output(out, 0, in[0]->dtype(), shape);
   Status st = visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     if constexpr (kOp == Arith::kAdd) {
       broadcastBinary<T, T, T>(*in[0], *in[1], r, [](T x, T y) { return T(x + y); });
@@ -65,7 +65,6 @@ Status computeArith(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     return Status::OK();
   });
   RETURN_IF_ERROR(st);
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -73,7 +72,7 @@ Status computePow(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computePow, in, attrs, out);
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(in[0]->dtype(), shape);
+  Tensor r = output(out, 0, in[0]->dtype(), shape);
   const Tensor& e = *in[1];
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* pa = in[0]->data<T>();
@@ -83,7 +82,6 @@ Status computePow(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       po[i] = static_cast<T>(std::pow(static_cast<double>(pa[w.offset(0)]), e.getDouble(w.offset(1))));
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -91,19 +89,18 @@ Status computeEqual(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeEqual, in, attrs, out);
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(DType::kBool, shape);
+  Tensor r = output(out, 0, DType::kBool, shape);
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     broadcastBinary<T, T, uint8_t>(*in[0], *in[1], r, [](T x, T y) { return uint8_t(x == y); });
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computeWhere(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(Dims xy, broadcastShapes(in[1]->shape(), in[2]->shape()));
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), xy));
-  Tensor r = Tensor::zeros(in[1]->dtype(), shape);
+  Tensor r = output(out, 0, in[1]->dtype(), shape);
   size_t es = dtypeSize(r.dtype());
   const uint8_t* c = in[0]->data<uint8_t>();
   const char* x = static_cast<const char*>(in[1]->raw());
@@ -114,7 +111,6 @@ Status computeWhere(const std::vector<const Tensor*>& in, const AttrMap&, std::v
     const char* src = c[w.offset(0)] ? x + w.offset(1) * es : y + w.offset(2) * es;
     std::memcpy(o + i * es, src, es);
   }
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -138,14 +134,13 @@ double applyUnary(Unary op, double x) {
 }
 
 Status runUnary(Unary op, const Tensor& x, std::vector<Tensor>& out) {
-  Tensor r = Tensor::zeros(x.type());
+  Tensor r = output(out, 0, x.type());
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
     const T* p = x.data<T>();
     T* o = r.mutableData<T>();
     for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<T>(applyUnary(op, p[i]));
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -166,20 +161,24 @@ Status computeGelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 Status computeRelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                    std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeRelu, in, attrs, out);
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* p = in[0]->data<T>();
     T* o = r.mutableData<T>();
     for (int64_t i = 0; i < r.numel(); ++i) o[i] = p[i] > T(0) ? p[i] : T(0);
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computeIdentity(const std::vector<const Tensor*>& in, const AttrMap&,
                        std::vector<Tensor>& out) {
-  out.push_back(in[0]->clone());
+  if (!planned(out, 0)) {
+    out.assign(1, in[0]->clone());
+    return Status::OK();
+  }
+  Tensor r = out[0];  // planned in place it is input 0 already
+  if (r.raw() != in[0]->raw() && r.nbytes()) std::memmove(r.mutableData(), in[0]->raw(), r.nbytes());
   return Status::OK();
 }
 
@@ -198,7 +197,7 @@ Status computeCast(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   ASSIGN_OR_RETURN(E8M0Round round, castRoundMode(attrs));
   bool saturate = attrs.getInt("saturate", 1) != 0;
   const Tensor& x = *in[0];
-  Tensor r = Tensor::zeros(to, x.shape());
+  Tensor r = output(out, 0, to, x.shape());
   DType from = x.dtype();
   int64_t n = x.numel();
   if (isNarrowFloat(to) && (to == DType::kF8E8M0 || !saturate)) {
@@ -215,28 +214,27 @@ Status computeCast(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     // Integer sources go through int64 so that large values survive exactly.
     for (int64_t i = 0; i < n; ++i) r.setInt(i, x.getInt(i));
   }
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& r) {
-  r.add(OpKind::Add, &computeArith<Arith::kAdd>);
-  r.add(OpKind::Sub, &computeArith<Arith::kSub>);
-  r.add(OpKind::Mul, &computeArith<Arith::kMul>);
-  r.add(OpKind::Div, &computeArith<Arith::kDiv>);
-  r.add(OpKind::Pow, &computePow);
-  r.add(OpKind::Equal, &computeEqual);
-  r.add(OpKind::Where, &computeWhere);
-  r.add(OpKind::Sqrt, &computeUnary<Unary::kSqrt>);
-  r.add(OpKind::Erf, &computeUnary<Unary::kErf>);
-  r.add(OpKind::Tanh, &computeUnary<Unary::kTanh>);
-  r.add(OpKind::Sigmoid, &computeUnary<Unary::kSigmoid>);
-  r.add(OpKind::Gelu, &computeGelu);
-  r.add(OpKind::Relu, &computeRelu);
-  r.add(OpKind::Cast, &computeCast);
-  r.add(OpKind::Identity, &computeIdentity, /*viewOfInput0=*/true);
+  r.add(OpKind::Add, &computeArith<Arith::kAdd>, kWritesOutputs);
+  r.add(OpKind::Sub, &computeArith<Arith::kSub>, kWritesOutputs);
+  r.add(OpKind::Mul, &computeArith<Arith::kMul>, kWritesOutputs);
+  r.add(OpKind::Div, &computeArith<Arith::kDiv>, kWritesOutputs);
+  r.add(OpKind::Pow, &computePow, kWritesOutputs);
+  r.add(OpKind::Equal, &computeEqual, kWritesOutputs);
+  r.add(OpKind::Where, &computeWhere, kWritesOutputs);
+  r.add(OpKind::Sqrt, &computeUnary<Unary::kSqrt>, kWritesOutputs);
+  r.add(OpKind::Erf, &computeUnary<Unary::kErf>, kWritesOutputs);
+  r.add(OpKind::Tanh, &computeUnary<Unary::kTanh>, kWritesOutputs);
+  r.add(OpKind::Sigmoid, &computeUnary<Unary::kSigmoid>, kWritesOutputs);
+  r.add(OpKind::Gelu, &computeGelu, kWritesOutputs);
+  r.add(OpKind::Relu, &computeRelu, kWritesOutputs);
+  r.add(OpKind::Cast, &computeCast, kWritesOutputs);
+  r.add(OpKind::Identity, &computeIdentity, kViewOfInput0 | kWritesOutputs);
 }
 
 }  // namespace pcc

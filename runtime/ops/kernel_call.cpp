@@ -2,6 +2,8 @@
 // running (allocating, or into planned outputs). See kernel_call.h.
 #include "runtime/ops/kernel_call.h"
 
+#include <array>
+#include <atomic>
 #include <cstring>
 
 #include "runtime/ops/op_util.h"
@@ -144,7 +146,10 @@ Status OpKernel::dispatch(const std::vector<const Tensor*>& inputs, const std::v
       return Status::OK();
     }
   }
-  got.clear();
+  // A reference kernel that writes its outputs gets the planned ones; any
+  // other starts from nothing and allocates (runInto then copies).
+  if (reference_ && reference_->writesOutputs) got = planned;
+  else got.clear();
   if (!reference_)
     return fail(unsupported("no kernel of the preferred providers takes this call"), inputs);
   Status st = reference_->compute(inputs, *attrs_, got);
@@ -177,6 +182,7 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
   }
   std::vector<Tensor> got;
   RETURN_IF_ERROR(dispatch(inputs, outputs, got));
+  lastCopied_ = false;
   if (got.size() < outputs.size())
     return fail(internalError("the kernel made ", got.size(), " outputs, the caller planned ", outputs.size()), inputs);
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -186,9 +192,23 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
                                 outputs[k].type().str()),
                   inputs);
     Tensor dst = outputs[k];
-    if (got[k].raw() != dst.raw() && dst.nbytes()) std::memmove(dst.mutableData(), got[k].raw(), dst.nbytes());
+    if (got[k].raw() != dst.raw() && dst.nbytes()) {
+      // The fallback: a kernel that allocated its result (see ComputeFn).
+      std::memmove(dst.mutableData(), got[k].raw(), dst.nbytes());
+      lastCopied_ = true;
+      copyCounters()[static_cast<size_t>(op_)].fetch_add(1, std::memory_order_relaxed);
+    }
   }
   return Status::OK();
+}
+
+std::array<std::atomic<uint64_t>, kNumOpKinds>& OpKernel::copyCounters() {
+  static std::array<std::atomic<uint64_t>, kNumOpKinds> counters{};
+  return counters;
+}
+
+uint64_t OpKernel::outputCopies(OpKind op) {
+  return copyCounters()[static_cast<size_t>(op)].load(std::memory_order_relaxed);
 }
 
 StatusOr<std::vector<Tensor>> runKernel(std::string_view op, const std::vector<const Tensor*>& inputs,

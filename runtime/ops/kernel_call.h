@@ -15,6 +15,8 @@
 //    context: "<where>: <Op> with inputs (<types>): <problem>".
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,6 +69,12 @@ class OpKernel {
   bool infersAtRun() const { return inferAtRun_; }
   /// \returns the provider whose kernel ran the last call (kReference before any).
   Provider lastProvider() const { return lastProvider_; }
+  /// \returns whether the last runInto copied an output into its planned
+  /// place (a reference kernel without kWritesOutputs allocated it).
+  bool lastCopied() const { return lastCopied_; }
+  /// \returns how many outputs of op `op` runInto has copied into their
+  /// planned place since the process started, over all kernels and threads.
+  static uint64_t outputCopies(OpKind op);
 
   /// Checks the types a caller declared for the outputs (a node's, a plan's
   /// buffers') against the inferred ones; a declared type with dtype
@@ -84,8 +92,9 @@ class OpKernel {
   /// Runs the kernel on `inputs`, writing `outputs`: tensors of the types the
   /// caller planned, contents undefined on entry, possibly over input 0 (in
   /// place); an undefined tensor for an output whose result is dropped. A
-  /// provider kernel writes them directly; a reference kernel's results are
-  /// copied into them.
+  /// provider kernel and a reference kernel registered with kWritesOutputs
+  /// write them directly; another reference kernel's results are copied into
+  /// them (lastCopied, outputCopies).
   Status runInto(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs);
 
  private:
@@ -113,6 +122,9 @@ class OpKernel {
   std::vector<TensorType> inferred_;
   bool inferAtRun_ = false;
   Provider lastProvider_ = Provider::kReference;
+  bool lastCopied_ = false;
+  /// \returns the process's count of copied outputs per op.
+  static std::array<std::atomic<uint64_t>, kNumOpKinds>& copyCounters();
 };
 
 /// Runs op `op` once on `inputs` (nullptr: absent), all of whose values are

@@ -1,6 +1,8 @@
 // MatMul (numpy semantics) and Gemm. Loops run in i-k-j order so the inner
 // loop streams rows of B and of the output.
 // Their type inference is runtime/schema/linalg.cpp.
+#include <cstring>
+
 #include "runtime/ops/op_util.h"
 #include "runtime/schema/linalg.h"
 
@@ -28,7 +30,9 @@ Status computeMatMul(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                      std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeMatMul, in, attrs, out);
   ASSIGN_OR_RETURN(MatMulShape s, matmulShape(in[0]->type(), in[1]->type()));
-  Tensor r = Tensor::zeros(in[0]->dtype(), s.out);
+  // The kernel accumulates: a planned output (contents undefined) starts at zero.
+  Tensor r = output(out, 0, in[0]->dtype(), s.out);
+  if (r.nbytes()) std::memset(r.mutableData(), 0, r.nbytes());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* a = in[0]->data<T>();
     const T* b = in[1]->data<T>();
@@ -40,7 +44,6 @@ Status computeMatMul(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                       c + bi * s.m * s.n, s.m, s.k, s.n, s.k, 1, s.n, 1);
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -52,7 +55,8 @@ Status computeGemm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   ASSIGN_OR_RETURN(GemmShape g, gemmShape(a.type(), b.type(), attrs));
   bool ta = attrs.getInt("transA", 0) != 0, tb = attrs.getInt("transB", 0) != 0;
   float alpha = attrs.getFloat("alpha", 1.0f), beta = attrs.getFloat("beta", 1.0f);
-  Tensor r = Tensor::zeros(a.dtype(), {g.m, g.n});
+  Tensor r = output(out, 0, a.dtype(), {g.m, g.n});
+  if (r.nbytes()) std::memset(r.mutableData(), 0, r.nbytes());
   RETURN_IF_ERROR(visitNumeric(a.dtype(), [&]<typename T>() -> Status {
     T* y = r.mutableData<T>();
     // A stored [M,K] (lda=K, sak=1) or [K,M] (lda=1, sak=M); same for B.
@@ -67,15 +71,14 @@ Status computeGemm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 }  // namespace
 
 void registerLinalgOps(OpRegistry& r) {
-  r.add(OpKind::MatMul, &computeMatMul);
-  r.add(OpKind::Gemm, &computeGemm);
+  r.add(OpKind::MatMul, &computeMatMul, kWritesOutputs);
+  r.add(OpKind::Gemm, &computeGemm, kWritesOutputs);
 }
 
 }  // namespace pcc

@@ -66,7 +66,7 @@ Status computeAct(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeAct<kAct>, in, attrs, out);
   ActParams p = actParams(kAct, attrs);
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* x = in[0]->data<T>();
     T* o = r.mutableData<T>();
@@ -79,7 +79,6 @@ Status computeAct(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -88,49 +87,51 @@ Status computeClip(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   if (anyHalf(in)) return computeViaF32(&computeClip, in, attrs, out);
   const Tensor* lo = in.size() > 1 ? in[1] : nullptr;
   const Tensor* hi = in.size() > 2 ? in[2] : nullptr;
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* x = in[0]->data<T>();
     T* o = r.mutableData<T>();
     // min > max gives max everywhere, as max(min(x, ...)) ordering implies.
-    for (int64_t i = 0; i < r.numel(); ++i) {
+    // The bounds are read once (the output may alias nothing but input 0).
+    const bool hasLo = lo != nullptr, hasHi = hi != nullptr;
+    const T l = hasLo ? lo->data<T>()[0] : T(0), h = hasHi ? hi->data<T>()[0] : T(0);
+    const int64_t n = r.numel();
+    for (int64_t i = 0; i < n; ++i) {
       T v = x[i];
-      if (lo && v < lo->data<T>()[0]) v = lo->data<T>()[0];
-      if (hi && v > hi->data<T>()[0]) v = hi->data<T>()[0];
+      if (hasLo && v < l) v = l;
+      if (hasHi && v > h) v = h;
       o[i] = v;
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computePRelu(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computePRelu, in, attrs, out);
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     broadcastMap<T, T, T>(*in[0], *in[1], r, [](T x, T s) { return x < T(0) ? T(s * x) : x; });
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 }  // namespace
 
 void registerMathActivationOps(OpRegistry& r) {
-  r.add(OpKind::LeakyRelu, &computeAct<Act::kLeakyRelu>);
-  r.add(OpKind::Elu, &computeAct<Act::kElu>);
-  r.add(OpKind::Selu, &computeAct<Act::kSelu>);
-  r.add(OpKind::Celu, &computeAct<Act::kCelu>);
-  r.add(OpKind::HardSigmoid, &computeAct<Act::kHardSigmoid>);
-  r.add(OpKind::HardSwish, &computeAct<Act::kHardSwish>);
-  r.add(OpKind::Mish, &computeAct<Act::kMish>);
-  r.add(OpKind::ThresholdedRelu, &computeAct<Act::kThresholdedRelu>);
-  r.add(OpKind::Shrink, &computeAct<Act::kShrink>);
-  r.add(OpKind::Clip, &computeClip);
-  r.add(OpKind::PRelu, &computePRelu);
+  r.add(OpKind::LeakyRelu, &computeAct<Act::kLeakyRelu>, kWritesOutputs);
+  r.add(OpKind::Elu, &computeAct<Act::kElu>, kWritesOutputs);
+  r.add(OpKind::Selu, &computeAct<Act::kSelu>, kWritesOutputs);
+  r.add(OpKind::Celu, &computeAct<Act::kCelu>, kWritesOutputs);
+  r.add(OpKind::HardSigmoid, &computeAct<Act::kHardSigmoid>, kWritesOutputs);
+  r.add(OpKind::HardSwish, &computeAct<Act::kHardSwish>, kWritesOutputs);
+  r.add(OpKind::Mish, &computeAct<Act::kMish>, kWritesOutputs);
+  r.add(OpKind::ThresholdedRelu, &computeAct<Act::kThresholdedRelu>, kWritesOutputs);
+  r.add(OpKind::Shrink, &computeAct<Act::kShrink>, kWritesOutputs);
+  r.add(OpKind::Clip, &computeClip, kWritesOutputs);
+  r.add(OpKind::PRelu, &computePRelu, kWritesOutputs);
 }
 
 }  // namespace pcc

@@ -15,14 +15,13 @@ using namespace ops::math_binary_schema;
 template <Logic kOp>
 Status computeLogic(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(DType::kBool, shape);
+  Tensor r = output(out, 0, DType::kBool, shape);
   broadcastMap<uint8_t, uint8_t, uint8_t>(*in[0], *in[1], r, [](uint8_t a, uint8_t b) -> uint8_t {
     bool x = a != 0, y = b != 0;
     if constexpr (kOp == Logic::kAnd) return x && y;
     else if constexpr (kOp == Logic::kOr) return x || y;
     else return x != y;
   });
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -31,7 +30,7 @@ Status computeCmp(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeCmp<kOp>, in, attrs, out);
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(DType::kBool, shape);
+  Tensor r = output(out, 0, DType::kBool, shape);
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     broadcastMap<T, T, uint8_t>(*in[0], *in[1], r, [](T a, T b) -> uint8_t {
       if constexpr (kOp == Cmp::kLess) return a < b;
@@ -41,7 +40,6 @@ Status computeCmp(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     });
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -50,7 +48,7 @@ Status computeMod(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   if (anyHalf(in)) return computeViaF32(&computeMod, in, attrs, out);
   bool cStyle = attrs.getInt("fmod", 0) != 0;
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(in[0]->dtype(), shape);
+  Tensor r = output(out, 0, in[0]->dtype(), shape);
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     if constexpr (std::is_integral_v<T>) {
       const T* pb = in[1]->data<T>();
@@ -70,7 +68,6 @@ Status computeMod(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -79,7 +76,7 @@ Status computeBit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                   std::vector<Tensor>& out) {
   bool left = attrs.getString("direction", "") == "LEFT";
   ASSIGN_OR_RETURN(Dims shape, broadcastShapes(in[0]->shape(), in[1]->shape()));
-  Tensor r = Tensor::zeros(in[0]->dtype(), shape);
+  Tensor r = output(out, 0, in[0]->dtype(), shape);
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     if constexpr (std::is_integral_v<T>) {
       broadcastMap<T, T, T>(*in[0], *in[1], r, [left](T a, T b) -> T {
@@ -99,7 +96,6 @@ Status computeBit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       return internalError("bitwise op on a float type");
     }
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -112,12 +108,15 @@ Status computeFold(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     ASSIGN_OR_RETURN(shape, broadcastShapes(shape, in[i]->shape()));
   }
   // Fold left to right: acc = f(acc, in[i]), starting from in[0] broadcast.
-  Tensor acc = Tensor::zeros(in[0]->dtype(), shape);
+  // The last step writes the output; the steps before it temporaries (so
+  // that input 0 is read whole before an output over it is written).
+  size_t n = in.size();
+  Tensor acc = n == 1 ? output(out, 0, in[0]->dtype(), shape) : Tensor::zeros(in[0]->dtype(), shape);
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     Tensor zero = Tensor::zeros(in[0]->dtype(), {});
     broadcastMap<T, T, T>(*in[0], zero, acc, [](T a, T) { return a; });
-    for (size_t i = 1; i < in.size(); ++i) {
-      Tensor next = Tensor::zeros(in[0]->dtype(), shape);
+    for (size_t i = 1; i < n; ++i) {
+      Tensor next = i + 1 == n ? output(out, 0, in[0]->dtype(), shape) : Tensor::zeros(in[0]->dtype(), shape);
       broadcastMap<T, T, T>(acc, *in[i], next, [](T a, T b) -> T {
         if constexpr (kOp == Fold::kSum || kOp == Fold::kMean) {
           return static_cast<T>(a + b);
@@ -138,29 +137,28 @@ Status computeFold(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     }
     return Status::OK();
   }));
-  out.push_back(std::move(acc));
   return Status::OK();
 }
 
 }  // namespace
 
 void registerMathBinaryOps(OpRegistry& r) {
-  r.add(OpKind::And, &computeLogic<Logic::kAnd>);
-  r.add(OpKind::Or, &computeLogic<Logic::kOr>);
-  r.add(OpKind::Xor, &computeLogic<Logic::kXor>);
-  r.add(OpKind::Less, &computeCmp<Cmp::kLess>);
-  r.add(OpKind::LessOrEqual, &computeCmp<Cmp::kLessOrEqual>);
-  r.add(OpKind::Greater, &computeCmp<Cmp::kGreater>);
-  r.add(OpKind::GreaterOrEqual, &computeCmp<Cmp::kGreaterOrEqual>);
-  r.add(OpKind::Mod, &computeMod);
-  r.add(OpKind::BitShift, &computeBit<Bit::kShift>);
-  r.add(OpKind::BitwiseAnd, &computeBit<Bit::kAnd>);
-  r.add(OpKind::BitwiseOr, &computeBit<Bit::kOr>);
-  r.add(OpKind::BitwiseXor, &computeBit<Bit::kXor>);
-  r.add(OpKind::Min, &computeFold<Fold::kMin>);
-  r.add(OpKind::Max, &computeFold<Fold::kMax>);
-  r.add(OpKind::Sum, &computeFold<Fold::kSum>);
-  r.add(OpKind::Mean, &computeFold<Fold::kMean>);
+  r.add(OpKind::And, &computeLogic<Logic::kAnd>, kWritesOutputs);
+  r.add(OpKind::Or, &computeLogic<Logic::kOr>, kWritesOutputs);
+  r.add(OpKind::Xor, &computeLogic<Logic::kXor>, kWritesOutputs);
+  r.add(OpKind::Less, &computeCmp<Cmp::kLess>, kWritesOutputs);
+  r.add(OpKind::LessOrEqual, &computeCmp<Cmp::kLessOrEqual>, kWritesOutputs);
+  r.add(OpKind::Greater, &computeCmp<Cmp::kGreater>, kWritesOutputs);
+  r.add(OpKind::GreaterOrEqual, &computeCmp<Cmp::kGreaterOrEqual>, kWritesOutputs);
+  r.add(OpKind::Mod, &computeMod, kWritesOutputs);
+  r.add(OpKind::BitShift, &computeBit<Bit::kShift>, kWritesOutputs);
+  r.add(OpKind::BitwiseAnd, &computeBit<Bit::kAnd>, kWritesOutputs);
+  r.add(OpKind::BitwiseOr, &computeBit<Bit::kOr>, kWritesOutputs);
+  r.add(OpKind::BitwiseXor, &computeBit<Bit::kXor>, kWritesOutputs);
+  r.add(OpKind::Min, &computeFold<Fold::kMin>, kWritesOutputs);
+  r.add(OpKind::Max, &computeFold<Fold::kMax>, kWritesOutputs);
+  r.add(OpKind::Sum, &computeFold<Fold::kSum>, kWritesOutputs);
+  r.add(OpKind::Mean, &computeFold<Fold::kMean>, kWritesOutputs);
 }
 
 }  // namespace pcc

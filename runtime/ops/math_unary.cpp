@@ -52,14 +52,13 @@ template <FloatFn kFn>
 Status computeFloat(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                     std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeFloat<kFn>, in, attrs, out);
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitFloat(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* p = in[0]->data<T>();
     T* o = r.mutableData<T>();
     for (int64_t i = 0; i < r.numel(); ++i) o[i] = static_cast<T>(applyFloatFn(kFn, p[i]));
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -67,7 +66,7 @@ template <SignFn kFn>
 Status computeSignFn(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                      std::vector<Tensor>& out) {
   if (anyHalf(in)) return computeViaF32(&computeSignFn<kFn>, in, attrs, out);
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     const T* p = in[0]->data<T>();
     T* o = r.mutableData<T>();
@@ -88,22 +87,20 @@ Status computeSignFn(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computeNot(const std::vector<const Tensor*>& in, const AttrMap&, std::vector<Tensor>& out) {
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   const uint8_t* p = in[0]->data<uint8_t>();
   uint8_t* o = r.mutableData<uint8_t>();
   for (int64_t i = 0; i < r.numel(); ++i) o[i] = p[i] ? 0 : 1;
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 Status computeBitwiseNot(const std::vector<const Tensor*>& in, const AttrMap&,
                          std::vector<Tensor>& out) {
-  Tensor r = Tensor::zeros(in[0]->type());
+  Tensor r = output(out, 0, in[0]->type());
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     if constexpr (std::is_integral_v<T>) {
       const T* p = in[0]->data<T>();
@@ -114,7 +111,6 @@ Status computeBitwiseNot(const std::vector<const Tensor*>& in, const AttrMap&,
       return internalError("BitwiseNot on a float type");
     }
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -122,7 +118,7 @@ Status computeBitwiseNot(const std::vector<const Tensor*>& in, const AttrMap&,
 Status classify(const Tensor& x, const AttrMap& attrs, bool isInf, std::vector<Tensor>& out) {
   bool pos = attrs.getInt("detect_positive", 1) != 0;
   bool neg = attrs.getInt("detect_negative", 1) != 0;
-  Tensor r = Tensor::zeros(DType::kBool, x.shape());
+  Tensor r = output(out, 0, DType::kBool, x.shape());
   uint8_t* o = r.mutableData<uint8_t>();
   // getDouble widens every float type exactly, so one loop serves them all.
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -130,7 +126,6 @@ Status classify(const Tensor& x, const AttrMap& attrs, bool isInf, std::vector<T
     if (!isInf) o[i] = std::isnan(v);
     else o[i] = std::isinf(v) && ((v > 0 && pos) || (v < 0 && neg));
   }
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -147,32 +142,32 @@ Status computeIsInf(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 }  // namespace
 
 void registerMathUnaryOps(OpRegistry& r) {
-  r.add(OpKind::Abs, &computeSignFn<SignFn::kAbs>);
-  r.add(OpKind::Neg, &computeSignFn<SignFn::kNeg>);
-  r.add(OpKind::Sign, &computeSignFn<SignFn::kSign>);
-  r.add(OpKind::Exp, &computeFloat<FloatFn::kExp>);
-  r.add(OpKind::Log, &computeFloat<FloatFn::kLog>);
-  r.add(OpKind::Reciprocal, &computeFloat<FloatFn::kReciprocal>);
-  r.add(OpKind::Floor, &computeFloat<FloatFn::kFloor>);
-  r.add(OpKind::Ceil, &computeFloat<FloatFn::kCeil>);
-  r.add(OpKind::Round, &computeFloat<FloatFn::kRound>);
-  r.add(OpKind::Sin, &computeFloat<FloatFn::kSin>);
-  r.add(OpKind::Cos, &computeFloat<FloatFn::kCos>);
-  r.add(OpKind::Tan, &computeFloat<FloatFn::kTan>);
-  r.add(OpKind::Asin, &computeFloat<FloatFn::kAsin>);
-  r.add(OpKind::Acos, &computeFloat<FloatFn::kAcos>);
-  r.add(OpKind::Atan, &computeFloat<FloatFn::kAtan>);
-  r.add(OpKind::Sinh, &computeFloat<FloatFn::kSinh>);
-  r.add(OpKind::Cosh, &computeFloat<FloatFn::kCosh>);
-  r.add(OpKind::Asinh, &computeFloat<FloatFn::kAsinh>);
-  r.add(OpKind::Acosh, &computeFloat<FloatFn::kAcosh>);
-  r.add(OpKind::Atanh, &computeFloat<FloatFn::kAtanh>);
-  r.add(OpKind::Softplus, &computeFloat<FloatFn::kSoftplus>);
-  r.add(OpKind::Softsign, &computeFloat<FloatFn::kSoftsign>);
-  r.add(OpKind::Not, &computeNot);
-  r.add(OpKind::BitwiseNot, &computeBitwiseNot);
-  r.add(OpKind::IsNaN, &computeIsNaN);
-  r.add(OpKind::IsInf, &computeIsInf);
+  r.add(OpKind::Abs, &computeSignFn<SignFn::kAbs>, kWritesOutputs);
+  r.add(OpKind::Neg, &computeSignFn<SignFn::kNeg>, kWritesOutputs);
+  r.add(OpKind::Sign, &computeSignFn<SignFn::kSign>, kWritesOutputs);
+  r.add(OpKind::Exp, &computeFloat<FloatFn::kExp>, kWritesOutputs);
+  r.add(OpKind::Log, &computeFloat<FloatFn::kLog>, kWritesOutputs);
+  r.add(OpKind::Reciprocal, &computeFloat<FloatFn::kReciprocal>, kWritesOutputs);
+  r.add(OpKind::Floor, &computeFloat<FloatFn::kFloor>, kWritesOutputs);
+  r.add(OpKind::Ceil, &computeFloat<FloatFn::kCeil>, kWritesOutputs);
+  r.add(OpKind::Round, &computeFloat<FloatFn::kRound>, kWritesOutputs);
+  r.add(OpKind::Sin, &computeFloat<FloatFn::kSin>, kWritesOutputs);
+  r.add(OpKind::Cos, &computeFloat<FloatFn::kCos>, kWritesOutputs);
+  r.add(OpKind::Tan, &computeFloat<FloatFn::kTan>, kWritesOutputs);
+  r.add(OpKind::Asin, &computeFloat<FloatFn::kAsin>, kWritesOutputs);
+  r.add(OpKind::Acos, &computeFloat<FloatFn::kAcos>, kWritesOutputs);
+  r.add(OpKind::Atan, &computeFloat<FloatFn::kAtan>, kWritesOutputs);
+  r.add(OpKind::Sinh, &computeFloat<FloatFn::kSinh>, kWritesOutputs);
+  r.add(OpKind::Cosh, &computeFloat<FloatFn::kCosh>, kWritesOutputs);
+  r.add(OpKind::Asinh, &computeFloat<FloatFn::kAsinh>, kWritesOutputs);
+  r.add(OpKind::Acosh, &computeFloat<FloatFn::kAcosh>, kWritesOutputs);
+  r.add(OpKind::Atanh, &computeFloat<FloatFn::kAtanh>, kWritesOutputs);
+  r.add(OpKind::Softplus, &computeFloat<FloatFn::kSoftplus>, kWritesOutputs);
+  r.add(OpKind::Softsign, &computeFloat<FloatFn::kSoftsign>, kWritesOutputs);
+  r.add(OpKind::Not, &computeNot, kWritesOutputs);
+  r.add(OpKind::BitwiseNot, &computeBitwiseNot, kWritesOutputs);
+  r.add(OpKind::IsNaN, &computeIsNaN, kWritesOutputs);
+  r.add(OpKind::IsInf, &computeIsInf, kWritesOutputs);
 }
 
 }  // namespace pcc

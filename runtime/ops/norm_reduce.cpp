@@ -21,7 +21,7 @@ Status computeSoftmax(const std::vector<const Tensor*>& in, const AttrMap& attrs
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(attrs.getInt("axis", -1), x.rank()));
   int64_t outer, n, inner;
   splitAround(x.shape(), axis, outer, n, inner);
-  Tensor r = Tensor::zeros(x.type());
+  Tensor r = output(out, 0, x.type());
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
     const T* px = x.data<T>();
     T* py = r.mutableData<T>();
@@ -39,7 +39,6 @@ Status computeSoftmax(const std::vector<const Tensor*>& in, const AttrMap& attrs
       }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -61,7 +60,7 @@ Status computeLayerNorm(const std::vector<const Tensor*>& in, const AttrMap& att
     so[j] = w.offset(0);
     bo[j] = w.offset(1);
   }
-  Tensor r = Tensor::zeros(x.type());
+  Tensor r = output(out, 0, x.type());
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
     const T* ps = scale.data<T>();
     const T* pb = bias ? bias->data<T>() : nullptr;
@@ -81,7 +80,6 @@ Status computeLayerNorm(const std::vector<const Tensor*>& in, const AttrMap& att
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -92,7 +90,7 @@ Status computeBatchNorm(const std::vector<const Tensor*>& in, const AttrMap& att
   double eps = attrs.getFloat("epsilon", 1e-5f);
   int64_t n = x.shape()[0], c = x.shape()[1];
   int64_t inner = n * c != 0 ? x.numel() / (n * c) : 0;
-  Tensor r = Tensor::zeros(x.type());
+  Tensor r = output(out, 0, x.type());
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
     const T *scale = in[1]->data<T>(), *bias = in[2]->data<T>(), *mean = in[3]->data<T>(),
             *var = in[4]->data<T>();
@@ -106,18 +104,17 @@ Status computeBatchNorm(const std::vector<const Tensor*>& in, const AttrMap& att
       }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
 }  // namespace
 
 void registerNormReduceOps(OpRegistry& r) {
-  r.add(OpKind::Softmax, &computeSoftmax<false>);
-  r.add(OpKind::LogSoftmax, &computeSoftmax<true>);
-  r.add(OpKind::LayerNormalization, &computeLayerNorm<false>);
-  r.add(OpKind::RMSNormalization, &computeLayerNorm<true>);
-  r.add(OpKind::BatchNormalization, &computeBatchNorm);
+  r.add(OpKind::Softmax, &computeSoftmax<false>, kWritesOutputs);
+  r.add(OpKind::LogSoftmax, &computeSoftmax<true>, kWritesOutputs);
+  r.add(OpKind::LayerNormalization, &computeLayerNorm<false>, kWritesOutputs);
+  r.add(OpKind::RMSNormalization, &computeLayerNorm<true>, kWritesOutputs);
+  r.add(OpKind::BatchNormalization, &computeBatchNorm, kWritesOutputs);
 }
 
 }  // namespace pcc

@@ -97,11 +97,37 @@ Status computeViaF32(ComputeFn fn, const std::vector<const Tensor*>& inputs, con
       ins[i] = t;
     }
   }
-  RETURN_IF_ERROR(fn(ins, attrs, outputs));
-  if (half == DType::kUndefined) return Status::OK();
-  for (Tensor& o : outputs)
-    if (o.dtype() == DType::kF32) o = f32ToHalf(o, half);
+  if (half == DType::kUndefined) return fn(ins, attrs, outputs);
+  // The f32 results are temporaries; each is narrowed into its planned
+  // output where there is one.
+  std::vector<Tensor> wide;
+  RETURN_IF_ERROR(fn(ins, attrs, wide));
+  for (size_t k = 0; k < wide.size(); ++k) {
+    const Tensor& o = wide[k];
+    if (o.dtype() != DType::kF32) {
+      if (planned(outputs, k) && outputs[k].type() == o.type()) {
+        Tensor d = outputs[k];
+        if (d.nbytes() && d.raw() != o.raw()) std::memmove(d.mutableData(), o.raw(), d.nbytes());
+      } else {
+        if (outputs.size() <= k) outputs.resize(k + 1);
+        outputs[k] = o;
+      }
+      continue;
+    }
+    Tensor d = output(outputs, k, half, o.shape());
+    const float* s = o.data<float>();
+    uint16_t* p = d.mutableData<uint16_t>();
+    bool bf = half == DType::kBF16;
+    for (int64_t i = 0; i < o.numel(); ++i) p[i] = bf ? floatToBf16(s[i]) : floatToHalf(s[i]);
+  }
   return Status::OK();
+}
+
+Tensor output(std::vector<Tensor>& out, size_t k, DType dtype, const Dims& shape) {
+  if (k < out.size() && out[k].defined() && out[k].dtype() == dtype && out[k].shape() == shape) return out[k];
+  if (out.size() <= k) out.resize(k + 1);
+  out[k] = Tensor::zeros(dtype, shape);
+  return out[k];
 }
 
 }  // namespace pcc::ops

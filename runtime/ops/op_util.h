@@ -62,14 +62,28 @@ void copyStrided(const void* src, int64_t base, const std::vector<int64_t>& stri
                  const Dims& shape, void* dst, size_t elemSize);
 
 
+/// Output `k` of a kernel registered with kWritesOutputs (see ComputeFn):
+/// the caller's planned tensor when `out` holds a defined one of type
+/// {dtype, shape} at k (a view, contents undefined, possibly over input 0:
+/// the kernel must write every element and may read input 0's element i only
+/// before it writes element i), else a new zero-filled tensor put at k
+/// (`out` grows as needed). \returns a tensor sharing out[k]'s buffer.
+Tensor output(std::vector<Tensor>& out, size_t k, DType dtype, const Dims& shape);
+inline Tensor output(std::vector<Tensor>& out, size_t k, const TensorType& t) {
+  return output(out, k, t.dtype, t.shape);
+}
+/// \returns whether `out` holds a planned (caller-given) tensor at k.
+inline bool planned(const std::vector<Tensor>& out, size_t k) { return k < out.size() && out[k].defined(); }
+
 /// \returns a f32 copy of a f16/bf16 tensor.
 Tensor halfToF32(const Tensor& t);
 /// \returns `t` (f32) converted to f16 or bf16.
 Tensor f32ToHalf(const Tensor& t, DType to);
 
 /// Runs `fn` with every f16/bf16 input widened to f32 and narrows each f32
-/// output back to the dtype of the first half input. Lets float kernels serve
-/// the half types without a template instance per half format.
+/// output back to the dtype of the first half input (into the planned output
+/// where `outputs` holds one, see output()). Lets float kernels serve the half
+/// types without a template instance per half format.
 Status computeViaF32(ComputeFn fn, const std::vector<const Tensor*>& inputs, const AttrMap& attrs,
                      std::vector<Tensor>& outputs);
 /// \returns true if any present input is f16/bf16.

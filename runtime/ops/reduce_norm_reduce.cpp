@@ -11,6 +11,7 @@
 // NaN (0 for integers) for ReduceMean.
 // Their type inference is runtime/schema/reduce_norm_reduce.cpp.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -60,13 +61,14 @@ Status computeReduce(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   ASSIGN_OR_RETURN(std::vector<bool> red, reducedDims(args));
   bool keep = attrs.getInt("keepdims", 1) != 0;
   if (red.empty()) {  // noop_with_empty_axes: the input unchanged
-    out.push_back(x.clone());
+    Tensor r = output(out, 0, x.type());
+    if (r.raw() != x.raw() && r.nbytes()) std::memmove(r.mutableData(), x.raw(), r.nbytes());
     return Status::OK();
   }
   Dims kept = reducedShape(x.shape(), red, true);
   int64_t outN = numElements(kept);
   int64_t count = outN ? x.numel() / outN : 0;
-  Tensor r = Tensor::zeros(x.dtype(), reducedShape(x.shape(), red, keep));
+  Tensor r = output(out, 0, x.dtype(), reducedShape(x.shape(), red, keep));
   RETURN_IF_ERROR(visitNumeric(x.dtype(), [&]<typename T>() -> Status {
     T* py = r.mutableData<T>();
     if constexpr (kRed == Red::kMax || kRed == Red::kMin) {
@@ -119,7 +121,6 @@ Status computeReduce(const std::vector<const Tensor*>& in, const AttrMap& attrs,
     }
     return Status::OK();
   }));
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -156,16 +157,16 @@ Status computeArg(const std::vector<const Tensor*>& in, const AttrMap& attrs, st
 }  // namespace
 
 void registerReductionOps(OpRegistry& r) {
-  r.add(OpKind::ReduceSum, &computeReduce<Red::kSum>);
-  r.add(OpKind::ReduceMean, &computeReduce<Red::kMean>);
-  r.add(OpKind::ReduceMax, &computeReduce<Red::kMax>);
-  r.add(OpKind::ReduceMin, &computeReduce<Red::kMin>);
-  r.add(OpKind::ReduceProd, &computeReduce<Red::kProd>);
-  r.add(OpKind::ReduceL1, &computeReduce<Red::kL1>);
-  r.add(OpKind::ReduceL2, &computeReduce<Red::kL2>);
-  r.add(OpKind::ReduceLogSum, &computeReduce<Red::kLogSum>);
-  r.add(OpKind::ReduceLogSumExp, &computeReduce<Red::kLogSumExp>);
-  r.add(OpKind::ReduceSumSquare, &computeReduce<Red::kSumSquare>);
+  r.add(OpKind::ReduceSum, &computeReduce<Red::kSum>, kWritesOutputs);
+  r.add(OpKind::ReduceMean, &computeReduce<Red::kMean>, kWritesOutputs);
+  r.add(OpKind::ReduceMax, &computeReduce<Red::kMax>, kWritesOutputs);
+  r.add(OpKind::ReduceMin, &computeReduce<Red::kMin>, kWritesOutputs);
+  r.add(OpKind::ReduceProd, &computeReduce<Red::kProd>, kWritesOutputs);
+  r.add(OpKind::ReduceL1, &computeReduce<Red::kL1>, kWritesOutputs);
+  r.add(OpKind::ReduceL2, &computeReduce<Red::kL2>, kWritesOutputs);
+  r.add(OpKind::ReduceLogSum, &computeReduce<Red::kLogSum>, kWritesOutputs);
+  r.add(OpKind::ReduceLogSumExp, &computeReduce<Red::kLogSumExp>, kWritesOutputs);
+  r.add(OpKind::ReduceSumSquare, &computeReduce<Red::kSumSquare>, kWritesOutputs);
   r.add(OpKind::ArgMax, &computeArg<true>);
   r.add(OpKind::ArgMin, &computeArg<false>);
 }

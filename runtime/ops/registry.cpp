@@ -45,10 +45,11 @@ std::vector<OpKind> KernelRegistry::ops(Provider provider) const {
   return r;
 }
 
-void OpRegistry::add(OpKind op, ComputeFn compute, bool viewOfInput0) {
+void OpRegistry::add(OpKind op, ComputeFn compute, unsigned traits) {
   KernelEntry e;
   e.compute = compute;
-  e.viewOfInput0 = viewOfInput0;
+  e.viewOfInput0 = (traits & kViewOfInput0) != 0;
+  e.writesOutputs = (traits & kWritesOutputs) != 0;
   Status st = r_.add(op, Provider::kReference, e);
   if (!st.ok() && status_.ok()) status_ = st;
 }

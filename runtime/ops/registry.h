@@ -22,8 +22,14 @@
 
 namespace pcc {
 
-/// Runs the op. `inputs[i]` is nullptr for an absent optional input; `outputs`
-/// arrives empty and the kernel appends one owning tensor per output.
+/// Runs the op. `inputs[i]` is nullptr for an absent optional input. A kernel
+/// registered with kWritesOutputs gets its outputs through ops::output
+/// (runtime/ops/op_util.h): `outputs` arrives either empty (the kernel
+/// allocates them) or holding the caller's planned outputs (views into a
+/// rank's arena, of the inferred types, contents undefined, output 0 possibly
+/// over input 0's bytes), which the kernel writes in place. Any other kernel
+/// gets `outputs` empty and appends one owning tensor per output, which the
+/// runtime then copies into the planned place (counted: OpKernel::outputCopies).
 using ComputeFn = Status (*)(const std::vector<const Tensor*>& inputs, const AttrMap& attrs,
                              std::vector<Tensor>& outputs);
 
@@ -73,6 +79,19 @@ struct KernelEntry {
   /// Provider entries: the kernel computes correctly with output 0 over input
   /// 0 (the memory plan's in-place placement).
   bool inPlace = false;
+  /// Reference entries: the kernel writes the planned outputs it is handed
+  /// (see ComputeFn), correctly also with output 0 over input 0 where the
+  /// memory plan puts it there; without it the kernel allocates its outputs
+  /// and the runtime copies them into place.
+  bool writesOutputs = false;
+};
+
+/// What a reference kernel declares when it is registered (OpRegistry::add);
+/// bits, combined with |.
+enum KernelTraits : unsigned {
+  kAllocatesOutputs = 0,   ///< appends outputs it allocates (copied into the arena by the runtime)
+  kViewOfInput0 = 1u,      ///< KernelEntry::viewOfInput0
+  kWritesOutputs = 2u,     ///< KernelEntry::writesOutputs
 };
 
 /// Kernels keyed by (OpKind, Provider), array-indexed.
@@ -122,9 +141,9 @@ StatusOr<std::vector<Tensor>> runOp(std::string_view op, const std::vector<const
 class OpRegistry {
  public:
   explicit OpRegistry(KernelRegistry& r) : r_(r) {}
-  /// Registers `compute` as the reference kernel of `op`; a failure is kept
-  /// in status().
-  void add(OpKind op, ComputeFn compute, bool viewOfInput0 = false);
+  /// Registers `compute` as the reference kernel of `op` with `traits`
+  /// (KernelTraits bits); a failure is kept in status().
+  void add(OpKind op, ComputeFn compute, unsigned traits = kAllocatesOutputs);
   const Status& status() const { return status_; }
 
  private:

@@ -150,16 +150,21 @@ StatusOr<NdPlan> ndPlan(const Tensor& x, const Tensor& idx, int64_t batchDims) {
 
 Status computeGatherND(const std::vector<const Tensor*>& in, const AttrMap& attrs,
                        std::vector<Tensor>& out) {
-  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferGatherND(argsFromTensors(in, attrs)));
+  TensorType type;
+  if (planned(out, 0)) {
+    type = out[0].type();  // inferred when the kernel was prepared
+  } else {
+    ASSIGN_OR_RETURN(std::vector<TensorType> types, inferGatherND(argsFromTensors(in, attrs)));
+    type = types[0];
+  }
   const Tensor &x = *in[0], &idx = *in[1];
   ASSIGN_OR_RETURN(NdPlan p, ndPlan(x, idx, attrs.getInt("batch_dims", 0)));
-  Tensor r = Tensor::zeros(types[0]);
+  Tensor r = output(out, 0, type);
   size_t chunk = p.sliceLen * dtypeSize(x.dtype());
   const char* src = static_cast<const char*>(x.raw());
   char* dst = static_cast<char*>(r.mutableData());
   for (size_t i = 0; i < p.offsets.size(); ++i)
     std::memcpy(dst + i * chunk, src + p.offsets[i] * dtypeSize(x.dtype()), chunk);
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -184,7 +189,7 @@ namespace ops {
 void registerTensorIndexOps(OpRegistry& r) {
   r.add(OpKind::GatherElements, &computeGatherElements);
   r.add(OpKind::ScatterElements, &computeScatterElements);
-  r.add(OpKind::GatherND, &computeGatherND);
+  r.add(OpKind::GatherND, &computeGatherND, kWritesOutputs);
   r.add(OpKind::ScatterND, &computeScatterND);
 }
 }  // namespace ops

@@ -16,10 +16,16 @@ constexpr uint32_t shapeMask(int first, Rest... rest) {
 }
 
 const OpInfo kOpInfos[] = {
-#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) \
-  {#Name, MinIn, MaxIn, NumOut, OpClass::k##Kind, shapeMask ShapeOperands, ShardRule::k##Shard},
+#define OnnxDirect(...) OnnxImport::kDirect
+#define OnnxCustom OnnxImport::kCustom
+#define NotOnnx OnnxImport::kNone
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard, Import) \
+  {#Name, MinIn, MaxIn, NumOut, OpClass::k##Kind, shapeMask ShapeOperands, ShardRule::k##Shard, Import},
 #include "runtime/schema/Ops.def"
 #undef PCC_OP
+#undef OnnxDirect
+#undef OnnxCustom
+#undef NotOnnx
 };
 static_assert(std::size(kOpInfos) == kNumOpKinds);
 }  // namespace

@@ -11,7 +11,7 @@
 namespace pcc {
 
 enum class OpKind : int {
-#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) Name,
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard, Import) Name,
 #include "runtime/schema/Ops.def"
 #undef PCC_OP
   kNumOps
@@ -29,6 +29,13 @@ enum class ShardRule : int8_t {
   kReplicate,  ///< runs on whole tensors: split inputs are gathered first
 };
 
+/// How the ONNX importer reads an op (the Import column of Ops.def).
+enum class OnnxImport : int8_t {
+  kDirect,  ///< OnnxDirect(Since, "attr", ...): one node of the op, the listed attributes kept; the importer row is made from the column
+  kCustom,  ///< OnnxCustom: an import function in compiler/onnx (opsets differ, or the op is rewritten)
+  kNone,    ///< NotOnnx: made by pcc (collectives, Fused), never imported
+};
+
 struct OpInfo {
   std::string_view name;
   int minInputs, maxInputs, numOutputs;  // -1: variadic / set by the node
@@ -36,6 +43,7 @@ struct OpInfo {
   /// Bit i set: input i is a shape operand (its value decides the output type).
   uint32_t shapeOperands;
   ShardRule shard;
+  OnnxImport onnx;
 };
 /// \returns the static description of `op` from Ops.def.
 const OpInfo& opInfo(OpKind op);

@@ -6,8 +6,12 @@ that are live at the same instruction share a byte (unless the plan declares
 the later one in place over the earlier at the instruction where the earlier
 dies), if a buffer leaves the arena or is misaligned, or if a weight or model
 input/output is placed in the arena. Then runs the plan with `pcc-run --check`
-(outputs unchanged against the reference program) and checks that pcc-report
-and report.json show the planned arena next to the naive sum.
+(outputs unchanged against the reference program), again with the memory
+poisoned (`--poison-memory`, NaN everywhere before the run: every kernel must
+write all of its outputs), on the oneDNN and on the reference kernels, checks
+which reference kernels still copy their result into the arena (`--profile`,
+STILL_COPIED), and checks that pcc-report and report.json show the planned
+arena next to the naive sum.
 
 The models of test_models.py run at --gpus 1, 2 and tp=2; the committed
 exports are compiled at --gpus 1 and their plans checked (test_exported.py
@@ -18,6 +22,7 @@ import copy
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -27,6 +32,12 @@ import pcc_e2e as e2e  # noqa: E402
 MODELS = ["mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"]
 CONFIGS = [["--gpus", "1"], ["--gpus", "2"], ["--gpus", "2", "--strategy", "tp=2"]]
 BATCH = 4
+# The ops of each model whose reference kernel still allocates its result
+# (copied into the arena, counted: docs/runtime.md#memory), under
+# --reference-kernels at every config.
+STILL_COPIED = {
+    "cnn_small.onnx": {"Conv", "MaxPool", "AveragePool"},
+}
 FREE = 6  # Instruction.FREE
 KERNEL = 0
 ALIGN = 64
@@ -189,6 +200,19 @@ def main():
                         rep.describe())
             r = tools.run("pcc-run", [plan, "--check"])
             suite.check(f"{case}: pcc-run --check", r.returncode == 0, r.describe())
+            # Memory full of NaN before the run: a kernel that leaves an output
+            # element unwritten fails the check. On the reference kernels too,
+            # which write the arena directly except the ones still copied.
+            for extra in ([], ["--reference-kernels"]):
+                r = tools.run("pcc-run", [plan, "--check", "--poison-memory", "--profile", *extra])
+                suite.check(f"{case}: pcc-run --check --poison-memory {' '.join(extra)}", r.returncode == 0,
+                            r.describe())
+                copied = set(re.findall(r"profile rank 0: (\w+) \(reference, copied\)", r.stdout + r.stderr))
+                if extra:
+                    want = STILL_COPIED.get(model, set())
+                    suite.check(f"{case}: reference kernels that still copy into the arena: "
+                                f"{', '.join(sorted(copied)) or 'none'}", copied == want,
+                                f"expected {sorted(want)}, got {sorted(copied)}")
         finally:
             if not suite.keep:
                 shutil.rmtree(work, ignore_errors=True)
@@ -215,6 +239,8 @@ def main():
             if not suite.check(f"{case}: compile", r.returncode == 0, r.describe()):
                 return
             table.append((case, check_plan(suite, case, plan)))
+            r = tools.run("pcc-run", [plan, "--check", "--poison-memory"], timeout=900)
+            suite.check(f"{case}: pcc-run --check --poison-memory", r.returncode == 0, r.describe())
         finally:
             if not suite.keep:
                 shutil.rmtree(work, ignore_errors=True)

@@ -4,6 +4,7 @@
 // Adding an op without one of them fails here (docs/adding-an-op.md).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -56,19 +57,41 @@ TEST(OpTable, EveryOpHasTypeInferenceAndAReferenceKernel) {
 
 TEST(OpTable, EveryOnnxOpHasAnImporterRow) {
   for (OpKind op : allOps()) {
-    if (isCollective(op)) continue;  // made by the partitioner, not an ONNX op
-    if (op == OpKind::Fused) {       // made by the fuse pass (passes/fuse.cpp), not an ONNX op
-      EXPECT_EQ(findImporter(opName(op), kNewestOpset), nullptr) << "Fused must have no importer row";
-      EXPECT_FALSE(isControlFlowOp(opName(op)));
+    OnnxImport how = opInfo(op).onnx;
+    // Exactly the ops pcc makes are NotOnnx: the collectives (the partitioner)
+    // and Fused (the fuse pass, passes/fuse.cpp). A model naming one is refused.
+    bool made = isCollective(op) || op == OpKind::Fused;
+    EXPECT_EQ(how == OnnxImport::kNone, made) << opName(op) << ": the Import column of Ops.def";
+    if (how == OnnxImport::kNone) {
+      EXPECT_EQ(findImporter(opName(op), kNewestOpset), nullptr) << opName(op) << " is NotOnnx but has an importer row";
+      EXPECT_FALSE(isControlFlowOp(opName(op))) << opName(op);
       continue;
     }
-    if (isRegionOp(op)) {            // imported with their bodies by compiler/onnx/import_control.cpp
+    if (isRegionOp(op)) {  // imported with their bodies by compiler/onnx/import_control.cpp
+      EXPECT_EQ(how, OnnxImport::kCustom) << opName(op);
       EXPECT_TRUE(isControlFlowOp(opName(op))) << opName(op) << ": no control-flow importer";
       continue;
     }
+    // OnnxDirect ops get their row from Ops.def; OnnxCustom ones need an
+    // import function in compiler/onnx/import_*.cpp.
     EXPECT_NE(findImporter(opName(op), kNewestOpset), nullptr)
-        << opName(op) << ": no row in the importer tables (compiler/onnx/import_*.cpp)";
+        << opName(op) << (how == OnnxImport::kDirect ? ": OnnxDirect in Ops.def but no row was made from it"
+                                                     : ": OnnxCustom in Ops.def but no row in compiler/onnx/import_*.cpp");
   }
+}
+
+TEST(OpTable, OnnxDirectRowsComeFromOpsDefOnly) {
+  // An OnnxDirect op has exactly one importer row (the one made from its
+  // Ops.def row): a hand-written row for it as well is a duplicate.
+  std::map<std::string_view, int> rows;
+  for (const ImporterEntry& e : importerRows()) ++rows[e.opType];
+  int direct = 0;
+  for (OpKind op : allOps()) {
+    if (opInfo(op).onnx != OnnxImport::kDirect) continue;
+    ++direct;
+    EXPECT_EQ(rows[opName(op)], 1) << opName(op);
+  }
+  EXPECT_GE(direct, 100);  // most ops map one-to-one
 }
 
 TEST(OpTable, NoImporterRowIsDuplicated) {

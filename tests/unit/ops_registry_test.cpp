@@ -10,7 +10,7 @@ TEST(OpsRegistry, EveryOpInOpsDefHasInferAndCompute) {
   // Region ops (If, Loop, Scan) have no kernel: their bodies type them
   // (compiler/ir/regions.h) and the evaluator runs them.
   std::vector<std::string> want;
-#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard) \
+#define PCC_OP(Name, MinIn, MaxIn, NumOut, Kind, ShapeOperands, Shard, Import) \
   if (!isRegionOp(OpKind::Name)) want.push_back(#Name);
 #include "runtime/schema/Ops.def"
 #undef PCC_OP
