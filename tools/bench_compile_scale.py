@@ -22,10 +22,8 @@ but for its first 32 values, 1 to 32, so that none is a splat):
 
 Cases (comma-separated):
   NAME:G    `pcc MODEL --shape ... --gpus G --gpus-per-node 8 --gpu GPU
-            --emit json`, llama65b at batch 1 (sequence 2048) for an h200
-            (today's tensor parallelism splits no MatMul pair of the LLaMA
-            block, so every mesh holds the 122 GiB on each rank, more than an
-            h100 has), gpt2xl at batch 8 (sequence 1024) for an h100;
+            --emit json`, llama65b at batch 1 (sequence 2048) and gpt2xl
+            at batch 8 (sequence 1024), for an h100;
             planning only: import, passes, the mesh search, lowering, the
             plan in memory, the JSON report; no weight file written
   write     `pcc gpt2xl16 --gpus 4 --strategy tp=4 -o PLAN` and the same at
@@ -63,11 +61,9 @@ GIB = 1 << 30
 F16 = TensorProto.FLOAT16
 
 STRUCTURES = {
-    # h200: today's tensor parallelism (Megatron MatMul pairs) finds no pair in
-    # the LLaMA block, so every mesh keeps all 122 GiB on each rank, which
-    # fits an h200 and not an h100 (the search would then refuse every mesh).
+    # 122 GiB: more than one h100 holds, so the search must split the weights.
     "llama65b": dict(kind="llama", layers=80, width=8192, ffn=22016, heads=64, vocab=32000, seq=2048,
-                     batch=1, gpu="h200"),
+                     batch=1, gpu="h100"),
     "gpt2xl": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
                    batch=8, gpu="h100"),
     "gpt2xl16": dict(kind="gpt2", layers=16, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024),

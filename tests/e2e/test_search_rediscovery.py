@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""The plans a parallelism expert would write, found by the search with no
+model-specific code, on compile-only structures built with onnx.helper (fp16,
+weights in a sparse external-data file, so no weight byte is stored or read):
+
+- a LLaMA-13B-like model (40 layers, width 5120, FFN 13824, 40 heads) at
+  batch 1, sequence 2048, `--gpus 8 --gpu h100`, latency objective: tensor
+  parallelism over the 8 devices with every attention split by its heads, and
+  no more communication than Megatron's two all-reduces of the residual
+  stream a layer (a ring all-reduce moves twice what an all-gather of the same
+  tensor moves). On time alone the search halves that: it runs each MLP on an
+  eighth of the positions with whole weights (20 GB a rank, which fits), one
+  all-gather a half layer. With `--strategy tp=8` (weight matrices first) it
+  is Megatron's plan: every weight an eighth on each rank, and exactly the
+  communication of two all-reduces a layer;
+- a GPT-2-small-like model (12 layers, width 768) at batch 64, throughput
+  objective, `--gpus 8`: pure data parallelism.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+import pcc_e2e as e2e  # noqa: E402
+import bench_compile_scale as bench  # noqa: E402
+
+bench.STRUCTURES["llama13b"] = dict(kind="llama", layers=40, width=5120, ffn=13824, heads=40, vocab=32000,
+                                    seq=2048, batch=1, gpu="h100")
+bench.STRUCTURES["gpt2small"] = dict(kind="gpt2", layers=12, width=768, ffn=3072, heads=12, vocab=50257,
+                                     seq=1024, batch=64, gpu="h100")
+
+
+MODELS = {}
+
+
+def compile_json(suite, tools, name, work, gpus, objective, extra=()):
+    if name not in MODELS:
+        MODELS[name] = bench.write_structure(os.path.join(work, name), name)
+    path, weight_bytes, _, inputs = MODELS[name]
+    c = bench.STRUCTURES[name]
+    r = tools.run("pcc", [path, "--gpus", gpus, "--gpu", c["gpu"], "--objective", objective, "--emit", "json",
+                          "--quiet", *extra] + bench.shape_args(name, inputs, c["batch"]))
+    if not suite.check(f"{name}: pcc --gpus {gpus} --objective {objective} {' '.join(extra)} --emit json",
+                       r.returncode == 0, r.describe()):
+        return None, weight_bytes
+    return json.loads(r.stdout), weight_bytes
+
+
+def stream_units(rank, stream, tp):
+    """The rank's communication in units of the stream moved once by an
+    all-gather: an all-reduce of the stream counts 2, an all-gather of its
+    1/tp pieces 1 (the report counts a collective's input bytes)."""
+    moved = rank.get("comm_bytes", {})
+    return (2 * moved.get("all_reduce", 0) + tp * moved.get("all_gather", 0)) / stream
+
+
+def llama(suite, tools, work):
+    c = bench.STRUCTURES["llama13b"]
+    stream = 1 * c["seq"] * c["width"] * 2  # the fp16 residual stream [1, 2048, 5120]
+    megatron = 4 * c["layers"]
+    doc, weights = compile_json(suite, tools, "llama13b", work, 8, "latency")
+    if doc is None:
+        return
+    suite.check("llama13b: tensor parallelism over the 8 devices", doc["mesh"] == {"pp": 1, "dp": 1, "tp": 8},
+                f"  mesh {doc['mesh']}, alternatives {doc['alternatives'][:3]}")
+    heads = [t for t in doc["tensor_parallel"] if t.startswith("Attention ")]
+    suite.check("llama13b: every layer's attention splits by its heads", len(heads) == c["layers"],
+                f"  {len(heads)} Attention nodes split of {c['layers']}")
+    for rank in doc["ranks"]:
+        units = stream_units(rank, stream, 8)
+        print(f"  time first, rank {rank['rank']}: {rank.get('comm_count')}, {units:.2f} stream units "
+              f"(Megatron {megatron}), {rank['weight_bytes'] / 2**30:.1f} GiB of weights")
+        suite.check(f"llama13b: rank {rank['rank']} communicates no more than Megatron's plan",
+                    0 < units <= megatron + 2, f"  {units:.2f} units")
+    doc, weights = compile_json(suite, tools, "llama13b", work, 8, "latency", ("--strategy", "tp=8"))
+    if doc is None:
+        return
+    for rank in doc["ranks"]:
+        k = rank["rank"]
+        units = stream_units(rank, stream, 8)
+        others = set(rank.get("comm_count", {})) - {"all_reduce", "all_gather"}
+        print(f"  --strategy tp=8, rank {k}: {rank.get('comm_count')}, {units:.2f} stream units")
+        suite.check(f"llama13b --strategy tp=8: rank {k} holds an eighth of the weights",
+                    weights / 8 * 0.99 <= rank["weight_bytes"] <= weights / 8 * 1.01,
+                    f"  {rank['weight_bytes']} bytes of {weights}")
+        suite.check(f"llama13b --strategy tp=8: rank {k} communicates what two all-reduces a layer do",
+                    not others and abs(units - megatron) <= 2, f"  {units:.2f} units, Megatron's {megatron}")
+
+
+def gpt2(suite, tools, work):
+    doc, _ = compile_json(suite, tools, "gpt2small", work, 8, "throughput")
+    if doc is None:
+        return
+    suite.check("gpt2small batch 64: pure data parallelism over the 8 devices",
+                doc["mesh"] == {"pp": 1, "dp": 8, "tp": 1}, f"  mesh {doc['mesh']}")
+    quiet = all(not r.get("comm_count") for r in doc["ranks"])
+    suite.check("gpt2small batch 64: no collective on the forward path", quiet,
+                f"  {[r.get('comm_count') for r in doc['ranks']]}")
+
+
+def main():
+    args = e2e.parse_args(__doc__)
+    suite = e2e.Suite("test_search_rediscovery", args)
+    tools = e2e.Tools(args.bin)
+    if e2e.require_tools(suite, tools, ("pcc",)):
+        work = suite.tempdir("rediscovery")
+        try:
+            suite.run_case("LLaMA-13B at batch 1 on 8 H100s", llama, suite, tools, work)
+            suite.run_case("GPT-2 small at batch 64, throughput", gpt2, suite, tools, work)
+        finally:
+            if not suite.keep:
+                shutil.rmtree(work, ignore_errors=True)
+    return suite.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
