@@ -139,23 +139,48 @@ def count_case(suite, tools, key, elementwise):
 
 def all_reduce_case(suite, tools, model, paired):
     """Fusion runs on the rank programs after partitioning: it must not change
-    what the ranks communicate. Under a forced tp the plan splits every weight
-    matrix (`paired`: the model has matmuls) and combines the pieces."""
+    what the ranks communicate. The graph the partitioner received (printed
+    with --print-after=dce) is partitioned again by pcc-opt, unfused, and each
+    rank's collectives must equal those of the fused plan. Under a forced tp
+    the plan splits nodes (`paired`: the model has matmuls) and every rank
+    combines pieces."""
     path = e2e.model_path(model) if "/" not in model else os.path.join(e2e.MODELS_DIR, model)
-    counts = {}
-    for extra in ([], ["--no-fuse"]):
-        r, rep = compile_json(tools, path, ["--gpus", "2", "--strategy", "tp=2", *extra])
-        if not suite.check(f"{model} tp=2 {' '.join(extra)}: compile", rep is not None, r.describe()):
+    work = suite.tempdir("collectives")
+    try:
+        r = tools.run("pcc", [path, "--batch", BATCH, "--gpus", "2", "--strategy", "tp=2", "--emit", "json",
+                              "--print-after=dce"])
+        if not suite.check(f"{model} tp=2: compile", r.returncode == 0, r.describe()):
             return
+        rep = json.loads(r.stdout)
+        ir = r.stderr[r.stderr.index("graph @"):] if "graph @" in r.stderr else ""
+        ir = "\n".join(ln for ln in ir.splitlines() if not ln.startswith("pcc: "))
+        graph = os.path.join(work, "partitioned-input.ir")
+        with open(graph, "w") as f:
+            f.write(ir)
         split = len(rep["tensor_parallel"])
-        per_rank = [rk.get("comm_count", {}) for rk in rep["ranks"]]
-        counts[bool(extra)] = per_rank
-        print(f"  {model} tp=2 {' '.join(extra)}: {split} nodes split over tp, collectives per rank {per_rank}")
-        suite.check(f"{model} tp=2 {' '.join(extra)}: nodes split over tp, and their pieces combined on every rank",
-                    not paired or (split > 0 and all(sum(c.values()) > 0 for c in per_rank)),
-                    f"  {split} split nodes, collectives per rank {per_rank}")
-    suite.check(f"{model} tp=2: the same collectives with and without fusion", counts[False] == counts[True],
-                f"  fused {counts[False]}, unfused {counts[True]}")
+        fused = [rk.get("comm_count", {}) for rk in rep["ranks"]]
+        unfused = []
+        for k in range(len(rep["ranks"])):
+            o = tools.run("pcc-opt", [graph, "--partition=gpus=2,tp=2", f"--rank={k}"])
+            if not suite.check(f"{model} tp=2: pcc-opt partitions the printed graph, rank {k}", o.returncode == 0,
+                               o.describe()):
+                return
+            counts = {}
+            for kind, name in (("AllReduce", "all_reduce"), ("AllGather", "all_gather"),
+                               ("ReduceScatter", "reduce_scatter")):
+                n = len(re.findall(rf"= {kind}\(", o.stdout))
+                if n:
+                    counts[name] = n
+            unfused.append(counts)
+        print(f"  {model} tp=2: {split} nodes split over tp, collectives per rank {fused} (unfused {unfused})")
+        suite.check(f"{model} tp=2: nodes split over tp, and their pieces combined on every rank",
+                    not paired or (split > 0 and all(sum(c.values()) > 0 for c in fused)),
+                    f"  {split} split nodes, collectives per rank {fused}")
+        suite.check(f"{model} tp=2: the same collectives with and without fusion", fused == unfused,
+                    f"  fused {fused}, unfused {unfused}")
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def numbers_case(suite, tools, case, model, data_dir, config):
