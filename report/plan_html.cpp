@@ -11,7 +11,7 @@
 //    of it, else to the largest rank.
 // 4. Tables: the ranks, the collectives of each rank (report.json's
 //    "collectives"), the meshes the search considered; then the notes and the
-//    tensor-parallel pairs.
+//    tensor-parallel choices.
 #include "report/plan_html.h"
 
 #include <algorithm>

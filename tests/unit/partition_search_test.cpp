@@ -20,7 +20,7 @@ ClusterSpec h100() {
   return *s;
 }
 
-// x[batch, seq, k] -> MatMul(k x n) -> Relu -> MatMul(n x k): one Megatron pair.
+// x[batch, seq, k] -> MatMul(k x n) -> Relu -> MatMul(n x k): an MLP.
 std::unique_ptr<Graph> mlp(int64_t batch, int64_t seq, int64_t k, int64_t n, DType t = DType::kF16) {
   auto g = std::make_unique<Graph>();
   Value* x = g->addInput("x", {t, {batch, seq, k}});
