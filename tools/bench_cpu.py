@@ -2,7 +2,7 @@
 """CPU speed of pcc-run against onnxruntime on the same models, inputs and threads.
 
     build/venv/bin/python tools/bench_cpu.py [--bin build] [--threads N] [--iters N]
-        [--warmup N] [--gpus 1] [--reference] [--full] [MODEL.onnx ...]
+        [--warmup N] [--gpus 1] [--reference] [--no-fuse] [--full] [MODEL.onnx ...]
 
 For each model: compiles it with pcc (--gpus, --batch from its test data), runs
 the plan with `pcc-run --iters --warmup --threads` and takes the slowest rank's
@@ -89,6 +89,7 @@ def main():
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument("--batch", type=int, default=4, help="for models without test data")
     p.add_argument("--reference", action="store_true", help="also time pcc's reference kernels")
+    p.add_argument("--no-fuse", action="store_true", help="compile with pcc --no-fuse (no recognize, no fuse)")
     p.add_argument("--full", action="store_true", help="add the full-size exports of --cache")
     p.add_argument("--cache", default=os.path.join(ROOT, "build", "parity-cache"))
     args = p.parse_args()
@@ -113,7 +114,8 @@ def main():
             for k, (vi, a) in enumerate(zip(e2e.graph_inputs(proto), arrays)):
                 e2e.write_tensor(os.path.join(data, f"input_{k}.pb"), a, vi.name)
             plan = os.path.join(work, "plan.pcc")
-            r = tools.run("pcc", [m, "--batch", batch, "--gpus", args.gpus, "-o", plan, "--quiet"], timeout=3600)
+            r = tools.run("pcc", [m, "--batch", batch, "--gpus", args.gpus, "-o", plan, "--quiet"]
+                          + (["--no-fuse"] if args.no_fuse else []), timeout=3600)
             if r.returncode != 0:
                 print(f"| {name} | {batch} | compile failed: {(r.stderr or r.stdout).strip()[-120:]} | | |")
                 continue
