@@ -277,7 +277,6 @@ class Search {
       }
       if (next.empty()) return internalError("tp search: every state was dropped at ", nodes_[i]->describe());
       result.maxStates = std::max(result.maxStates, next.size());
-      if (getenv("PCC_DBG_TP")) fprintf(stderr, "step %zu %s live %zu options %zu states %zu\n", i, nodes_[i]->describe().c_str(), st.from.size(), st.options.size(), next.size());
       if (next.size() > beam) {
         result.exact = false;
         std::vector<int> order(next.size());
