@@ -44,18 +44,14 @@ Needs only onnx and numpy (the test venv).
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
 import numpy as np
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_import import _child, _status_kib  # noqa: E402
+from bench_import import measure  # noqa: E402
 
 GIB = 1 << 30
 F16 = TensorProto.FLOAT16
@@ -193,35 +189,6 @@ def build_gpt2(b, c):
         x = b.node("Add", [x, d], f"{p}/res2")
     x = layernorm(x, "ln_f")
     return b.node("MatMul", [x, b.weight("lm_head", [w, c["vocab"]])], "lm_head"), ["ids", "pos"]
-
-
-def measure(cmd):
-    """Runs cmd under /usr/bin/time -v (stdout discarded); \returns (exit code,
-    peak RSS, peak RssAnon, peak RssFile, wall seconds, CPU seconds, stderr
-    tail), sizes in bytes."""
-    start = time.time()
-    with tempfile.TemporaryFile(mode="w+") as err:
-        p = subprocess.Popen(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.DEVNULL, stderr=err)
-        anon = filed = 0
-        while p.poll() is None:
-            child = _child(p.pid)
-            if child:
-                st = _status_kib(child)
-                anon = max(anon, st.get("RssAnon", 0))
-                filed = max(filed, st.get("RssFile", 0))
-            time.sleep(0.01)
-        wall = time.time() - start
-        err.seek(0)
-        text = err.read()
-
-    def field(name):
-        m = re.search(name + r": ([0-9.]+)", text)
-        return float(m.group(1)) if m else -1.0
-
-    rss = int(field(r"Maximum resident set size \(kbytes\)")) * 1024
-    cpu = field(r"User time \(seconds\)") + field(r"System time \(seconds\)")
-    tail = "\n".join(l for l in text.splitlines() if not l.startswith("\t"))[-400:]
-    return p.returncode, rss, anon * 1024, filed * 1024, wall, cpu, tail
 
 
 def write_structure(directory, name):

@@ -104,7 +104,8 @@ def _child(pid):
 
 def measure(cmd):
     """Runs cmd under /usr/bin/time -v (stdout discarded); \\returns (exit code,
-    peak RSS, peak RssAnon, peak RssFile, seconds, stderr tail), sizes in bytes.
+    peak RSS, peak RssAnon, peak RssFile, wall seconds, CPU seconds, stderr
+    tail), sizes in bytes.
     time's figure is used because the kernel's maximum RSS of a child forked from
     this (large) Python process would include Python's own pages."""
     start = time.time()
@@ -120,10 +121,16 @@ def measure(cmd):
             time.sleep(0.01)
         err.seek(0)
         text = err.read()
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-    rss = int(m.group(1)) * 1024 if m else -1
+    wall = time.time() - start
+
+    def field(name):
+        m = re.search(name + r": ([0-9.]+)", text)
+        return float(m.group(1)) if m else -1.0
+
+    rss = int(field(r"Maximum resident set size \(kbytes\)")) * 1024
+    cpu = field(r"User time \(seconds\)") + field(r"System time \(seconds\)")
     tail = "\n".join(l for l in text.splitlines() if not l.startswith("\t"))[-400:]
-    return p.returncode, rss, anon * 1024, filed * 1024, time.time() - start, tail
+    return p.returncode, rss, anon * 1024, filed * 1024, wall, cpu, tail
 
 
 def main():
@@ -148,7 +155,7 @@ def main():
             plan = os.path.join(directory, "plan.pcc")
             cmd = {"ir": base + ["--emit", "ir"], "report": base + ["--emit", "report"],
                    "plan": base + ["-o", plan]}[mode]
-            rc, rss, anon, filed, seconds, tail = measure(cmd)
+            rc, rss, anon, filed, seconds, _, tail = measure(cmd)
             rows.append((weight_bytes, onnx_bytes, mode, rc, rss, anon, filed, seconds))
             print(f"{weight_bytes / GIB:6.2f} GiB weights  {mode:6s}  exit {rc}  "
                   f"peak RSS {rss / 2**20:8.1f} MiB ({rss / weight_bytes:6.1%} of the weights)  "
