@@ -298,27 +298,21 @@ std::string layoutOf(const Graph& g, const char* name) {
 TEST(TpSearch, ALlama13bLayerSplitsItsHeadsAndBeatsMegatronOnTime) {
   ZeroPages zeros(size_t{5120} * 13824 * 2);
   ASSERT_NE(zeros.base, MAP_FAILED);
-  auto g = llamaLayer(zeros, 2048);
+  Problem pr = dataParallelOnly([&] { return llamaLayer(zeros, 2048); }, 1, 8);
+  const Graph& g = *pr.g;
   CostModel cm(h100());
-  PartitionOptions po;
-  po.gpus = 8;
-  po.tp = 8;
-  po.cost = &cm;
-  po.tensorParallelSearch = false;
-  auto dp = partitionGraph(*g, po);
-  ASSERT_TRUE(dp.ok()) << dp.status().message();
   TpSearchOptions so;
   so.cost = &cm;
-  auto found = searchTensorParallel(*g, *dp, so);
+  auto found = searchTensorParallel(g, pr.dp, so);
   ASSERT_TRUE(found.ok()) << found.status().message();
   EXPECT_TRUE(found->exact);
-  auto meg = evaluateTpChoices(*g, *dp, megatron(*g), cm);
+  auto meg = evaluateTpChoices(g, pr.dp, megatron(g), cm);
   ASSERT_TRUE(meg.ok()) << meg.status().message();
   // Time alone: at least as fast as Megatron's plan (on this cost model it is
   // faster: the heads split as Megatron's, then the MLP takes a slice of the
   // positions with whole weights, one all-gather instead of two all-reduces).
   EXPECT_LE(found->cost.seconds, meg->seconds);
-  std::vector<Node*> nodes = g->nodes();
+  std::vector<Node*> nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i]->name() == "scores") EXPECT_EQ(tpChoiceName(found->choices[i]), "split dim 1");
 }
@@ -344,17 +338,8 @@ TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesAsMegatron) {
   // No slower than Megatron's plan, and communicating as much: two
   // all-reduces of the [1, 2048, 5120] stream, or the equivalent all-gathers
   // (a ring all-reduce moves twice what an all-gather of the same tensor does).
-  std::vector<TpChoice> meg = megatron(*g);
-  Problem base;
-  {
-    PartitionOptions dpo = po;
-    dpo.tensorParallelSearch = false;
-    base.g = llamaLayer(zeros, 2048);
-    auto dp = partitionGraph(*base.g, dpo);
-    ASSERT_TRUE(dp.ok()) << dp.status().message();
-    base.dp = std::move(*dp);
-  }
-  auto megCost = evaluateTpChoices(*base.g, base.dp, meg, cm);
+  Problem base = dataParallelOnly([&] { return llamaLayer(zeros, 2048); }, 1, 8);
+  auto megCost = evaluateTpChoices(*base.g, base.dp, megatron(*base.g), cm);
   ASSERT_TRUE(megCost.ok()) << megCost.status().message();
   EXPECT_LE(p->tpSeconds, megCost->seconds);
   EXPECT_EQ(p->tpWeightBytes, megCost->weightBytes);
