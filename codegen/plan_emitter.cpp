@@ -89,7 +89,10 @@ class ProgramEmitter {
         ins->set_node(prefix + n->name());
         for (Value* v : n->inputs()) ins->add_inputs(v ? bufferOf(v) : -1);
         for (Value* v : n->outputs()) ins->add_outputs(bufferOf(v));
-        if (isCollective(n->op())) {
+        if (n->op() == OpKind::Send || n->op() == OpKind::Recv) {
+          ins->set_kind(n->op() == OpKind::Send ? plan::Instruction::SEND : plan::Instruction::RECV);
+          ins->set_peer(static_cast<int32_t>(n->attrs().getInt("peer", -1)));
+        } else if (isCollective(n->op())) {
           auto axis = meshAxisFromName(n->attrs().getString("axis", ""));
           if (!axis || *axis == MeshAxis::kNone) return internalError(n->describe(), ": collective without a mesh axis");
           ins->set_group(groupIndex(plan_, mesh_, rank_, *axis));
@@ -161,6 +164,7 @@ void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<cons
     pb->set_split_dim(b.splitDim);
     pb->set_offset(b.offset);
     pb->set_length(b.length);
+    pb->set_per_microbatch(b.perMicrobatch);
   }
 }
 
@@ -204,7 +208,8 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
     auto writer = std::make_unique<WeightFileWriter>();
     plan::RankProgram* prog = p.add_ranks();
     prog->set_rank(rg.rank);
-    prog->set_stage(0);
+    prog->set_stage(rg.stage);
+    if (partition.microbatches > 1) prog->set_microbatches(partition.microbatches);
     for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
     prog->set_weight_file(file);
     RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog).withContext(strCat("rank ", rg.rank)));

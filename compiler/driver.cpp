@@ -93,6 +93,7 @@ std::string ms(double seconds) { return strCat(std::round(seconds * 1e6) / 1e3, 
 std::string searchSummary(const SearchResult& r, const ClusterSpec& cluster, int gpus) {
   const PlanEstimate& best = r.candidates.front();
   std::string s = strCat("plan: ", best.mesh.str(), " on ", best.mesh.size(), " of ", gpus, " ", cluster.name,
+                         best.microbatches > 1 ? strCat(", ", best.microbatches, " micro-batches") : std::string(),
                          ", estimated ", ms(best.seconds), " per batch (", objectiveName(r.objective), ")");
   for (size_t i = 1; i < r.candidates.size(); ++i) {
     const PlanEstimate& e = r.candidates[i];
@@ -138,6 +139,11 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
     m->set_samples_per_second(e.samplesPerSecond);
     m->set_infeasible(e.infeasible);
     m->set_error(e.error);
+    if (e.microbatches > 1) m->set_microbatches(e.microbatches);
+    if (e.mesh.pp > 1) {
+      for (double t : e.stageSeconds) m->add_stage_ms(t * 1e3);
+      m->set_bubble(e.bubble);
+    }
     for (const RankEstimate& rk : e.ranks) {
       plan::RankEstimate* p = m->add_ranks();
       p->set_rank(rk.rank);
@@ -196,6 +202,7 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
   po.dp = opts.dp;
   po.tp = opts.tp;
   po.pp = opts.pp;
+  po.microbatches = opts.microbatches;
   ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
   CostModel cost(cluster);
   po.cost = &cost;
@@ -203,17 +210,29 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
   Objective objective = opts.objective == "throughput" ? Objective::kThroughput : Objective::kLatency;
   ASSIGN_OR_RETURN(c.search, searchMesh(*c.partitioned, po, cost, objective));
   const PlanEstimate& best = c.search.candidates.front();
-  const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;
-  if (!best.infeasible.empty() && !forced)
+  const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;  // --microbatches alone leaves the mesh free
+  if (!best.infeasible.empty() && !forced) {
+    // Name the plan that needs the least memory per device: what it would take.
+    const PlanEstimate* smallest = &best;
+    auto peak = [](const PlanEstimate& e) {
+      int64_t m = 0;
+      for (const RankEstimate& r : e.ranks) m = std::max(m, r.memoryBytes());
+      return m;
+    };
+    for (const PlanEstimate& e : c.search.candidates)
+      if (e.error.empty() && peak(e) < peak(*smallest)) smallest = &e;
     return invalidInput(opts.modelPath, ": no mesh of at most ", opts.gpus, " ", cluster.name,
-                        " devices fits in memory; the best, ", best.mesh.str(), ": ", best.infeasible,
-                        " (more --gpus, a larger --gpu, or --strategy to compile it anyway)");
+                        " devices fits in memory; the one needing the least, ", smallest->mesh.str(), ": ",
+                        smallest->infeasible, " (more --gpus, a larger --gpu, or --strategy to compile it anyway)");
+  }
   if (!forced) {
     po.gpus = best.mesh.size();
     po.dp = best.mesh.dp;
     po.tp = best.mesh.tp;
+    po.pp = best.mesh.pp;
     po.minimizeWeights = best.minimizeWeights;
   }
+  po.microbatches = best.microbatches;  // forced, or the search's choice for the mesh
   say(searchSummary(c.search, cluster, opts.gpus));
   ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));
   if (!best.infeasible.empty()) c.partition.notes.push_back("does not fit: " + best.infeasible);

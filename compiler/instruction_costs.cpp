@@ -7,34 +7,18 @@
 //  2. Walk the rank program's instructions alongside, skipping FREE ones;
 //     each must run the op of the node it meets, else the two walks disagree
 //     (an internal error, never a silently shifted estimate).
-//  3. A kernel or region instruction gets CostModel::nodeTime of its node; a
-//     collective gets collectiveTime over its mesh group (the inter-node link
-//     when the group spans nodes), with the tensor sizes the search uses.
+//  3. Each instruction gets what the search charges its node
+//     (rankNodeSeconds: CostModel::nodeTime of a kernel or region, the time
+//     of a collective over its mesh group or of a send over its link).
 #include "compiler/instruction_costs.h"
 
 #include <optional>
 
+#include "passes/partition/search.h"
+
 namespace pcc {
 
 namespace {
-
-std::optional<CollectiveKind> collectiveKind(OpKind op) {
-  switch (op) {
-    case OpKind::AllReduce: return CollectiveKind::kAllReduce;
-    case OpKind::AllGather: return CollectiveKind::kAllGather;
-    case OpKind::ReduceScatter: return CollectiveKind::kReduceScatter;
-    default: return std::nullopt;
-  }
-}
-
-double collectiveSeconds(const Node& n, CollectiveKind kind, int rank, const Mesh& mesh, const CostModel& cm) {
-  MeshAxis axis = meshAxisFromName(n.attrs().getString("axis", "-")).value_or(MeshAxis::kNone);
-  std::vector<int> group = mesh.groupOf(rank, axis);
-  // The full tensor: the all-gathered output, the reduce-scatter's input, the all-reduced tensor.
-  const Value* v = kind == CollectiveKind::kReduceScatter ? n.input(0) : n.output();
-  return cm.collectiveTime(kind, static_cast<int64_t>(v->type().bytes()), static_cast<int>(group.size()),
-                           cm.crossesNodes(group));
-}
 
 class Annotator {
  public:
@@ -55,8 +39,7 @@ class Annotator {
       if (ins.op() != n->opName())
         return internalError("rank ", rank_, ": instruction ", next_ - 1, " runs ", ins.op(), " but node ",
                              n->describe(), " comes next");
-      auto kind = collectiveKind(n->op());
-      ins.set_estimated_seconds(kind ? collectiveSeconds(*n, *kind, rank_, mesh_, cm_) : cm_.nodeTime(*n));
+      ins.set_estimated_seconds(rankNodeSeconds(*n, rank_, mesh_, cm_));
     }
     return Status::OK();
   }

@@ -27,6 +27,9 @@ struct CompileOptions {
   /// "auto" leaves all three 0: the mesh search (passes/partition/search.h)
   /// chooses dp and tp by the cost model.
   int dp = 0, tp = 0, pp = 0;
+  /// Micro-batches per data-parallel replica (--microbatches); 0: the mesh
+  /// search chooses (1 without pipeline stages).
+  int microbatches = 0;
   /// The device the cost model plans for: a shipped spec's name (--gpu; the
   /// list is builtinClusterSpecNames()), unless clusterFile is given.
   std::string gpu = "h100";

@@ -2,9 +2,10 @@
 //
 // Algorithm:
 //  1. Mark the graph outputs live.
-//  2. Walk the nodes in reverse topological order: a node with a live output
-//     is live and marks its inputs live; any other node is dead (every op is
-//     free of side effects).
+//  2. Walk the nodes in reverse topological order: a node with a live output,
+//     or with no output at all (Send, kept for its effect), is live and marks
+//     its inputs live; any other node is dead (every other op is free of side
+//     effects).
 //  3. Collect the dead nodes and erase them together after the walk.
 //  4. Erase the constants that no node and no output reads. Graph inputs stay:
 //     they are the graph's interface.
@@ -27,7 +28,7 @@ bool dceGraph(Graph& g) {
   std::vector<Node*> dead;
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;
-    bool isLive = false;
+    bool isLive = n->outputs().empty();
     for (const Value* o : n->outputs()) isLive |= live.count(o) != 0;
     if (!isLive) {
       dead.push_back(n);

@@ -35,6 +35,8 @@ RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::Repeate
   RankStats s;
   s.rank = prog.rank();
   s.meshCoord.assign(prog.mesh_coord().begin(), prog.mesh_coord().end());
+  s.stage = prog.stage();
+  s.microbatches = std::max(1, prog.microbatches());
   for (const plan::Weight& w : prog.weights()) s.weightBytes += static_cast<int64_t>(w.nbytes());
   s.arenaBytes = static_cast<int64_t>(prog.arena_bytes());
   s.naiveArenaBytes = static_cast<int64_t>(prog.naive_arena_bytes());
@@ -67,6 +69,8 @@ RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::Repeate
         std::string name = plan::Instruction::Kind_Name(ins.kind());
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
         int64_t bytes = ins.inputs_size() > 0 && ins.inputs(0) >= 0 ? bytesOf(prog.buffers(ins.inputs(0))) : 0;
+        if (ins.kind() == plan::Instruction::RECV && ins.outputs_size() > 0 && ins.outputs(0) >= 0)
+          bytes = bytesOf(prog.buffers(ins.outputs(0)));
         s.commBytes[name] += bytes;
         ++s.commCount[name];
         std::string axis = "-";
@@ -97,6 +101,8 @@ using Json = nlohmann::ordered_json;  // keys in the order written here
 Json rankJson(const RankStats& r) {
   return Json{{"rank", r.rank},
               {"mesh_coord", r.meshCoord},
+              {"stage", r.stage},
+              {"microbatches", r.microbatches},
               {"ops", r.opCounts},
               {"flops", r.flops},
               {"weight_bytes", r.weightBytes},
@@ -123,11 +129,21 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
                    {"description", r.device_description()},
                    {"gpus_per_node", r.gpus_per_node()},
                    {"memory_bytes", r.device_memory_bytes()}};
-  if (r.candidates_size() > 0) doc["estimated_time_ms"] = r.candidates(0).estimated_time_ms();
+  if (r.candidates_size() > 0) {
+    const plan::MeshEstimate& best = r.candidates(0);
+    doc["estimated_time_ms"] = best.estimated_time_ms();
+    if (best.mesh().pp() > 1)
+      doc["pipeline"] = {{"stages", best.mesh().pp()},
+                         {"microbatches", std::max(1, best.microbatches())},
+                         {"schedule", "fill-drain"},
+                         {"stage_ms", std::vector<double>(best.stage_ms().begin(), best.stage_ms().end())},
+                         {"predicted_bubble", best.bubble()}};
+  }
   doc["search_time_ms"] = r.search_time_ms();
   Json alternatives = Json::array();
   for (const plan::MeshEstimate& e : r.candidates()) {
-    Json a{{"mesh", {{"pp", e.mesh().pp()}, {"dp", e.mesh().dp()}, {"tp", e.mesh().tp()}}}};
+    Json a{{"mesh", {{"pp", e.mesh().pp()}, {"dp", e.mesh().dp()}, {"tp", e.mesh().tp()}}},
+           {"microbatches", std::max(1, e.microbatches())}};
     if (!e.error().empty()) {
       a["error"] = e.error();
     } else {
@@ -243,9 +259,18 @@ std::string planReportText(const plan::Plan& p) {
     o << "search:  " << r.objective() << " objective, " << r.candidates_size() << " meshes costed in "
       << sig3(r.search_time_ms()) << " ms; estimated " << sig3(r.candidates(0).estimated_time_ms())
       << " ms per batch\n";
+    const plan::MeshEstimate& best = r.candidates(0);
+    if (best.mesh().pp() > 1) {
+      o << "pipeline: " << best.mesh().pp() << " stages, " << std::max(1, best.microbatches())
+        << " micro-batches, fill-drain; per micro-batch";
+      for (int i = 0; i < best.stage_ms_size(); ++i) o << (i ? ", " : " ") << "stage " << i << " " << sig3(best.stage_ms(i)) << " ms";
+      o << "; predicted bubble " << sig3(best.bubble() * 100) << "%\n";
+    }
     for (int i = 1; i < r.candidates_size(); ++i) {
       const plan::MeshEstimate& e = r.candidates(i);
-      o << "  alternative " << meshText(e.mesh()) << ": ";
+      o << "  alternative " << meshText(e.mesh());
+      if (e.microbatches() > 1) o << " (" << e.microbatches() << " micro-batches)";
+      o << ": ";
       if (!e.error().empty()) o << "cannot be partitioned: " << e.error();
       else o << sig3(e.estimated_time_ms()) << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
       o << "\n";

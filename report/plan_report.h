@@ -14,6 +14,8 @@ namespace pcc {
 struct RankStats {
   int rank = 0;
   std::vector<int> meshCoord;              ///< (pp, dp, tp)
+  int stage = 0;                           ///< pipeline stage
+  int microbatches = 1;                    ///< runs of the program per batch
   std::map<std::string, int> opCounts;     ///< kernel op -> instructions
   int64_t flops = 0;                       ///< as the cost model counts them (runtime/schema/op_cost.h)
   int64_t weightBytes = 0;

@@ -256,6 +256,36 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  Status postSend(const Tensor& t, int peer) override {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return invalidInput(prefix("send"), "invalid peer ", peer, " (world of ", size_, ")");
+    if (t.nbytes() == 0) return Status::OK();
+    uint64_t slot = kP2PSlot | sendSeq_[peer]++;
+    auto pending = std::make_unique<PendingSend>();
+    pending->peer = peer;
+    pending->type = t.type();
+    const auto* bytes = static_cast<const uint8_t*>(t.raw());
+    pending->data.assign(bytes, bytes + t.nbytes());  // the source may be reused at once
+    Status st = guard(strCat("send to rank ", peer).c_str(), t.type(), [&] {
+      pending->buffer = ctx_->createUnboundBuffer(pending->data.data(), pending->data.size());
+      pending->buffer->send(peer, slot);
+    });
+    if (st.ok()) pending_.push_back(std::move(pending));
+    return st;
+  }
+
+  Status waitSends() override {
+    Status first = Status::OK();
+    for (auto& p : pending_) {
+      Status st = guard(strCat("send to rank ", p->peer).c_str(), p->type, [&] {
+        if (!p->buffer->waitSend(timeout_)) throw std::runtime_error("send aborted");
+      });
+      if (first.ok() && !st.ok()) first = st;
+    }
+    pending_.clear();
+    return first;
+  }
+
   void abort() override {
     if (!ctx_) return;
     try {
@@ -334,6 +364,14 @@ class GlooCommunicator final : public Communicator {
   Ms timeout_;
   uint32_t tag_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;
+  // postSend()'s transfers in flight: the copy and gloo's buffer over it.
+  struct PendingSend {
+    int peer = 0;
+    TensorType type;
+    std::vector<uint8_t> data;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  };
+  std::vector<std::unique_ptr<PendingSend>> pending_;
 };
 
 std::string groupLabel(const std::string& name, const std::vector<int>& ranks) {

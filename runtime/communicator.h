@@ -38,6 +38,13 @@ class Communicator {
   virtual Status send(const Tensor& t, int peer) = 0;
   /// Receives into `*t`, which must be allocated with the expected type.
   virtual Status recv(Tensor* t, int peer) = 0;
+  /// Starts sending a copy of `t` to group rank `peer` and returns without
+  /// waiting for the peer to take it; transfers to a peer arrive in the order
+  /// they were started (send() and postSend() alike). Default: send().
+  virtual Status postSend(const Tensor& t, int peer) { return send(t, peer); }
+  /// Waits until every postSend() has been taken by its peer (bounded by the
+  /// timeout). \returns the first failure.
+  virtual Status waitSends() { return Status::OK(); }
 
   /// Closes this rank's connections so that peers blocked on it fail at once
   /// instead of waiting for their timeout. The communicator is unusable after.

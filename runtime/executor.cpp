@@ -274,7 +274,10 @@ Status Executor::checkMemoryPlan(const std::string& rankName) const {
 
 std::string Executor::where(const Step& s) const {
   const plan::Instruction& ins = *s.ins;
-  std::string r = strCat("rank ", prog_.rank(), ": ");
+  std::string r = strCat("rank ", prog_.rank());
+  if (prog_.stage() > 0 || prog_.microbatches() > 1)
+    r += strCat(" (stage ", prog_.stage(), ", micro-batch ", microbatch_, ")");
+  r += ": ";
   if (!ins.node().empty()) {
     r += strCat("node '", ins.node(), "'");
   } else {
@@ -304,6 +307,25 @@ StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
 Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
                      std::vector<OutputPiece>* outputs) {
   if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
+  waitSeconds_ = 0;
+  outputs->clear();
+  if (profiling_ && instrProfile_.size() != steps_.size()) instrProfile_.assign(steps_.size(), InstructionTime{});
+  const int runs = std::max(1, prog_.microbatches());
+  for (microbatch_ = 0; microbatch_ < runs; ++microbatch_)
+    RETURN_IF_ERROR(runOnce(inputs, comms, outputs, microbatch_ + 1 == runs));
+  microbatch_ = 0;
+  // Sends run in the background; the run ends when the peers have them.
+  if (comms && comms->world) {
+    auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(comms->world->waitSends().withContext(strCat("rank ", prog_.rank(), " (stage ", prog_.stage(), ")")));
+    waitSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return Status::OK();
+}
+
+Status Executor::runOnce(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs,
+                         bool last) {
+  const int64_t m = microbatch_;
   std::vector<Tensor> bufs = weights_;  // views: copying them copies no data
   for (size_t i = 0; i < inputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.inputs(static_cast<int>(i));
@@ -314,7 +336,8 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     if (b.split_dim() == -1) {
       host = full;
     } else {
-      auto sl = sliceAlong(full, b.split_dim(), b.offset(), b.length());
+      const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
+      auto sl = sliceAlong(full, b.split_dim(), offset, b.length());
       if (!sl.ok()) return sl.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
       host = std::move(sl).value();
     }
@@ -325,10 +348,10 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
     bufs[inputSlots_[i]] = std::move(dev).value();
   }
-  if (profiling_ && instrProfile_.size() != steps_.size()) instrProfile_.assign(steps_.size(), InstructionTime{});
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
-    if (!profiling_ || s.ins->kind() == plan::Instruction::FREE) {
+    const bool recv = s.ins->kind() == plan::Instruction::RECV;
+    if (!recv && (!profiling_ || s.ins->kind() == plan::Instruction::FREE)) {
       RETURN_IF_ERROR(execute(s, bufs, comms));
       continue;
     }
@@ -336,23 +359,27 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     // collective (its wait for the peers included), settling the result.
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(execute(s, bufs, comms));
-    InstructionTime& t = instrProfile_[i];
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (recv) waitSeconds_ += took;  // the stage idles until its input arrives
+    if (!profiling_) continue;
+    InstructionTime& t = instrProfile_[i];
     t.minSeconds = t.calls == 0 ? took : std::min(t.minSeconds, took);
     t.seconds += took;
     ++t.calls;
     if (s.kernel) t.provider = std::string(s.kernel->provider());
   }
-  outputs->clear();
   for (size_t i = 0; i < outputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.outputs(static_cast<int>(i));
+    // A piece that is not the batch's is the same in every run: kept once.
+    if (!b.per_microbatch() && !last) continue;
     const Tensor& t = bufs[outputSlots_[i]];
     if (!t.defined())
       return invalidInput("rank ", prog_.rank(), ": output ", b.index(), " buffer ", b.buffer(),
                           " was never written (or was freed)");
     auto host = backend_->toHost(t);
     if (!host.ok()) return host.status().withContext(strCat("rank ", prog_.rank(), ": output ", b.index()));
-    outputs->push_back({b.index(), b.split_dim(), b.offset(), b.length(), std::move(host).value()});
+    const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
+    outputs->push_back({b.index(), b.split_dim(), offset, b.length(), std::move(host).value()});
   }
   return Status::OK();
 }
@@ -454,7 +481,8 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
     case plan::Instruction::SEND: {
       ASSIGN_OR_RETURN(Communicator * c, world());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
-      return c->send(*in, ins.peer()).withContext(where(s));
+      // Posted: the stage computes on while the transfer runs (run() waits for it).
+      return c->postSend(*in, ins.peer()).withContext(where(s));
     }
     case plan::Instruction::RECV: {
       ASSIGN_OR_RETURN(Communicator * c, world());

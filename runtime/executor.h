@@ -52,9 +52,11 @@ class Executor {
                                                     const plan::RankProgram& prog,
                                                     bool verifyChecksums, bool fastKernels = true);
 
-  /// Runs the program once on the model inputs `inputs` (every one, in
-  /// Plan.inputs order; the rank binds the slices it needs). `comms` may be
-  /// null for a program without collectives or transfers.
+  /// Runs the program on the model inputs `inputs` (every one, in
+  /// Plan.inputs order; the rank binds the slices it needs): once per
+  /// micro-batch (RankProgram.microbatches), each run binding its slice of the
+  /// batch, then waits for its sends to arrive. `comms` may be null for a
+  /// program without collectives or transfers.
   /// \returns ok with this rank's output pieces in `*outputs`, or the first
   /// error, naming the rank and the instruction's node.
   Status run(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs);
@@ -62,6 +64,9 @@ class Executor {
   int rank() const { return prog_.rank(); }
   /// \returns the backend the program runs on.
   Backend& backend() { return *backend_; }
+  /// \returns the seconds the last run() spent waiting on transfers: in RECV
+  /// for an earlier stage's activations, and for its own sends to be taken.
+  double waitSeconds() const { return waitSeconds_; }
   /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
   uint64_t arenaBytes() const { return arena_.bytes; }
 
@@ -119,6 +124,8 @@ class Executor {
       : plan_(p), prog_(prog), backend_(std::move(backend)) {}
 
   Status prepare(bool verifyChecksums);
+  /// One run of the program for micro-batch `microbatch_`; `last`: the final one.
+  Status runOnce(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs, bool last);
   /// Checks the memory plan of every buffer and of every instruction.
   Status checkMemoryPlan(const std::string& rankName) const;
   /// Prepares the REGION steps (their bodies' kernels and weights).
@@ -149,6 +156,8 @@ class Executor {
   // REGION bodies: the weights they read (by weight index) and the run's deadline.
   std::map<int, std::pair<Tensor, Tensor>> bodyWeights_;  // device, host
   RunLimit limit_;
+  int microbatch_ = 0;       // the run in progress (for messages)
+  double waitSeconds_ = 0;   // of the last run()
 };
 
 }  // namespace pcc

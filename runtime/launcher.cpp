@@ -242,18 +242,27 @@ std::vector<RunResult::InstructionTime> instructionTimes(const Executor& e) {
   return out;
 }
 
-StatusOr<double> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
-                           std::vector<OutputPiece>* pieces, const RunOptions& o,
-                           const std::atomic<bool>* lostPeer = nullptr) {
-  double total = 0;
+/// Mean seconds of one timed run, and of its waiting on transfers.
+struct RunTimes {
+  double seconds = 0, waitSeconds = 0;
+};
+
+StatusOr<RunTimes> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
+                             std::vector<OutputPiece>* pieces, const RunOptions& o,
+                             const std::atomic<bool>* lostPeer = nullptr) {
+  RunTimes t;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
     if (lostPeer && *lostPeer) return environmentError("a peer rank is lost (stopped before run ", it + 1, ")");
     if (it == o.warmup) exec.resetInstructionProfile();
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(exec.run(inputs, comms, pieces));
-    if (it >= o.warmup) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (it < o.warmup) continue;
+    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.waitSeconds += exec.waitSeconds();
   }
-  return total / o.iters;
+  t.seconds /= o.iters;
+  t.waitSeconds /= o.iters;
+  return t;
 }
 
 }  // namespace
@@ -287,6 +296,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   std::vector<std::vector<OutputPiece>> pieces(n);
   RunResult result;
   result.rankSeconds.assign(n, 0.0);
+  result.rankWaitSeconds.assign(n, 0.0);
   // Every rank is a thread of this process: they share its processors.
   const int kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(n);
   {
@@ -305,7 +315,8 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
           comms[r].abortAll();
           return;
         }
-        result.rankSeconds[r] = *secs;
+        result.rankSeconds[r] = secs->seconds;
+        result.rankWaitSeconds[r] = secs->waitSeconds;
       });
     }
     for (auto& t : threads) t.join();
@@ -383,7 +394,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   auto secs = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
   if (!secs.ok()) return failed(secs.status().withContext(strCat("rank ", rank)));
   // Rank times, then pieces, go to rank 0 in rank order; rank 0 assembles.
-  Tensor t = Tensor::fromVector<double>(DType::kF64, {1}, {*secs});
+  Tensor t = Tensor::fromVector<double>(DType::kF64, {2}, {secs->seconds, secs->waitSeconds});
   RunResult result;
   if (rank != 0) {
     Status sent = comms.world->send(t, 0);
@@ -396,20 +407,29 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   pieces[0] = std::move(mine);
   for (const auto& [op, t] : exec->opProfile()) result.profile[op] = {t.seconds, t.calls};
   if (o.profile) result.instructions.push_back(instructionTimes(*exec));
-  result.rankSeconds.push_back(*secs);
+  result.rankSeconds.push_back(secs->seconds);
+  result.rankWaitSeconds.push_back(secs->waitSeconds);
   for (int r = 1; r < n; ++r) {
-    Tensor s = Tensor::zeros(DType::kF64, {1});
+    Tensor s = Tensor::zeros(DType::kF64, {2});
     if (Status got = comms.world->recv(&s, r); !got.ok()) return failed(got);
     result.rankSeconds.push_back(s.data<double>()[0]);
-    // A rank's pieces are its output bindings, with the types of their buffers.
+    result.rankWaitSeconds.push_back(s.data<double>()[1]);
+    // A rank's pieces are its output bindings, with the types of their
+    // buffers, in the order Executor::run makes them: per micro-batch the
+    // batch's pieces, and the others once, with the last.
     const plan::RankProgram& prog = *pr.progs[r];
-    for (const plan::IoBinding& b : prog.outputs()) {
-      if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
-        return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
-      OutputPiece piece{b.index(), b.split_dim(), b.offset(), b.length(),
-                        Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
-      if (Status got = comms.world->recv(&piece.tensor, r); !got.ok()) return failed(got);
-      pieces[r].push_back(std::move(piece));
+    const int runs = std::max(1, prog.microbatches());
+    for (int m = 0; m < runs; ++m) {
+      for (const plan::IoBinding& b : prog.outputs()) {
+        if (!b.per_microbatch() && m + 1 != runs) continue;
+        if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
+          return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
+        const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
+        OutputPiece piece{b.index(), b.split_dim(), offset, b.length(),
+                          Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
+        if (Status got = comms.world->recv(&piece.tensor, r); !got.ok()) return failed(got);
+        pieces[r].push_back(std::move(piece));
+      }
     }
   }
   live.ended();

@@ -56,6 +56,9 @@ struct RunResult {
   std::vector<Tensor> outputs;
   /// Per rank: mean wall time of one timed run, in seconds.
   std::vector<double> rankSeconds;
+  /// Per rank: of rankSeconds, the mean time spent waiting on pipeline
+  /// transfers (Executor::waitSeconds): its stage's idle time.
+  std::vector<double> rankWaitSeconds;
   /// With RunOptions.profile: rank 0's seconds and calls per op and kernel
   /// provider ("MatMul (onednn)"), over all its
   /// runs (warmup included).

@@ -477,18 +477,23 @@ struct MeshShape {
 const char* const kAxes[3] = {"pp", "dp", "tp"};
 
 Status checkBinding(const plan::IoBinding& b, const google::protobuf::RepeatedPtrField<plan::IoDesc>& io,
-                    const std::map<int, const plan::Buffer*>& byId, const std::string& ctx) {
+                    const std::map<int, const plan::Buffer*>& byId, const std::string& ctx, int64_t microbatches) {
   if (b.index() < 0 || b.index() >= io.size())
     return invalidInput(ctx, ": index ", b.index(), " is out of range (the plan has ", io.size(), ")");
   auto it = byId.find(b.buffer());
   if (it == byId.end()) return invalidInput(ctx, ": no buffer with id ", b.buffer());
   const plan::TensorDesc& full = io.Get(b.index()).desc();
-  if (b.split_dim() == -1) return Status::OK();
+  if (b.split_dim() == -1) {
+    if (b.per_microbatch()) return invalidInput(ctx, ": per micro-batch but not split");
+    return Status::OK();
+  }
   if (b.split_dim() < 0 || b.split_dim() >= full.shape_size())
     return invalidInput(ctx, ": split dim ", b.split_dim(), " is out of range for rank ", full.shape_size());
   int64_t extent = full.shape(b.split_dim());
-  if (b.offset() < 0 || b.length() < 0 || b.offset() > extent || b.length() > extent - b.offset())
-    return invalidInput(ctx, ": slice [", b.offset(), ", +", b.length(), ") along dim ", b.split_dim(),
+  // Per micro-batch, runs 0 .. microbatches-1 cover [offset, offset + microbatches * length).
+  const int64_t span = b.per_microbatch() ? b.length() * microbatches : b.length();
+  if (b.offset() < 0 || b.length() < 0 || b.offset() > extent || span > extent - b.offset())
+    return invalidInput(ctx, ": slice [", b.offset(), ", +", span, ") along dim ", b.split_dim(),
                         " is outside the extent ", extent);
   return Status::OK();
 }
@@ -528,10 +533,13 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
     if (b.in_place_of() != -1 && !byId.count(b.in_place_of()))
       return invalidInput(who, ": buffer ", b.id(), " '", b.name(), "': in_place_of names no buffer (",
                           b.in_place_of(), ")");
+  if (prog.microbatches() < 0 || (reference && prog.microbatches() > 1))
+    return invalidInput(who, ": micro-batch count ", prog.microbatches(), " is not allowed here");
+  const int64_t mb = std::max(1, prog.microbatches());
   for (int k = 0; k < prog.inputs_size(); ++k)
-    RETURN_IF_ERROR(checkBinding(prog.inputs(k), plan.inputs(), byId, strCat(who, ": input binding ", k)));
+    RETURN_IF_ERROR(checkBinding(prog.inputs(k), plan.inputs(), byId, strCat(who, ": input binding ", k), mb));
   for (int k = 0; k < prog.outputs_size(); ++k)
-    RETURN_IF_ERROR(checkBinding(prog.outputs(k), plan.outputs(), byId, strCat(who, ": output binding ", k)));
+    RETURN_IF_ERROR(checkBinding(prog.outputs(k), plan.outputs(), byId, strCat(who, ": output binding ", k), mb));
 
   for (int i = 0; i < prog.instructions_size(); ++i) {
     const plan::Instruction& ins = prog.instructions(i);
@@ -688,8 +696,13 @@ Status validatePlan(const plan::Plan& plan) {
                           " group of mesh pp=", m.pp(), " dp=", m.dp(), " tp=", m.tp());
     }
   }
-  for (const plan::RankProgram& r : plan.ranks())
+  for (const plan::RankProgram& r : plan.ranks()) {
     RETURN_IF_ERROR(checkProgram(plan, r, strCat("rank ", r.rank()), n, false));
+    // Transfers match run by run: every rank runs its program as often.
+    if (std::max(1, r.microbatches()) != std::max(1, plan.ranks(0).microbatches()))
+      return invalidInput("rank ", r.rank(), " runs ", std::max(1, r.microbatches()), " micro-batches but rank ",
+                          plan.ranks(0).rank(), " runs ", std::max(1, plan.ranks(0).microbatches()));
+  }
   if (plan.has_reference()) RETURN_IF_ERROR(checkProgram(plan, plan.reference(), "reference program", 1, true));
 
   // Transfers between each pair of ranks match in program order: the k-th
@@ -798,7 +811,8 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
                         " is older than this runtime's ", kPlanSchemaVersion, " (it has no ",
                         lp.plan.schema_version() == 1   ? "memory plan"
                         : lp.plan.schema_version() == 2 ? "checksum of plan.pb"
-                                                        : "REGION instruction for If, Loop and Scan",
+                        : lp.plan.schema_version() == 3 ? "REGION instruction for If, Loop and Scan"
+                                                        : "micro-batch count of pipeline stages",
                         "); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),

@@ -21,8 +21,10 @@ namespace pcc {
 /// The plan schema this runtime reads and writes. Bump it on any change that an
 /// older reader would misinterpret; readers refuse versions they do not know.
 /// Version 3 added the checksum of plan.pb (Plan.plan_crc32); version 4 the
-/// REGION instruction and its bodies (If, Loop, Scan run at run time).
-constexpr uint32_t kPlanSchemaVersion = 4;
+/// REGION instruction and its bodies (If, Loop, Scan run at run time);
+/// version 5 pipeline stages: programs run once per micro-batch
+/// (RankProgram.microbatches, IoBinding.per_microbatch).
+constexpr uint32_t kPlanSchemaVersion = 5;
 
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;

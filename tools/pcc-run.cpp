@@ -213,6 +213,39 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
   return inputs;
 }
 
+/// With pipeline stages: per stage, the mean run time of its ranks, the part
+/// spent computing (busy) and waiting on transfers, and the measured bubble
+/// (waiting over run time) beside the cost model's prediction.
+void printPipelineProfile(const plan::Plan& plan, const RunResult& res) {
+  if (plan.mesh().pp() <= 1 || res.rankWaitSeconds.size() != static_cast<size_t>(plan.ranks_size())) return;
+  const int pp = plan.mesh().pp();
+  std::vector<double> run(pp, 0), wait(pp, 0);
+  std::vector<int> count(pp, 0);
+  for (const plan::RankProgram& r : plan.ranks()) {
+    int s = r.stage();
+    if (s < 0 || s >= pp || r.rank() < 0 || r.rank() >= plan.ranks_size()) continue;
+    run[s] += res.rankSeconds[r.rank()];
+    wait[s] += res.rankWaitSeconds[r.rank()];
+    ++count[s];
+  }
+  const int mb = std::max(1, plan.ranks(0).microbatches());
+  double predicted = -1;
+  if (plan.has_search() && plan.search().candidates_size() > 0) predicted = plan.search().candidates(0).bubble();
+  double runAll = 0, waitAll = 0;
+  for (int s = 0; s < pp; ++s) {
+    if (count[s] == 0) continue;
+    std::printf("pipeline stage %d: %.3f ms per batch, busy %.3f ms, waiting %.3f ms (%d micro-batches)\n", s,
+                run[s] / count[s] * 1e3, (run[s] - wait[s]) / count[s] * 1e3, wait[s] / count[s] * 1e3, mb);
+    runAll += run[s] / count[s];
+    waitAll += wait[s] / count[s];
+  }
+  if (predicted >= 0)
+    std::printf("pipeline bubble: measured %.1f%%, predicted %.1f%%\n", runAll > 0 ? 100 * waitAll / runAll : 0.0,
+                100 * predicted);
+  else
+    std::printf("pipeline bubble: measured %.1f%%\n", runAll > 0 ? 100 * waitAll / runAll : 0.0);
+}
+
 /// Writes --profile-json: per rank, every instruction with its mean seconds
 /// over the timed runs (docs/cli.md#pcc-run). `firstRank`: the rank of
 /// res.instructions[0] (this process's rank in a multi-process run);
@@ -334,6 +367,7 @@ int run(const Args& a) {
     for (const auto& [op, t] : ops)
       std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
                   total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+    printPipelineProfile(plan, *res);
   }
 
   bool ok = true;

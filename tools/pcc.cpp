@@ -24,7 +24,7 @@ pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.
 const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 // Options of the design that are not implemented yet: refused, not ignored.
-const char* const kNotYet[] = {"--target", "--microbatches", "--precision"};
+const char* const kNotYet[] = {"--target", "--precision"};
 
 int fail(const Status& s) {
   std::cerr << "pcc: error: " << s.message() << "\n";
@@ -117,9 +117,13 @@ int toolMain(int argc, char** argv) {
            if (Status s = parseStrategy(v, opts); !s.ok()) throw CLI::ValidationError(s.message());
          },
          "auto | tp=T | dp=D,tp=T,pp=P (default auto: the\n"
-         "dp x tp the cost model finds fastest; tp: Megatron-\n"
-         "style tensor parallelism of MatMul/Gemm chains)")
+         "pp x dp x tp the cost model finds fastest; a forced\n"
+         "tp splits the weights first, pp cuts pipeline stages)")
       ->type_name("S");
+  cli::addInteger(app, "--microbatches", 1, 1 << 20, [&](int64_t n) { opts.microbatches = static_cast<int>(n); },
+                  "micro-batches per data-parallel replica's batch\n"
+                  "(default: the cost model's choice with pipeline\n"
+                  "stages, else 1); must divide it evenly");
   cli::addChoice(app, "--gpu", opts.gpu, builtinClusterSpecNames(),
                  "the device the cost model plans for (default h100;\ncpu: CPU ranks)");
   app.add_option("--cluster", opts.clusterFile,

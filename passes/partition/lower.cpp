@@ -20,9 +20,21 @@
 //  4. Every local output type is re-inferred and must equal the shape the
 //     sharding predicts; a mismatch is an internal error, never a silent
 //     wrong answer.
-//  5. Graph outputs are made whole except for at most one split dimension;
-//     one rank per distinct piece writes it.
+//  5. Graph outputs are made whole except for at most one split dimension
+//     (the batch's when there are micro-batches); one rank per distinct piece
+//     of the stage that computes it writes it.
+// Pipeline stages (pp > 1): a rank lowers only the nodes of its stage
+// (Node::stage). Before them, a Recv per value an earlier stage computes and
+// this one reads, in the order the values are computed, from the rank of the
+// producing stage with the same dp and tp coordinates; after each node, a Send
+// of each of its outputs to every later stage that reads it. Both sides keep
+// the producer's layout, so a pair of ranks always sees its transfers in the
+// same order. Shapes are those of one micro-batch: the partition's shapeMesh()
+// (dp · microbatches replicas) gives every local shape and slice; a collective
+// over dp would need the whole batch at once and is refused when there are
+// micro-batches.
 #include <map>
+#include <set>
 
 #include "compiler/ir/regions.h"
 #include "passes/partition/partitioner.h"
@@ -61,18 +73,33 @@ StatusOr<Value*> sliceConstant(Graph& lg, const std::string& name, const Value* 
 class RankLowering {
  public:
   RankLowering(const Graph& g, const Partition& p, int rank, const LowerOptions& opts)
-      : g_(g), p_(p), rank_(rank), opts_(opts) {}
+      : g_(g), p_(p), rank_(rank), opts_(opts), shape_(p.shapeMesh()), srank_(p.shapeRank(rank)),
+        stage_(p.mesh.coord(rank, MeshAxis::kPP)) {}
 
   StatusOr<RankGraph> run() {
     RankGraph rg;
     rg.rank = rank_;
+    rg.stage = stage_;
     rg.graph = std::make_unique<Graph>();
     lg_ = rg.graph.get();
     lg_->setName(g_.name());
+    // What each stage reads (pipelines only).
+    std::set<const Value*> readHere;
+    if (p_.mesh.pp > 1) {
+      for (const Node* n : g_.nodes())
+        for (const Value* v : n->inputs())
+          if (v) {
+            if (n->stage() == stage_) readHere.insert(v);
+            if (v->producer() && n->stage() > v->producer()->stage()) laterStages_[v].insert(n->stage());
+          }
+      if (stage_ == 0)
+        for (const Value* v : g_.outputs()) readHere.insert(v);
+    }
     for (size_t k = 0; k < g_.inputs().size(); ++k) {
       Value* v = g_.inputs()[k];
+      if (p_.mesh.pp > 1 && !readHere.count(v)) continue;
       const Sharding& s = *v->sharding();
-      Value* lv = lg_->addInput(v->name(), {v->type().dtype, localShape(v->type().shape, s, p_.mesh, rank_)});
+      Value* lv = lg_->addInput(v->name(), {v->type().dtype, localShape(v->type().shape, s, shape_, srank_)});
       lv->setSharding(s);
       cache_[key(v, s)] = lv;
       IoBind b{k, lv, -1, 0, 0};
@@ -80,7 +107,15 @@ class RankLowering {
         if (s.dims[d] != MeshAxis::kNone) setSplit(b, v, s, static_cast<int>(d));
       rg.inputs.push_back(b);
     }
-    for (const Node* n : g_.nodes()) RETURN_IF_ERROR(lowerNode(n));
+    if (p_.mesh.pp > 1) RETURN_IF_ERROR(addRecvs(readHere));
+    std::vector<Node*> nodes = g_.nodes();
+    for (const Node* n : nodes) {
+      rg.nodeStarts.push_back(lg_->numNodes());
+      if (n->stage() != stage_) continue;
+      RETURN_IF_ERROR(lowerNode(n));
+      if (p_.mesh.pp > 1) RETURN_IF_ERROR(addSends(n));
+    }
+    rg.nodeStarts.push_back(lg_->numNodes());
     RETURN_IF_ERROR(bindOutputs(rg));
     return rg;
   }
@@ -89,10 +124,55 @@ class RankLowering {
   static std::string key(const Value* v, const Sharding& s) { return strCat(v->id(), "|", s.str()); }
 
   void setSplit(IoBind& b, const Value* v, const Sharding& s, int d) {
-    int parts = p_.mesh.extent(s.dims[d]), c = p_.mesh.coord(rank_, s.dims[d]);
+    int parts = shape_.extent(s.dims[d]), c = shape_.coord(srank_, s.dims[d]);
     b.splitDim = d;
     b.offset = chunkOffset(v->type().shape[d], parts, c);
     b.length = chunkSize(v->type().shape[d], parts, c);
+    b.perMicrobatch = s.dims[d] == MeshAxis::kDP && p_.microbatches > 1;
+  }
+
+  /// The physical rank of stage `stage` with this rank's dp and tp coordinates.
+  int peerIn(int stage) const {
+    return p_.mesh.rankOf(stage, p_.mesh.coord(rank_, MeshAxis::kDP), p_.mesh.coord(rank_, MeshAxis::kTP));
+  }
+
+  // A Recv of every value of an earlier stage that this stage reads, in the
+  // order the values are computed.
+  Status addRecvs(const std::set<const Value*>& readHere) {
+    for (const Node* n : g_.nodes()) {
+      if (n->stage() >= stage_) continue;
+      for (const Value* o : n->outputs()) {
+        if (!readHere.count(o)) continue;
+        const Sharding& s = *o->sharding();
+        TensorType t{o->type().dtype, localShape(o->type().shape, s, shape_, srank_)};
+        AttrMap a;
+        a.set("peer", static_cast<int64_t>(peerIn(n->stage())));
+        a.set("dtype", static_cast<int64_t>(static_cast<int32_t>(t.dtype)));
+        a.set("shape", t.shape);
+        std::string name = fresh(o->name() + ".recv");
+        Node* r = lg_->addNode(OpKind::Recv, {}, {t}, a, name, {o->name()});
+        r->setStage(stage_);
+        r->output()->setSharding(s);
+        cache_[key(o, s)] = r->output();
+      }
+    }
+    return Status::OK();
+  }
+
+  // A Send of each output of `n` to every later stage that reads it.
+  Status addSends(const Node* n) {
+    for (const Value* o : n->outputs()) {
+      auto later = laterStages_.find(o);
+      if (later == laterStages_.end()) continue;
+      Value* lv = cache_.at(key(o, *o->sharding()));
+      for (int stage : later->second) {
+        AttrMap a;
+        a.set("peer", static_cast<int64_t>(peerIn(stage)));
+        Node* sn = lg_->addNode(OpKind::Send, {lv}, {}, a, fresh(strCat(o->name(), ".send", stage)), {});
+        sn->setStage(stage_);
+      }
+    }
+    return Status::OK();
   }
 
   std::string fresh(const std::string& base) { return lg_->uniqueName(base); }
@@ -104,10 +184,13 @@ class RankLowering {
   /// `gathered` is the whole extent an AllGather of uneven pieces produces (-1: even).
   StatusOr<Value*> addCollective(OpKind op, Value* in, MeshAxis axis, int dim, const std::string& base,
                                  int64_t gathered = -1) {
+    if (axis == MeshAxis::kDP && p_.microbatches > 1)
+      return unsupported("value '", in->name(), "' needs a collective over dp (the whole batch at once), which ",
+                         p_.microbatches, " micro-batches cannot give");
     AttrMap a;
     a.set("axis", std::string(meshAxisName(axis)));
     a.set("dim", static_cast<int64_t>(dim));
-    a.set("group_size", static_cast<int64_t>(p_.mesh.extent(axis)));
+    a.set("group_size", static_cast<int64_t>(shape_.extent(axis)));
     if (gathered >= 0) a.set("gathered_size", gathered);
     ASSIGN_OR_RETURN(auto types, inferOutputTypes(op, {in}, a, base));
     Node* n = lg_->addNode(op, {in}, types, a, fresh(base), {fresh(base)});
@@ -119,13 +202,17 @@ class RankLowering {
     auto hit = cache_.find(key(v, req));
     if (hit != cache_.end()) return hit->second;
     if (v->isConstant()) {
-      ASSIGN_OR_RETURN(Value* lc, sliceConstant(*lg_, fresh(v->name()), v, req, p_.mesh, rank_, opts_.eagerSliceElements));
+      ASSIGN_OR_RETURN(Value* lc, sliceConstant(*lg_, fresh(v->name()), v, req, shape_, srank_, opts_.eagerSliceElements));
       lc->setSharding(req);
       cache_[key(v, req)] = lc;
       return lc;
     }
     Sharding cur = *v->sharding();
-    Value* lv = cache_.at(key(v, cur));
+    auto own = cache_.find(key(v, cur));
+    if (own == cache_.end())
+      return internalError("rank ", rank_, " (stage ", stage_, "): value '", v->name(), "' of stage ",
+                           v->producer() ? v->producer()->stage() : 0, " was neither computed nor received here");
+    Value* lv = own->second;
     const std::string& name = v->name();
     for (const ReshardStep& step : reshardSteps(cur, req)) {
       auto done = cache_.find(key(v, step.result));
@@ -135,11 +222,11 @@ class RankLowering {
         ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllReduce, lv, step.axis, -1, name + ".allreduce"));
       } else if (step.kind == ReshardStep::kAllGather) {
         int64_t whole = v->type().shape[step.dim];
-        bool uneven = whole % p_.mesh.extent(step.axis) != 0;
+        bool uneven = whole % shape_.extent(step.axis) != 0;
         ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, step.axis, step.dim, name + ".allgather",
                                            uneven ? whole : -1));
       } else {
-        int parts = p_.mesh.extent(step.axis), c = p_.mesh.coord(rank_, step.axis);
+        int parts = shape_.extent(step.axis), c = shape_.coord(srank_, step.axis);
         int64_t extent = v->type().shape[step.dim];
         int64_t off = chunkOffset(extent, parts, c), len = chunkSize(extent, parts, c);
         std::vector<Value*> ins = {lv, i64Const(name + ".start", {off}), i64Const(name + ".end", {off + len}),
@@ -170,7 +257,7 @@ class RankLowering {
     }
     // Step 3: shape operands and partial-sum biases.
     std::vector<Dims> expected;
-    for (Value* o : n->outputs()) expected.push_back(localShape(o->type().shape, *o->sharding(), p_.mesh, rank_));
+    for (Value* o : n->outputs()) expected.push_back(localShape(o->type().shape, *o->sharding(), shape_, srank_));
     int shapeOperand = n->op() == OpKind::Reshape || n->op() == OpKind::Expand ? 1
                        : n->op() == OpKind::ConstantOfShape                    ? 0
                                                                                : -1;
@@ -178,7 +265,7 @@ class RankLowering {
       ins[shapeOperand] = i64Const(n->input(shapeOperand)->name() + ".local", expected[0]);
     const Sharding& os = *n->output()->sharding();
     if (n->op() == OpKind::Gemm && ins.size() > 2 && ins[2] && os.partial != MeshAxis::kNone &&
-        p_.mesh.coord(rank_, os.partial) != 0)
+        shape_.coord(srank_, os.partial) != 0)
       ins[2] = lg_->addConstant(fresh(n->input(2)->name() + ".zero"), Tensor::zeros(ins[2]->type()));
     // A 3-D Attention split over its packed heads holds fewer heads locally.
     AttrMap attrs = n->attrs();
@@ -218,18 +305,21 @@ class RankLowering {
     std::vector<Value*> outs;
     for (size_t k = 0; k < g_.outputs().size(); ++k) {
       const Value* v = g_.outputs()[k];
+      const int from = v->producer() ? v->producer()->stage() : 0;
+      if (p_.mesh.pp > 1 && from != stage_) continue;  // the stage that computes it writes it
       Sharding want = *v->sharding();
       want.partial = MeshAxis::kNone;
-      bool kept = false;
-      for (MeshAxis& a : want.dims) {
-        if (a == MeshAxis::kNone) continue;
-        if (kept) a = MeshAxis::kNone;
-        kept = true;
-      }
+      // Micro-batches keep the batch's split (gathering it is impossible);
+      // otherwise the first split dimension is kept.
+      int keep = p_.microbatches > 1 ? want.dimSplitOver(MeshAxis::kDP) : -1;
+      for (size_t d = 0; d < want.dims.size() && keep < 0; ++d)
+        if (want.dims[d] != MeshAxis::kNone) keep = static_cast<int>(d);
+      for (size_t d = 0; d < want.dims.size(); ++d)
+        if (static_cast<int>(d) != keep) want.dims[d] = MeshAxis::kNone;
       ASSIGN_OR_RETURN(Value* lv, materialize(v, want));
       bool writer = true;
-      for (MeshAxis a : {MeshAxis::kDP, MeshAxis::kTP, MeshAxis::kPP})
-        if (want.dimSplitOver(a) < 0 && p_.mesh.coord(rank_, a) != 0) writer = false;
+      for (MeshAxis a : {MeshAxis::kDP, MeshAxis::kTP})
+        if (want.dimSplitOver(a) < 0 && shape_.coord(srank_, a) != 0) writer = false;
       if (!writer) continue;
       IoBind b{k, lv, -1, 0, 0};
       for (size_t d = 0; d < want.dims.size(); ++d)
@@ -245,8 +335,12 @@ class RankLowering {
   const Partition& p_;
   int rank_;
   const LowerOptions& opts_;
+  const Mesh shape_;  // the mesh of local shapes (Partition::shapeMesh)
+  const int srank_;   // this rank's place in it
+  const int stage_;
   Graph* lg_ = nullptr;
   std::map<std::string, Value*> cache_;
+  std::map<const Value*, std::set<int>> laterStages_;  // the later stages reading a value
 };
 
 }  // namespace

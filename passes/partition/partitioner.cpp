@@ -19,6 +19,11 @@
 //     dimensions, or split one of its contractions (a partial sum), by dynamic
 //     programming over the graph with the cost of every resharding it implies;
 //     its choices are laid over the data-parallel layouts of step 3.
+//  5. Pipeline parallelism (pp > 1): the nodes are cut into pp stages
+//     (pipeline.h).
+// Micro-batches: every shape is one micro-batch's; the batch is split over
+// dp · microbatches as if each micro-batch were a replica of its own
+// (Partition::shapeMesh), run later in time on the same ranks.
 // After step 1, with tp > 1, fused projections read by a Split are split into
 // one product per piece (split_projections.h).
 // Before step 1, every Fused node (passes/fuse.cpp) is inlined: its body's
@@ -37,6 +42,7 @@
 #include "compiler/ir/regions.h"
 #include "passes/partition/cost_model.h"
 #include "passes/partition/dim_map.h"
+#include "passes/partition/pipeline.h"
 #include "passes/partition/split_projections.h"
 #include "passes/partition/tp_search.h"
 
@@ -132,7 +138,6 @@ StatusOr<Mesh> chooseMesh(const Graph& g, const PartitionOptions& opts, Partitio
   Mesh m;
   m.pp = opts.pp > 0 ? opts.pp : 1;
   m.tp = opts.tp > 0 ? opts.tp : 1;
-  if (m.pp > 1) return unsupported("pipeline parallelism (pp=", m.pp, ") is not implemented yet");
   if (opts.gpus % (m.pp * m.tp) != 0)
     return invalidInput("--strategy tp=", m.tp, ",pp=", m.pp, " does not divide --gpus ", opts.gpus);
   int dpMax = opts.gpus / (m.pp * m.tp);
@@ -154,18 +159,18 @@ StatusOr<Mesh> chooseMesh(const Graph& g, const PartitionOptions& opts, Partitio
   if (m.dp > 1 && batch % m.dp != 0)
     p.notes.push_back(strCat("batch ", batch, " does not divide by dp=", m.dp, ": ranks get ",
                              chunkSize(batch, m.dp, 0), " or ", chunkSize(batch, m.dp, m.dp - 1), " samples"));
+  p.microbatches = std::max(1, opts.microbatches);
+  if (p.microbatches > 1) {
+    if (batch < 1) return invalidInput("--microbatches ", p.microbatches, ": no input has a batch dimension to cut");
+    if (batch % (static_cast<int64_t>(m.dp) * p.microbatches) != 0)
+      return invalidInput("--microbatches ", p.microbatches, ": the batch ", batch, " does not divide into dp=", m.dp,
+                          " replicas of ", p.microbatches, " equal micro-batches");
+  }
   return m;
 }
 
 // Step 4.
-Status planTensorParallel(Graph& g, const PartitionOptions& opts, Partition& p) {
-  std::optional<CostModel> fallback;
-  const CostModel* cm = opts.cost;
-  if (!cm) {
-    ASSIGN_OR_RETURN(ClusterSpec spec, builtinClusterSpec("h100"));
-    fallback.emplace(std::move(spec));
-    cm = &*fallback;
-  }
+Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostModel* cm, Partition& p) {
   TpSearchOptions so;
   so.cost = cm;
   so.minimizeWeights = opts.minimizeWeights;
@@ -224,6 +229,14 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
   Partition p;
   RETURN_IF_ERROR(inlineFusedNodes(g));
   ASSIGN_OR_RETURN(p.mesh, chooseMesh(g, opts, p));
+  std::optional<CostModel> fallback;
+  const CostModel* cm = opts.cost;
+  if (!cm) {
+    ASSIGN_OR_RETURN(ClusterSpec spec, builtinClusterSpec("h100"));
+    fallback.emplace(std::move(spec));
+    cm = &*fallback;
+  }
+  const Mesh shapes = p.shapeMesh();
   if (p.mesh.tp > 1 && opts.tensorParallelSearch) {
     ASSIGN_OR_RETURN(int split, splitFusedProjections(g));
     if (split > 0)
@@ -236,17 +249,18 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
     Sharding s = replicated(in->type().shape.size());
     if (in->type().rank() >= 1) {
       if (batch < 0) batch = in->type().shape[0];
-      if (p.mesh.dp > 1 && in->type().shape[0] == batch) s.dims[0] = MeshAxis::kDP;
+      if (shapes.dp > 1 && in->type().shape[0] == batch) s.dims[0] = MeshAxis::kDP;
     }
     in->setSharding(s);
   }
   std::map<OpKind, int> gathered;
-  for (Node* n : g.nodes()) propagateNode(n, p.mesh, p, gathered);
+  for (Node* n : g.nodes()) propagateNode(n, shapes, p, gathered);
   for (const auto& [op, count] : gathered)
     p.notes.push_back(strCat(count, " ", opName(op), count == 1 ? " node runs" : " nodes run",
                              " replicated (Ops.def marks ", opName(op), " Replicate): ",
                              count == 1 ? "its" : "their", " split inputs are gathered first"));
-  if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, p));
+  if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, cm, p));
+  if (p.mesh.pp > 1) RETURN_IF_ERROR(cutStages(g, p, *cm));
   return p;
 }
 

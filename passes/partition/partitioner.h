@@ -20,6 +20,9 @@ struct PartitionOptions {
   int gpus = 1;
   /// Requested mesh extents; 0 = derive (dp fills what tp and pp leave).
   int dp = 0, tp = 0, pp = 0;
+  /// Micro-batches each data-parallel replica's batch is cut into (pipeline
+  /// stages work on them in turn); 0 or 1: one.
+  int microbatches = 0;
   /// What the tensor-parallel search (tp_search.h) costs with; nullptr: the
   /// shipped h100 spec.
   const CostModel* cost = nullptr;
@@ -33,8 +36,32 @@ struct PartitionOptions {
 
 /// The result of sharding propagation over a global graph. Value shardings
 /// are annotations on the graph itself; this holds the rest.
+/// One pipeline stage of a partition (pipeline.h).
+struct StageInfo {
+  size_t firstNode = 0, numNodes = 0;  ///< a range of the global graph's nodes
+  double seconds = 0;                  ///< its estimated time per micro-batch, sends included
+  int64_t weightBytes = 0, activationBytes = 0;  ///< one rank's, estimated
+  int64_t sendBytes = 0;               ///< what it sends on, per micro-batch
+};
+
 struct Partition {
+  /// The devices: pp stages of dp replicas of tp ranks.
   Mesh mesh;
+  /// Each replica's batch is cut into this many micro-batches, run in turn;
+  /// every rank program is lowered for one micro-batch.
+  int microbatches = 1;
+  /// The pipeline stages (empty when pp = 1); each node's stage is Node::stage.
+  std::vector<StageInfo> stages;
+
+  /// \returns the mesh that gives local shapes: one stage of dp · microbatches
+  /// replicas (a micro-batch is a data-parallel piece run later in time).
+  Mesh shapeMesh() const { return Mesh{1, mesh.dp * microbatches, mesh.tp}; }
+  /// \returns the rank of shapeMesh() whose shapes physical rank `rank` has
+  /// (its replica's first micro-batch).
+  int shapeRank(int rank) const {
+    return shapeMesh().rankOf(0, mesh.coord(rank, MeshAxis::kDP) * microbatches, mesh.coord(rank, MeshAxis::kTP));
+  }
+
   /// How node input (node, index) must be laid out when the node reads it.
   /// Where it differs from the value's own sharding, lowering inserts the
   /// collective or local slice that converts it.
@@ -67,12 +94,19 @@ struct IoBind {
   Value* value = nullptr;
   int splitDim = -1;     ///< -1: the whole tensor
   int64_t offset = 0, length = 0;
+  /// The split is the batch's: micro-batch m binds offset + m · length.
+  bool perMicrobatch = false;
 };
 
 struct RankGraph {
   int rank = 0;
+  int stage = 0;  ///< the pipeline stage whose nodes it holds
   std::unique_ptr<Graph> graph;  ///< local shapes; collectives carry axis/dim/group_size
   std::vector<IoBind> inputs, outputs;
+  /// nodeStarts[i]: the number of local nodes before those global node i
+  /// lowered to (its input conversions, then the node); the last entry is
+  /// the total. Nodes of other stages lower to none.
+  std::vector<size_t> nodeStarts;
 };
 
 /// How lowering gives each rank its piece of a constant.

@@ -1,10 +1,12 @@
 // The mesh search.
 //
 // Algorithm:
-//  1. Candidates: a mesh forced by --strategy alone; otherwise every dp × tp
-//     with dp · tp = d, for d = --gpus and every divisor of it (fewer devices
+//  1. Candidates: a mesh forced by --strategy alone; otherwise every
+//     pp × dp × tp = d, for d = --gpus and every divisor of it (fewer devices
 //     can win when communication costs more than it saves, or when the batch
-//     cannot be split).
+//     cannot be split). With pp > 1, the micro-batch count too: 1, 2, 4, ...
+//     while the estimate improves by 1% (fill-drain: the bubble shrinks, the
+//     per-micro-batch overheads grow).
 //  2. Each candidate partitions and lowers a copy of the graph (data
 //     parallelism over the batch, the tp search of tp_search.h for tp, costing
 //     with the same model), so what is costed is exactly what would be
@@ -15,9 +17,11 @@
 //     the alpha-beta time of every collective over its group (the inter-node
 //     link when the group spans nodes); weights plus the peak of live
 //     activations against the device's memory.
-//  4. The plan's time is its slowest rank's. Candidates are ranked by the
-//     objective, feasible ones first; among those within 1% of the best, the
-//     one with the smallest tp, then the largest dp, is chosen (moved first).
+//  4. The plan's time: per stage the slowest rank's time for one micro-batch
+//     t_s; fill-drain over m micro-batches takes Σ t_s + (m − 1) · max t_s.
+//     Candidates are ranked by the objective, feasible ones first; among those
+//     within 1% of the best, the one with the smallest tp, then the smallest
+//     pp, then the largest dp, is chosen (moved first).
 #include "passes/partition/search.h"
 
 #include <algorithm>
@@ -76,14 +80,10 @@ std::optional<CollectiveKind> collectiveKind(OpKind op) {
 RankEstimate estimateRank(const RankGraph& rg, const Mesh& mesh, const CostModel& cm) {
   RankEstimate e;
   e.rank = rg.rank;
+  e.stage = mesh.coord(rg.rank, MeshAxis::kPP);
   for (const Node* n : rg.graph->nodes()) {
-    if (auto kind = collectiveKind(n->op())) {
-      MeshAxis axis = meshAxisFromName(n->attrs().getString("axis", "-")).value_or(MeshAxis::kNone);
-      std::vector<int> group = mesh.groupOf(rg.rank, axis);
-      // The size of the full tensor: the all-gathered output, the
-      // reduce-scatter's input, the all-reduced tensor.
-      int64_t bytes = *kind == CollectiveKind::kReduceScatter ? bytesOf(n->input(0)) : bytesOf(n->output());
-      e.commSeconds += cm.collectiveTime(*kind, bytes, static_cast<int>(group.size()), cm.crossesNodes(group));
+    if (isCollective(n->op())) {
+      e.commSeconds += rankNodeSeconds(*n, rg.rank, mesh, cm);
       continue;
     }
     e.computeSeconds += cm.nodeTime(*n);
@@ -106,21 +106,49 @@ bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
   double y = objective == Objective::kLatency ? b.seconds : -b.samplesPerSecond;
   if (std::abs(x - y) > 1e-9 * std::max(std::abs(x), std::abs(y))) return x < y;
   if (a.mesh.dp != b.mesh.dp) return a.mesh.dp > b.mesh.dp;
-  return a.mesh.tp < b.mesh.tp;
+  if (a.mesh.tp != b.mesh.tp) return a.mesh.tp < b.mesh.tp;
+  return a.mesh.pp < b.mesh.pp;
 }
 
 }  // namespace
 
 const char* objectiveName(Objective o) { return o == Objective::kLatency ? "latency" : "throughput"; }
 
+double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm) {
+  if (n.op() == OpKind::Recv) return 0;
+  if (n.op() == OpKind::Send) {
+    std::vector<int> pair = {rank, static_cast<int>(n.attrs().getInt("peer", rank))};
+    return cm.collectiveTime(CollectiveKind::kSendRecv, bytesOf(n.input(0)), 2, cm.crossesNodes(pair));
+  }
+  if (auto kind = collectiveKind(n.op())) {
+    MeshAxis axis = meshAxisFromName(n.attrs().getString("axis", "-")).value_or(MeshAxis::kNone);
+    std::vector<int> group = mesh.groupOf(rank, axis);
+    // The size of the full tensor: the all-gathered output, the
+    // reduce-scatter's input, the all-reduced tensor.
+    int64_t bytes = *kind == CollectiveKind::kReduceScatter ? bytesOf(n.input(0)) : bytesOf(n.output());
+    return cm.collectiveTime(*kind, bytes, static_cast<int>(group.size()), cm.crossesNodes(group));
+  }
+  return cm.nodeTime(n);
+}
+
 PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
-                          int64_t batch) {
+                          int64_t batch, int microbatches) {
   PlanEstimate p;
   p.mesh = mesh;
+  p.microbatches = std::max(1, microbatches);
+  p.stageSeconds.assign(mesh.pp, 0);
   for (const RankGraph& rg : ranks) {
     p.ranks.push_back(estimateRank(rg, mesh, cm));
-    p.seconds = std::max(p.seconds, p.ranks.back().seconds());
+    double& t = p.stageSeconds[p.ranks.back().stage];
+    t = std::max(t, p.ranks.back().seconds());
   }
+  double sum = 0, slowest = 0;
+  for (double t : p.stageSeconds) {
+    sum += t;
+    slowest = std::max(slowest, t);
+  }
+  p.seconds = sum + (p.microbatches - 1) * slowest;
+  p.bubble = p.seconds > 0 ? 1 - p.microbatches * sum / (mesh.pp * p.seconds) : 0;
   p.samplesPerSecond = p.seconds > 0 ? static_cast<double>(batch) / p.seconds : 0;
   for (const RankEstimate& r : p.ranks) {
     if (r.memoryBytes() <= cm.memoryCapacity()) continue;
@@ -144,33 +172,63 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
   } else {
     for (int d = opts.gpus; d >= 1; --d) {
       if (opts.gpus % d != 0) continue;
-      for (int tp = 1; tp <= d; ++tp)
-        if (d % tp == 0) tries.push_back(PartitionOptions{d, d / tp, tp, 1});
+      for (int pp = 1; pp <= d; ++pp) {
+        if (d % pp != 0 || static_cast<size_t>(pp) > g.numNodes()) continue;
+        for (int tp = 1; tp <= d / pp; ++tp)
+          if ((d / pp) % tp == 0) {
+            PartitionOptions po = opts;
+            po.gpus = d;
+            po.dp = d / pp / tp;
+            po.tp = tp;
+            po.pp = pp;
+            tries.push_back(po);
+          }
+      }
     }
   }
   Status firstError = Status::OK();
   // Partitions, lowers and costs one candidate.
-  auto cost = [&](PartitionOptions po) {
+  auto costOnce = [&](PartitionOptions po) {
     po.cost = &cm;
     std::unique_ptr<Graph> copy = g.clone();
     StatusOr<Partition> part = partitionGraph(*copy, po);
     PlanEstimate e;
     e.mesh = Mesh{po.pp > 0 ? po.pp : 1, po.dp, po.tp > 0 ? po.tp : 1};
+    e.microbatches = std::max(1, po.microbatches);
     e.minimizeWeights = po.minimizeWeights;
+    const bool first = po.microbatches <= 1 || opts.microbatches > 0;  // a later count may fail: not an error
     if (!part.ok()) {
       e.error = part.status().message();
-      if (firstError.ok()) firstError = part.status();
+      if (first && firstError.ok()) firstError = part.status();
       return e;
     }
     e.mesh = part->mesh;
     StatusOr<std::vector<RankGraph>> ranks = lowerToRanks(*copy, *part);
     if (!ranks.ok()) {
       e.error = ranks.status().message();
-      if (firstError.ok()) firstError = ranks.status();
+      if (first && firstError.ok()) firstError = ranks.status();
       return e;
     }
-    e = estimatePlan(*ranks, part->mesh, cm, batch);
+    e = estimatePlan(*ranks, part->mesh, cm, batch, part->microbatches);
     e.minimizeWeights = po.minimizeWeights;
+    return e;
+  };
+  // With pipeline stages and no forced count, micro-batches 1, 2, 4, ... up
+  // to 4 · pp (and dividing each replica's batch) until the time stops
+  // improving by 1%.
+  auto cost = [&](PartitionOptions po) {
+    PlanEstimate e = costOnce(po);
+    if (!e.error.empty() || e.mesh.pp == 1 || po.microbatches > 0) return e;
+    const int64_t replica = batch / e.mesh.dp;
+    for (int m = 2; m <= 4 * e.mesh.pp && replica % m == 0 && batch % (int64_t{e.mesh.dp} * m) == 0; m *= 2) {
+      po.microbatches = m;
+      PlanEstimate more = costOnce(po);
+      if (!more.error.empty()) break;
+      const bool sameFit = more.infeasible.empty() == e.infeasible.empty();
+      const bool improves = sameFit ? more.seconds < e.seconds * 0.99 : more.infeasible.empty();
+      if (improves) e = std::move(more);
+      else if (sameFit) break;  // smaller micro-batches only ever fit better: keep looking while none fits
+    }
     return e;
   };
   auto sameMesh = [&](const Mesh& m) {
@@ -203,7 +261,8 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
       if (!c.error.empty() || !c.infeasible.empty()) break;
       bool close = objective == Objective::kLatency ? c.seconds <= bound : c.samplesPerSecond >= bound;
       const Mesh& m = r.candidates[pick].mesh;
-      if (close && (c.mesh.tp < m.tp || (c.mesh.tp == m.tp && c.mesh.dp > m.dp))) pick = i;
+      bool simpler = c.mesh.tp != m.tp ? c.mesh.tp < m.tp : c.mesh.pp != m.pp ? c.mesh.pp < m.pp : c.mesh.dp > m.dp;
+      if (close && simpler) pick = i;
     }
     std::rotate(r.candidates.begin(), r.candidates.begin() + static_cast<long>(pick),
                 r.candidates.begin() + static_cast<long>(pick) + 1);

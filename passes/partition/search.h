@@ -24,12 +24,14 @@ const char* objectiveName(Objective o);
 /// The cost model's view of one rank program.
 struct RankEstimate {
   int rank = 0;
+  int stage = 0;
   double computeSeconds = 0, commSeconds = 0;
   int64_t flops = 0;
   int64_t weightBytes = 0;
   /// Peak bytes of live activations in program order (inputs, intermediates
   /// and outputs; no in-place reuse), an upper bound of the arena.
   int64_t activationBytes = 0;
+  /// One run of the rank's program (one micro-batch).
   double seconds() const { return computeSeconds + commSeconds; }
   int64_t memoryBytes() const { return weightBytes + activationBytes; }
 };
@@ -37,8 +39,16 @@ struct RankEstimate {
 /// One candidate mesh, costed.
 struct PlanEstimate {
   Mesh mesh;
-  /// The slowest rank's time for one batch (ranks run in lockstep at the collectives).
+  /// Micro-batches per replica's batch (1 without pipelining).
+  int microbatches = 1;
+  /// The time for one batch: with stage times t_s (the slowest rank of each
+  /// stage, one micro-batch; ranks run in lockstep at the collectives) and m
+  /// micro-batches, fill-drain takes Σ t_s + (m − 1) · max t_s.
   double seconds = 0;
+  /// Per stage: t_s above.
+  std::vector<double> stageSeconds;
+  /// The fraction of the time an average stage waits: 1 − m · Σ t_s / (pp · seconds).
+  double bubble = 0;
   /// batch / seconds.
   double samplesPerSecond = 0;
   std::vector<RankEstimate> ranks;
@@ -50,10 +60,16 @@ struct PlanEstimate {
   bool minimizeWeights = false;
 };
 
-/// Costs the rank programs `ranks` of `mesh`; `batch` is the global batch (1
-/// when the model has none).
+/// Costs the rank programs `ranks` of `mesh`, each run `microbatches` times
+/// per batch; `batch` is the global batch (1 when the model has none).
 PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
-                          int64_t batch);
+                          int64_t batch, int microbatches = 1);
+
+/// \returns the seconds node `n` of the program of `rank` takes: a
+/// collective over its group of `mesh` (the inter-node link when the group
+/// spans nodes), a Send over the link to its peer (a Recv costs nothing: its
+/// sender pays), any other node its cost-model time.
+double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm);
 
 struct SearchResult {
   /// The chosen mesh first, then every other candidate, best first; the
@@ -63,14 +79,16 @@ struct SearchResult {
   double searchSeconds = 0;
 };
 
-/// Partitions a copy of `g` for every mesh dp × tp = d, for d = --gpus and
-/// each divisor of it (pp stays 1 until pipelining exists), lowers it, and
-/// costs it with `cm`; the tp search inside the partitioner costs with `cm`
-/// too. A candidate that does not fit is partitioned again with the tp search
+/// Partitions a copy of `g` for every mesh pp × dp × tp = d, for d = --gpus
+/// and each divisor of it, lowers it, and costs it with `cm`; the tp search
+/// and the stage cut inside the partitioner cost with `cm` too. With pp > 1,
+/// micro-batch counts 1, 2, 4, ... (dividing each replica's batch, at most
+/// 4 · pp) are tried until the time stops improving, unless
+/// opts.microbatches forces one. A candidate that does not fit is partitioned again with the tp search
 /// saving weight memory first. A mesh forced in `opts` (dp or tp given) is the
 /// only candidate. Ties go to the larger dp, then the smaller tp; then, among
 /// the candidates within 1% of the best, the one with the smallest tp (then
-/// the largest dp) is moved first (the chosen one).
+/// the largest dp, then the smallest pp) is moved first (the chosen one).
 /// \returns the candidates, or an error when none can be partitioned (the
 /// first candidate's error).
 StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, const CostModel& cm,

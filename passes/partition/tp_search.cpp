@@ -170,12 +170,12 @@ class Search {
             ins.push_back(TensorType{});
             continue;
           }
-          ins.push_back({v->type().dtype, localShape(v->type().shape, *l.req[j], dp_.mesh, 0)});
+          ins.push_back({v->type().dtype, localShape(v->type().shape, *l.req[j], dp_.shapeMesh(), 0)});
           opt.reqs.push_back({valueIndex(v), layoutId(valueIndex(v), *l.req[j])});
         }
         for (size_t k = 0; k < n.outputs().size(); ++k) {
           const Value* o = n.output(k);
-          outs.push_back({o->type().dtype, localShape(o->type().shape, l.out[k], dp_.mesh, 0)});
+          outs.push_back({o->type().dtype, localShape(o->type().shape, l.out[k], dp_.shapeMesh(), 0)});
           opt.outs.push_back({valueIndex(o), layoutId(valueIndex(o), l.out[k])});
         }
         opt.seconds = n.numBodies() > 0 ? cm_.nodeTime(n) : cm_.opTime(n, ins, outs);
@@ -387,7 +387,7 @@ class Search {
     if (it != hops_.end()) return it->second;
     std::vector<Hop> out;
     const Value* v = values_[vi];
-    const Mesh& mesh = dp_.mesh;
+    const Mesh mesh = dp_.shapeMesh();
     Sharding prev = layouts_[vi][from];
     for (const ReshardStep& s : reshardSteps(prev, layouts_[vi][to])) {
       TensorType before{v->type().dtype, localShape(v->type().shape, prev, mesh, 0)};
@@ -415,7 +415,7 @@ class Search {
     if (v->isConstant()) {
       if (!(e & bit(r.layout)) || r.layout >= kMaxCached) {
         const Sharding& s = layouts_[r.value][r.layout];
-        auto bytes = static_cast<int64_t>(TensorType{v->type().dtype, localShape(v->type().shape, s, dp_.mesh, 0)}.bytes());
+        auto bytes = static_cast<int64_t>(TensorType{v->type().dtype, localShape(v->type().shape, s, dp_.shapeMesh(), 0)}.bytes());
         st.bytes += bytes;
         if (matrices_.count(v)) st.matrixBytes += bytes;
         e |= bit(r.layout);

@@ -1,4 +1,5 @@
-// Type inference (the op schemas) of AllReduce, AllGather and ReduceScatter.
+// Type inference (the op schemas) of AllReduce, AllGather, ReduceScatter,
+// and of the pipeline transfers Send and Recv.
 // Their reference kernels, and what the kernels compute, are
 // runtime/ops/collectives.cpp.
 #include "runtime/schema/infer_util.h"
@@ -38,12 +39,32 @@ StatusOr<std::vector<TensorType>> inferCollective(const InferArgs& args) {
   return std::vector<TensorType>{t};
 }
 
+StatusOr<std::vector<TensorType>> inferSend(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 1, 1));
+  if (!args.attrs || !args.attrs->has("peer")) return invalidInput("needs attribute 'peer'");
+  return std::vector<TensorType>{};
+}
+
+StatusOr<std::vector<TensorType>> inferRecv(const InferArgs& args) {
+  RETURN_IF_ERROR(checkArity(args, 0, 0));
+  if (!args.attrs || !args.attrs->has("peer") || !args.attrs->has("dtype") || !args.attrs->has("shape"))
+    return invalidInput("needs attributes 'peer', 'dtype' and 'shape'");
+  auto dtype = dtypeFromOnnx(static_cast<int>(args.attrs->getInt("dtype", 0)));
+  if (!dtype) return invalidInput("dtype ", args.attrs->getInt("dtype", 0), " is not a known data type");
+  Dims shape = args.attrs->getInts("shape", {});
+  for (int64_t d : shape)
+    if (d < 0) return invalidInput("shape ", dimsToString(shape), " has a negative extent");
+  return std::vector<TensorType>{TensorType{*dtype, shape}};
+}
+
 }  // namespace
 
 void registerCollectiveSchemas(SchemaRegistry& r) {
   r.add(OpKind::AllReduce, &inferCollective<Collective::kAllReduce>);
   r.add(OpKind::AllGather, &inferCollective<Collective::kAllGather>);
   r.add(OpKind::ReduceScatter, &inferCollective<Collective::kReduceScatter>);
+  r.add(OpKind::Send, &inferSend);
+  r.add(OpKind::Recv, &inferRecv);
 }
 
 }  // namespace pcc

@@ -14,7 +14,13 @@ weights in a sparse external-data file, so no weight byte is stored or read):
   is Megatron's plan: every weight an eighth on each rank, and exactly the
   communication of two all-reduces a layer;
 - a GPT-2-small-like model (12 layers, width 768) at batch 64, throughput
-  objective, `--gpus 8`: pure data parallelism.
+  objective, `--gpus 8`: pure data parallelism;
+- a LLaMA-65B-like model (80 layers, width 8192, FFN 22016, 64 heads) at
+  batch 16, sequence 512, `--gpus 8 --gpus-per-node 2 --gpu a100-40g`,
+  throughput objective: no node (2 × 40 GB) holds its 130 GB of weights, so
+  the plan has pipeline stages across the nodes, with micro-batches, and any
+  tensor parallelism inside a node; every rank fits. On `--gpus 2` no plan
+  fits: exit 2, naming the memory the smallest plan needs per device.
 """
 
 import json
@@ -30,6 +36,8 @@ import bench_compile_scale as bench  # noqa: E402
 
 bench.STRUCTURES["llama13b"] = dict(kind="llama", layers=40, width=5120, ffn=13824, heads=40, vocab=32000,
                                     seq=2048, batch=1, gpu="h100")
+bench.STRUCTURES["llama65b_b16"] = dict(kind="llama", layers=80, width=8192, ffn=22016, heads=64, vocab=32000,
+                                        seq=512, batch=16, gpu="a100-40g")
 bench.STRUCTURES["gpt2small"] = dict(kind="gpt2", layers=12, width=768, ffn=3072, heads=12, vocab=50257,
                                      seq=1024, batch=64, gpu="h100")
 
@@ -102,6 +110,35 @@ def gpt2(suite, tools, work):
                 f"  {[r.get('comm_count') for r in doc['ranks']]}")
 
 
+def llama65b(suite, tools, work):
+    name = "llama65b_b16"
+    doc, weights = compile_json(suite, tools, name, work, 8, "throughput", ("--gpus-per-node", "2"))
+    if doc is None:
+        return
+    mesh = doc["mesh"]
+    print(f"  mesh {mesh}, pipeline {doc.get('pipeline')}, search {doc['search_time_ms']:.0f} ms")
+    suite.check("llama65b: no node holds it, so the plan has pipeline stages", mesh["pp"] > 1, f"  mesh {mesh}")
+    nodes = {r["rank"] // 2 for r in doc["ranks"]}
+    suite.check("llama65b: the stages span nodes (each node holds 2 devices)", len(nodes) > 1,
+                f"  mesh {mesh} on nodes {sorted(nodes)}")
+    suite.check("llama65b: tensor parallelism kept inside a node", mesh["tp"] <= 2, f"  mesh {mesh}")
+    mb = doc.get("pipeline", {}).get("microbatches", 1)
+    suite.check("llama65b: micro-batches", mb > 1, f"  pipeline {doc.get('pipeline')}")
+    cap = doc["device"]["memory_bytes"]
+    worst = max(r["estimated_memory_bytes"] for r in doc["ranks"])
+    suite.check("llama65b: every rank fits one a100-40g", 0 < worst <= cap,
+                f"  {worst / 2**30:.1f} GiB of {cap / 2**30:.1f} GiB")
+    stages = {r["stage"] for r in doc["ranks"]}
+    suite.check("llama65b: every stage has ranks", stages == set(range(mesh["pp"])), f"  stages {sorted(stages)}")
+    path, _, _, inputs = MODELS[name]
+    c = bench.STRUCTURES[name]
+    r = tools.run("pcc", [path, "--gpus", 2, "--gpu", c["gpu"], "--objective", "throughput", "--emit", "json",
+                          "--quiet"] + bench.shape_args(name, inputs, c["batch"]))
+    line = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    suite.check("llama65b on 2 a100-40g: exit 2 with the memory the smallest plan needs",
+                r.returncode == 2 and "GiB" in line and "needs" in line and "fits" in line, r.describe())
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_search_rediscovery", args)
@@ -111,6 +148,7 @@ def main():
         try:
             suite.run_case("LLaMA-13B at batch 1 on 8 H100s", llama, suite, tools, work)
             suite.run_case("GPT-2 small at batch 64, throughput", gpt2, suite, tools, work)
+            suite.run_case("LLaMA-65B at batch 16 on 4 nodes of 2 A100-40GB", llama65b, suite, tools, work)
         finally:
             if not suite.keep:
                 shutil.rmtree(work, ignore_errors=True)

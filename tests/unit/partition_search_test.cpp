@@ -33,9 +33,9 @@ std::unique_ptr<Graph> mlp(int64_t batch, int64_t seq, int64_t k, int64_t n, DTy
   return g;
 }
 
-const PlanEstimate* find(const SearchResult& r, int dp, int tp) {
+const PlanEstimate* find(const SearchResult& r, int dp, int tp, int pp = 1) {
   for (const PlanEstimate& e : r.candidates)
-    if (e.mesh.dp == dp && e.mesh.tp == tp) return &e;
+    if (e.mesh.dp == dp && e.mesh.tp == tp && e.mesh.pp == pp) return &e;
   return nullptr;
 }
 
@@ -52,10 +52,15 @@ TEST(MeshSearch, ALargeBatchGoesDataParallel) {
   EXPECT_EQ(best.ranks.size(), 8u);
   // Pure data parallelism needs no collective.
   for (const RankEstimate& rk : best.ranks) EXPECT_EQ(rk.commSeconds, 0);
-  // Every divisor split was costed: d = 8, 4, 2, 1 with every tp dividing it.
-  EXPECT_EQ(r->candidates.size(), 10u);
+  // Every divisor split was costed: d = 8, 4, 2, 1 with every tp dividing
+  // it (10 meshes), and with 2 pipeline stages (6 more; the 3 nodes allow no
+  // more stages than 3, and 3 divides no d).
+  EXPECT_EQ(r->candidates.size(), 16u);
   for (int d : {1, 2, 4, 8})
     for (int tp = 1; tp <= d; tp *= 2) EXPECT_NE(find(*r, d / tp, tp), nullptr) << "dp=" << d / tp << " tp=" << tp;
+  for (int d : {2, 4, 8})
+    for (int tp = 1; tp <= d / 2; tp *= 2)
+      EXPECT_NE(find(*r, d / 2 / tp, tp, 2), nullptr) << "pp=2 dp=" << d / 2 / tp << " tp=" << tp;
   // Best first.
   for (size_t i = 1; i < r->candidates.size(); ++i)
     EXPECT_GE(r->candidates[0].samplesPerSecond, r->candidates[i].samplesPerSecond);

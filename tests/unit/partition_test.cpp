@@ -263,9 +263,15 @@ TEST(Partition, BadRequestsAreErrors) {
   auto notDividing = partitionGraph(*g, opt(3, 0, 2));
   ASSERT_FALSE(notDividing.ok());
   EXPECT_EQ(notDividing.status().code(), StatusCode::kInvalidInput);
-  auto pp = partitionGraph(*g, [] { PartitionOptions o = opt(2); o.pp = 2; return o; }());
+  // More pipeline stages than nodes.
+  auto pp = partitionGraph(*g, [] { PartitionOptions o = opt(7); o.pp = 7; return o; }());
   ASSERT_FALSE(pp.ok());
-  EXPECT_EQ(pp.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(pp.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(pp.status().message().find("pp=7 needs at least 7 nodes"), std::string::npos) << pp.status().message();
+  // Micro-batches that do not divide the batch of 6.
+  auto mb = partitionGraph(*g, [] { PartitionOptions o = opt(2); o.pp = 2; o.microbatches = 4; return o; }());
+  ASSERT_FALSE(mb.ok());
+  EXPECT_EQ(mb.status().code(), StatusCode::kInvalidInput);
 }
 
 TEST(Partition, ReshapeMergingAnUnevenBatchGathersUnevenPieces) {

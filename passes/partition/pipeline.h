@@ -1,0 +1,21 @@
+// Pipeline stages: where the partitioned graph is cut into pp stages.
+#pragma once
+
+#include "passes/partition/cost_model.h"
+#include "passes/partition/partitioner.h"
+
+namespace pcc {
+
+/// Cuts the nodes of `g` (sharded for `p`, whose mesh has pp > 1) into
+/// p.mesh.pp contiguous ranges of its topological order, sets every node's
+/// stage (Node::stage) and fills p.stages. The cut minimizes the slowest
+/// stage's time per micro-batch (its nodes on one rank, costed by `cm` at
+/// their local shapes, plus sending what later stages read) among the cuts
+/// whose every stage fits one device's memory (its weights plus the peak of
+/// live activations); when no cut fits, the fastest cut is kept and a note
+/// says so (the mesh search then finds the plan infeasible).
+/// \returns OK, or an error when the graph has fewer nodes than stages or
+/// cannot be lowered.
+Status cutStages(Graph& g, Partition& p, const CostModel& cm);
+
+}  // namespace pcc

@@ -1,0 +1,223 @@
+// Pipeline stages: the cut balances the stages, is optimal for the cost the
+// plan is estimated with (a brute force over every cut agrees), respects each
+// device's memory, and lowers to rank programs that run one micro-batch with
+// matching transfers between the stages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ir_test_util.h"
+#include "passes/partition/pipeline.h"
+#include "passes/partition/search.h"
+
+namespace pcc {
+namespace {
+
+using testing::addInferred;
+
+ClusterSpec h100() {
+  auto s = builtinClusterSpec("h100");
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return *s;
+}
+
+/// A device with h100 speeds and `bytes` of memory.
+class SmallDevice : public CostModel {
+ public:
+  SmallDevice(int64_t bytes) : CostModel(h100()), bytes_(bytes) {}
+  int64_t memoryCapacity() const override { return bytes_; }
+
+ private:
+  int64_t bytes_;
+};
+
+// x[batch, 64, widths[0]] -> MatMul -> Relu -> MatMul -> Relu ... (one
+// MatMul and one Relu per entry of `widths` after the first).
+std::unique_ptr<Graph> chain(int64_t batch, const std::vector<int64_t>& widths) {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {batch, 64, widths[0]}});
+  for (size_t i = 1; i < widths.size(); ++i) {
+    Value* w = g->addConstant(strCat("w", i), Tensor::zeros(DType::kF32, {widths[i - 1], widths[i]}));
+    x = addInferred(*g, OpKind::MatMul, {x, w}, {}, strCat("fc", i))->output();
+    x = addInferred(*g, OpKind::Relu, {x}, {}, strCat("act", i))->output();
+  }
+  g->addOutput(x);
+  return g;
+}
+
+std::vector<int> stagesOf(const Graph& g) {
+  std::vector<int> s;
+  for (const Node* n : g.nodes()) s.push_back(n->stage());
+  return s;
+}
+
+double slowestStage(const Graph& g, const Partition& p, const CostModel& cm) {
+  auto ranks = lowerToRanks(g, p);
+  EXPECT_TRUE(ranks.ok()) << ranks.status().message();
+  if (!ranks.ok()) return 0;
+  PlanEstimate e = estimatePlan(*ranks, p.mesh, cm, 8, p.microbatches);
+  return *std::max_element(e.stageSeconds.begin(), e.stageSeconds.end());
+}
+
+TEST(Pipeline, EqualLayersGetEqualStages) {
+  auto g = chain(8, std::vector<int64_t>(9, 1024));  // 8 layers of 1024 x 1024
+  CostModel cm(h100());
+  PartitionOptions po;
+  po.gpus = 4;
+  po.pp = 4;
+  po.cost = &cm;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->stages.size(), 4u);
+  std::vector<int> s = stagesOf(*g);
+  EXPECT_TRUE(std::is_sorted(s.begin(), s.end()));
+  for (const StageInfo& st : p->stages) EXPECT_EQ(st.numNodes, 4u);  // two layers each
+  for (int k = 0; k < 3; ++k) EXPECT_GT(p->stages[k].sendBytes, 0);
+  EXPECT_EQ(p->stages[3].sendBytes, 0);
+}
+
+TEST(Pipeline, TheCutIsOptimalForThePlansEstimate) {
+  // Unequal layers: 12 nodes, cut into 3 stages every possible way.
+  auto g = chain(8, {256, 2048, 256, 1024, 512, 4096, 128});
+  CostModel cm(h100());
+  PartitionOptions po;
+  po.gpus = 3;
+  po.pp = 3;
+  po.cost = &cm;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const double ours = slowestStage(*g, *p, cm);
+  std::vector<Node*> nodes = g->nodes();
+  const size_t n = nodes.size();
+  double best = 1e30;
+  int cuts = 0;
+  for (size_t a = 1; a < n; ++a)
+    for (size_t b = a + 1; b < n; ++b) {
+      for (size_t i = 0; i < n; ++i) nodes[i]->setStage(i < a ? 0 : i < b ? 1 : 2);
+      best = std::min(best, slowestStage(*g, *p, cm));
+      ++cuts;
+    }
+  EXPECT_EQ(cuts, 55);  // C(11, 2)
+  EXPECT_GT(ours, 0);
+  EXPECT_LE(ours, best * (1 + 1e-9)) << "a cut " << best / ours << "x as slow exists";
+}
+
+TEST(Pipeline, TheCutKeepsEveryStageInMemory) {
+  // An embedding table of 25 MiB, cheap to read, then six 1024 x 1024
+  // layers (4 MiB of weights, 2 MiB activations each): by time alone the
+  // first stage takes the table and three layers; a device of 25 MiB + 10 MiB
+  // holds the table and one layer at most (with the layer's input and output
+  // live).
+  auto g = std::make_unique<Graph>();
+  Value* ids = g->addInput("ids", {DType::kI64, {8, 64}});
+  Value* table = g->addConstant("table", Tensor::zeros(DType::kF32, {6400, 1024}));
+  Value* x = addInferred(*g, OpKind::Gather, {table, ids}, {}, "embed")->output();
+  for (int i = 0; i < 6; ++i) {
+    Value* w = g->addConstant(strCat("w", i), Tensor::zeros(DType::kF32, {1024, 1024}));
+    x = addInferred(*g, OpKind::MatMul, {x, w}, {}, strCat("fc", i))->output();
+  }
+  g->addOutput(x);
+  const int64_t tableBytes = 6400 * 1024 * 4;
+  SmallDevice cm(tableBytes + 10 * 1024 * 1024);
+  PartitionOptions po;
+  po.gpus = 2;
+  po.pp = 2;
+  po.cost = &cm;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->stages.size(), 2u);
+  for (const StageInfo& st : p->stages) EXPECT_LE(st.weightBytes + st.activationBytes, cm.memoryCapacity());
+  EXPECT_LE(p->stages[0].numNodes, 2u);
+  // What the plan is estimated to need agrees: every rank fits.
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  PlanEstimate e = estimatePlan(*ranks, p->mesh, cm, 8);
+  EXPECT_TRUE(e.infeasible.empty()) << e.infeasible;
+
+  // On an h100 the same graph is cut by time alone, which the bound changed.
+  auto g3 = g->clone();
+  CostModel big(h100());
+  po.cost = &big;
+  auto r = partitionGraph(*g3, po);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->stages[0].numNodes, 4u);
+
+  // Half that device holds no cut: the fastest is kept, and the note says so.
+  auto g2 = g->clone();
+  SmallDevice tiny(tableBytes / 2);
+  po.cost = &tiny;
+  auto q = partitionGraph(*g2, po);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_TRUE(std::any_of(q->notes.begin(), q->notes.end(),
+                          [](const std::string& s) { return s.find("no cut fits") != std::string::npos; }));
+}
+
+TEST(Pipeline, RanksRunOneMicroBatchAndTransfersMatch) {
+  auto g = chain(8, {64, 128, 64, 128, 64});
+  CostModel cm(h100());
+  PartitionOptions po;
+  po.gpus = 4;
+  po.dp = 2;
+  po.pp = 2;
+  po.microbatches = 2;
+  po.cost = &cm;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->microbatches, 2);
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  ASSERT_EQ(ranks->size(), 4u);
+  for (const RankGraph& rg : *ranks) {
+    const int stage = p->mesh.coord(rg.rank, MeshAxis::kPP), dp = p->mesh.coord(rg.rank, MeshAxis::kDP);
+    EXPECT_EQ(rg.stage, stage);
+    int sends = 0, recvs = 0;
+    for (const Node* n : rg.graph->nodes()) {
+      sends += n->op() == OpKind::Send;
+      recvs += n->op() == OpKind::Recv;
+      if (n->op() == OpKind::Send || n->op() == OpKind::Recv) {
+        // The peer: the other stage, same replica.
+        int peer = static_cast<int>(n->attrs().getInt("peer", -1));
+        EXPECT_EQ(p->mesh.coord(peer, MeshAxis::kPP), 1 - stage);
+        EXPECT_EQ(p->mesh.coord(peer, MeshAxis::kDP), dp);
+      }
+    }
+    EXPECT_EQ(sends, stage == 0 ? 1 : 0) << "rank " << rg.rank;
+    EXPECT_EQ(recvs, stage == 1 ? 1 : 0) << "rank " << rg.rank;
+    // Stage 0 reads x, a quarter of the batch per run: replica dp's half,
+    // micro-batch m at offset dp * 4 + m * 2.
+    if (stage == 0) {
+      ASSERT_EQ(rg.inputs.size(), 1u);
+      EXPECT_EQ(rg.inputs[0].value->type().shape, (Dims{2, 64, 64}));
+      EXPECT_TRUE(rg.inputs[0].perMicrobatch);
+      EXPECT_EQ(rg.inputs[0].offset, dp * 4);
+      EXPECT_EQ(rg.inputs[0].length, 2);
+      EXPECT_TRUE(rg.outputs.empty());
+    } else {
+      EXPECT_TRUE(rg.inputs.empty());
+      ASSERT_EQ(rg.outputs.size(), 1u);
+      EXPECT_TRUE(rg.outputs[0].perMicrobatch);
+      EXPECT_EQ(rg.outputs[0].offset, dp * 4);
+    }
+  }
+  // The estimate: two stages, fill-drain over two micro-batches.
+  PlanEstimate e = estimatePlan(*ranks, p->mesh, cm, 8, 2);
+  ASSERT_EQ(e.stageSeconds.size(), 2u);
+  const double slowest = std::max(e.stageSeconds[0], e.stageSeconds[1]);
+  EXPECT_NEAR(e.seconds, e.stageSeconds[0] + e.stageSeconds[1] + slowest, 1e-15);
+  EXPECT_GT(e.bubble, 0);
+  EXPECT_LT(e.bubble, 1);
+}
+
+TEST(Pipeline, MicroBatchesMustDivideTheBatch) {
+  auto g = chain(6, {64, 64});
+  PartitionOptions po;
+  po.gpus = 2;
+  po.pp = 2;
+  po.microbatches = 4;
+  auto p = partitionGraph(*g, po);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("does not divide"), std::string::npos) << p.status().message();
+}
+
+}  // namespace
+}  // namespace pcc
