@@ -95,6 +95,14 @@ void summary(const plan::Plan& p, std::ostringstream& o) {
                                              num(best.samples_per_second()), " samples/s)")));
     row("search", htmlEscaped(strCat(r.candidates_size(), " mesh", r.candidates_size() == 1 ? "" : "es",
                                      " costed in ", num(r.search_time_ms()), " ms")));
+    if (best.mesh().pp() > 1) {
+      std::string stages;
+      for (int i = 0; i < best.stage_ms_size(); ++i)
+        stages += strCat(i ? ", " : "", "stage ", i, " ", num(best.stage_ms(i)), " ms");
+      row("pipeline", htmlEscaped(strCat(best.mesh().pp(), " stages, ", std::max(1, best.microbatches()),
+                                         " micro-batches, fill-drain; per micro-batch ", stages,
+                                         "; predicted bubble ", num(best.bubble() * 100), "%")));
+    }
   }
   o << "</table>\n";
 }
@@ -121,8 +129,10 @@ void timeBars(const plan::Plan& p, std::ostringstream& o) {
   const plan::MeshEstimate& best = p.search().candidates(0);
   double slowest = 0;
   for (const plan::RankEstimate& r : best.ranks()) slowest = std::max(slowest, r.compute_ms() + r.comm_ms());
+  const char* unit = best.microbatches() > 1 ? "one micro-batch (one run of the rank's program)" : "one batch";
   o << "<p><span class=\"key compute\"></span>compute<span class=\"key comm\"></span>communication "
-       "&nbsp; (the cost model's estimate for one batch; the longest bar is the slowest rank)</p>\n";
+       "&nbsp; (the cost model's estimate for "
+    << unit << "; the longest bar is the slowest rank)</p>\n";
   o << "<table class=\"bars\">\n";
   for (const plan::RankEstimate& r : best.ranks()) {
     double total = r.compute_ms() + r.comm_ms();
@@ -167,7 +177,7 @@ void memoryBars(const plan::Plan& p, const PlanStats& s, std::ostringstream& o) 
 }
 
 void rankTable(const PlanStats& s, std::ostringstream& o) {
-  o << "<h2 id=\"ranks\">Ranks</h2>\n<table>\n<tr><th>rank</th><th>(pp,dp,tp)</th><th>kernels</th><th>GFLOP</th><th>weights</th>"
+  o << "<h2 id=\"ranks\">Ranks</h2>\n<table>\n<tr><th>rank</th><th>(pp,dp,tp)</th><th>stage</th><th>kernels</th><th>GFLOP</th><th>weights</th>"
        "<th>peak activations</th><th>arena</th><th>operators</th></tr>\n";
   for (const RankStats& r : s.ranks) {
     int kernels = 0;
@@ -178,7 +188,8 @@ void rankTable(const PlanStats& s, std::ostringstream& o) {
     }
     std::string coord;
     for (int c : r.meshCoord) coord += strCat(coord.empty() ? "" : ",", c);
-    o << "<tr><td class=\"num\">" << r.rank << "</td><td>(" << coord << ")</td><td class=\"num\">" << kernels
+    o << "<tr><td class=\"num\">" << r.rank << "</td><td>(" << coord << ")</td><td class=\"num\">" << r.stage
+      << "</td><td class=\"num\">" << kernels
       << "</td><td class=\"num\">" << num(r.flops / 1e9, "%.4f") << "</td><td class=\"num\">" << humanBytes(r.weightBytes)
       << "</td><td class=\"num\">" << humanBytes(r.peakActivationBytes) << "</td><td class=\"num\">"
       << humanBytes(r.arenaBytes) << "</td><td>" << htmlEscaped(ops) << "</td></tr>\n";
