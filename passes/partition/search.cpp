@@ -173,7 +173,7 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
     for (int d = opts.gpus; d >= 1; --d) {
       if (opts.gpus % d != 0) continue;
       for (int pp = 1; pp <= d; ++pp) {
-        if (d % pp != 0 || static_cast<size_t>(pp) > g.numNodes()) continue;
+        if (d % pp != 0 || (pp > 1 && static_cast<size_t>(pp) > g.numNodes())) continue;
         for (int tp = 1; tp <= d / pp; ++tp)
           if ((d / pp) % tp == 0) {
             PartitionOptions po = opts;

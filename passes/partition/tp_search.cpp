@@ -491,6 +491,7 @@ std::vector<TpChoice> tpChoicesFor(const Node& n, const Partition& dpOnly) {
 
 StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& dpOnly, const TpSearchOptions& opts) {
   if (!opts.cost) return internalError("tp search: no cost model");
+  if (g.numNodes() == 0) return TpSearchResult{};  // nothing to split (every node folded away)
   Search s(g, dpOnly, *opts.cost);
   RETURN_IF_ERROR(s.prepare(nullptr));
   // A narrow pass first gives a bound that lets the exact pass drop every

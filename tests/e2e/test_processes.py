@@ -6,7 +6,9 @@ the reference program and onnxruntime.
 
 A rank killed with SIGKILL mid-run makes every other rank exit within the
 timeout with code 4 and one line naming the dead rank; a rank that never
-arrives does the same within the timeout (not once per group)."""
+arrives does the same within the timeout (not once per group); a pipeline
+stage that stalls (SIGSTOP) makes the next stage's rank exit within the
+timeout, naming its rank, stage and micro-batch and the silent peer."""
 
 import os
 import shutil
@@ -21,6 +23,9 @@ import pcc_e2e as e2e  # noqa: E402
 CASES = [  # (model, batch, compile flags)
     ("gpt2_tiny.onnx", 4, ["--gpus", 4, "--strategy", "dp=2,tp=2"]),
     ("mlp.onnx", 6, ["--gpus", 4]),
+    # Pipeline stages as processes: the transfers and the micro-batch pieces
+    # of the outputs travel between processes.
+    ("gpt2_tiny.onnx", 8, ["--gpus", 4, "--strategy", "tp=2,pp=2", "--microbatches", 2]),
 ]
 
 
@@ -173,6 +178,44 @@ def missing_rank(suite, tools):
     shutil.rmtree(d, ignore_errors=True)
 
 
+def stalled_stage(suite, tools):
+    """pp=2 on 2 processes; rank 0 (stage 0) is stopped with SIGSTOP once
+    both run: rank 1, waiting in a receive, gives up within the timeout."""
+    d = suite.tempdir("proc")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", 8, "--gpus", 2, "--strategy", "pp=2",
+                          "--microbatches", 2, "-o", plan, "--quiet"])
+    if not suite.check("stalled stage: compiles", r.returncode == 0, r.describe()):
+        return
+    timeout = 5
+    rdzv = os.path.join(d, "rdzv")
+    procs = start_ranks(tools, plan, 2, rdzv, "stall", ["--timeout", timeout, "--iters", 10 ** 9])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            os.path.exists(os.path.join(rdzv, "stall", f"rank{k}.pid")) for k in range(2)):
+        time.sleep(0.1)
+    time.sleep(2)
+    running = all(p.poll() is None for p in procs.values())
+    stopped = procs.pop(0)
+    stopped.send_signal(signal.SIGSTOP)
+    try:
+        results = finish(procs, timeout + 15)
+    finally:
+        stopped.kill()
+        stopped.communicate()
+    rc, e, t = results[1]
+    detail = f"  rank 1: exit {rc} after {t:.1f} s\n{e2e.indent(e)}"
+    suite.check("stalled stage: both ranks were running when rank 0 stopped", running, detail)
+    lines = [ln for ln in e.splitlines() if ln.strip()]
+    suite.check(f"stalled stage: rank 1 exits 4 within the timeout ({timeout} s, +3 s)",
+                rc == 4 and t < timeout + 3, detail)
+    said = lines[-1] if lines else ""
+    suite.check("stalled stage: one line naming the rank, its stage and micro-batch, and the peer",
+                len(lines) == 1 and "rank 1 (stage 1, micro-batch " in said and "rank 0" in said, detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_processes", args)
@@ -183,6 +226,7 @@ def main():
         suite.run_case("errors", missing_run_id, suite, tools)
         suite.run_case("killed rank", killed_rank, suite, tools)
         suite.run_case("missing rank", missing_rank, suite, tools)
+        suite.run_case("stalled stage", stalled_stage, suite, tools)
     return suite.finish()
 
 

@@ -174,3 +174,23 @@ TEST(MeshSearch, EstimateAddsComputeAndCommunicationOfTheSlowestRank) {
 
 }  // namespace
 }  // namespace pcc
+
+namespace pcc {
+namespace {
+
+TEST(MeshSearch, AGraphWithoutNodesStillGetsAPlan) {
+  // Every node folded away: the output is a constant. No pipeline stage can
+  // be cut, but the one-stage meshes remain.
+  auto g = std::make_unique<Graph>();
+  g->addInput("x", {DType::kF32, {4, 8}});
+  g->addOutput(g->addConstant("c", Tensor::zeros(DType::kF32, {4, 8})));
+  CostModel cm(h100());
+  PartitionOptions po;
+  po.gpus = 2;
+  auto r = searchMesh(*g, po, cm, Objective::kLatency);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const PlanEstimate& e : r->candidates) EXPECT_EQ(e.mesh.pp, 1);
+}
+
+}  // namespace
+}  // namespace pcc
