@@ -228,7 +228,7 @@ std::string batchLine(const BatchSweep& sweep, const InputDimsInfo& dims, const 
   std::string tried = curve.size() == 1 ? strCat("batch ", curve[0].batch)
                                         : strCat(curve.size(), " batches from ", curve.front().batch, " to ",
                                                  curve.back().batch);
-  return s + strCat("the most estimated samples/s within memory (", std::round(pick.samplesPerSecond), " on ",
+  return s + strCat("the most estimated samples/s within memory (", static_cast<int64_t>(std::round(pick.samplesPerSecond)), " on ",
                     pick.mesh.str(), "; ", tried, " costed in ", std::round(seconds * 100) / 100, " s; ",
                     sweep.stopReason(), "); --batch N fixes it, pcc-report shows the curve");
 }
@@ -259,12 +259,12 @@ void recordBatch(const BatchSweep* sweep, int64_t batch, const std::string& how,
 /// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
 /// resolved) and records `batch` in the plan.
 StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const ClusterSpec& cluster,
-                                    const CostModel& cost, const plan::BatchReport& batch, std::ostream* log) {
+                                    const CostModel& cost, const plan::BatchReport& batch, const Stopwatch& total,
+                                    std::ostream* log) {
   auto say = [&](const std::string& s) {
     if (log && !opts.quiet) *log << "pcc: " << s << "\n";
   };
   Compilation c;
-  Stopwatch total;
   c.reference = std::move(p.reference);
   c.partitioned = std::move(p.partitioned);
   c.search = std::move(p.search);
@@ -377,7 +377,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
     ASSIGN_OR_RETURN(Planned p, planImported(std::move(g).value(), opts, cost, true, log));
     plan::BatchReport report;
     recordBatch(nullptr, batch, how, opts, 0, report);
-    return finishCompile(std::move(p), opts, cluster, cost, report, log);
+    return finishCompile(std::move(p), opts, cluster, cost, report, total, log);
   }
 
   // The batch is the compiler's to choose (batch_search.h): each candidate is
@@ -423,11 +423,12 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
              kept->reference->constants().size(), " constants (", total.seconds(), " s)"));
   plan::BatchReport report;
   recordBatch(&sweep, batch, how, opts, choosing.seconds(), report);
-  return finishCompile(std::move(*kept), opts, cluster, cost, report, log);
+  return finishCompile(std::move(*kept), opts, cluster, cost, report, total, log);
 }
 
 StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& options,
                                       std::ostream* log) {
+  Stopwatch total;
   ASSIGN_OR_RETURN(CompileOptions opts, resolved(options));
   ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
   CostModel cost(cluster);
@@ -435,7 +436,7 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
   ASSIGN_OR_RETURN(Planned p, planImported(std::move(reference), opts, cost, true, log));
   plan::BatchReport report;
   recordBatch(nullptr, batch, "given by the caller", opts, 0, report);
-  return finishCompile(std::move(p), opts, cluster, cost, report, log);
+  return finishCompile(std::move(p), opts, cluster, cost, report, total, log);
 }
 
 std::vector<std::string> pipelinePasses() {
