@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <ostream>
 
+#include "compiler/batch_search.h"
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
@@ -156,59 +159,125 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
   }
 }
 
-}  // namespace
+/// The state after the pipeline before partitioning and the mesh search.
+struct Planned {
+  std::unique_ptr<Graph> reference;    ///< as imported
+  std::unique_ptr<Graph> partitioned;  ///< after kPipeline, not yet partitioned
+  SearchResult search;
+  std::map<std::string, int64_t> stats;  ///< the passes' counts
+};
 
-StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log) {
-  Stopwatch total;
-  ImportOptions io;
-  io.batch = opts.batch;
-  io.shapes = opts.shapes;
-  for (const auto& [name, file] : opts.frozenInputs) {
-    auto t = readTensorFile(file);
-    if (!t.ok()) return t.status().withContext(strCat("--freeze ", name));
-    io.inputValues[name] = std::move(t).value();
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<Graph> reference, importOnnxModel(opts.modelPath, io));
-  if (log && !opts.quiet)
-    *log << "pcc: " << strCat("imported ", opts.modelPath, ": ", reference->numNodes(), " nodes, ",
-                              reference->constants().size(), " constants (", total.seconds(), " s)")
-         << "\n";
-  return compileImported(std::move(reference), opts, log);
+Objective objectiveOf(const CompileOptions& opts) {
+  return opts.objective == "throughput" ? Objective::kThroughput : Objective::kLatency;
 }
 
-StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& opts,
-                                      std::ostream* log) {
-  auto say = [&](const std::string& s) {
-    if (log && !opts.quiet) *log << "pcc: " << s << "\n";
-  };
-  Compilation c;
-  Stopwatch total;
-  c.reference = std::move(reference);
-
-  c.partitioned = c.reference->clone();
-  PassManager pm;
-  for (const char* name : kPipeline)
-    if (pipelineRuns(name, opts)) pm.add(createPass(name));
-  PassContext ctx;
-  ctx.verifyEach = opts.verifyEach;
-  ctx.printAfter = opts.printAfter;
-  ctx.log = log;
-  ASSIGN_OR_RETURN(bool changed, pm.run(*c.partitioned, ctx));
-  (void)changed;
-  say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
-
+PartitionOptions partitionOptions(const CompileOptions& opts, const CostModel& cost) {
   PartitionOptions po;
   po.gpus = opts.gpus;
   po.dp = opts.dp;
   po.tp = opts.tp;
   po.pp = opts.pp;
   po.microbatches = opts.microbatches;
-  ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
-  CostModel cost(cluster);
   po.cost = &cost;
   po.minimizeWeights = opts.tp > 1;  // a forced tp: split the weights, then be fast
-  Objective objective = opts.objective == "throughput" ? Objective::kThroughput : Objective::kLatency;
-  ASSIGN_OR_RETURN(c.search, searchMesh(*c.partitioned, po, cost, objective));
+  return po;
+}
+
+/// Runs kPipeline on a copy of `reference`, then the mesh search over it;
+/// `print`: honour --print-after. \returns the state, or the first error.
+StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOptions& opts, const CostModel& cost,
+                               bool print, std::ostream* log) {
+  Planned p;
+  p.reference = std::move(reference);
+  p.partitioned = p.reference->clone();
+  PassManager pm;
+  for (const char* name : kPipeline)
+    if (pipelineRuns(name, opts)) pm.add(createPass(name));
+  PassContext ctx;
+  ctx.verifyEach = opts.verifyEach;
+  if (print) ctx.printAfter = opts.printAfter;
+  ctx.log = log;
+  ASSIGN_OR_RETURN(bool changed, pm.run(*p.partitioned, ctx));
+  (void)changed;
+  p.stats = ctx.stats;
+  ASSIGN_OR_RETURN(p.search, searchMesh(*p.partitioned, partitionOptions(opts, cost), cost, objectiveOf(opts)));
+  return p;
+}
+
+/// \returns the leading dim of the first input of `g` with one (0: none),
+/// the batch as the mesh search counts it.
+int64_t leadingDim(const Graph& g) {
+  for (Value* in : g.inputs())
+    if (in->type().rank() >= 1) return in->type().shape[0];
+  return 0;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+/// \returns the one line on the batch the compiler chose.
+std::string batchLine(const BatchSweep& sweep, const InputDimsInfo& dims, const CompileOptions& opts,
+                      double seconds) {
+  std::vector<std::string> symbols;
+  for (const std::string& s : dims.batchSymbols) symbols.push_back(s.empty() ? "unnamed" : "'" + s + "'");
+  const std::vector<BatchPoint>& curve = sweep.curve();
+  const BatchPoint& pick = curve[sweep.chosen().value_or(0)];
+  std::string s = strCat("batch ", pick.batch, " for the symbolic leading dim ", joined(symbols), " of ",
+                         joined(dims.batchInputs), ": ");
+  if (objectiveOf(opts) == Objective::kLatency)
+    return s + "--objective latency takes 1 (--batch N fixes it; --objective throughput chooses the batch of the "
+               "most samples/s)";
+  if (!sweep.chosen())
+    return s + strCat("no batch fits (", pick.why, ")");
+  std::string tried = curve.size() == 1 ? strCat("batch ", curve[0].batch)
+                                        : strCat(curve.size(), " batches from ", curve.front().batch, " to ",
+                                                 curve.back().batch);
+  return s + strCat("the most estimated samples/s within memory (", static_cast<int64_t>(std::round(pick.samplesPerSecond)), " on ",
+                    pick.mesh.str(), "; ", tried, " costed in ", std::round(seconds * 100) / 100, " s; ",
+                    sweep.stopReason(), "); --batch N fixes it, pcc-report shows the curve");
+}
+
+void recordBatch(const BatchSweep* sweep, int64_t batch, const std::string& how, const CompileOptions& opts,
+                 double seconds, plan::BatchReport& out) {
+  out.set_batch(batch);
+  out.set_automatic(sweep != nullptr);
+  out.set_how(how);
+  out.set_search_time_ms(seconds * 1e3);
+  if (!sweep) return;
+  out.set_max_batch(objectiveOf(opts) == Objective::kLatency ? 1 : opts.maxAutoBatch);
+  out.set_min_gain(opts.autoBatchMinGain);
+  for (const BatchPoint& p : sweep->curve()) {
+    plan::BatchPoint* q = out.add_curve();
+    q->set_batch(p.batch);
+    q->mutable_mesh()->set_pp(p.mesh.pp);
+    q->mutable_mesh()->set_dp(p.mesh.dp);
+    q->mutable_mesh()->set_tp(p.mesh.tp);
+    q->set_estimated_time_ms(p.seconds * 1e3);
+    q->set_samples_per_second(p.samplesPerSecond);
+    q->set_memory_bytes(p.memoryBytes);
+    q->set_feasible(p.feasible);
+    q->set_why(p.why);
+  }
+}
+
+/// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
+/// resolved) and records `batch` in the plan.
+StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const ClusterSpec& cluster,
+                                    const CostModel& cost, const plan::BatchReport& batch, const Stopwatch& total,
+                                    std::ostream* log) {
+  auto say = [&](const std::string& s) {
+    if (log && !opts.quiet) *log << "pcc: " << s << "\n";
+  };
+  Compilation c;
+  c.reference = std::move(p.reference);
+  c.partitioned = std::move(p.partitioned);
+  c.search = std::move(p.search);
+  say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
+
+  PartitionOptions po = partitionOptions(opts, cost);
   const PlanEstimate& best = c.search.candidates.front();
   const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;  // --microbatches alone leaves the mesh free
   if (!best.infeasible.empty() && !forced) {
@@ -249,7 +318,7 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
 
   // Fusion on the rank programs; counted over the ranks at dp = tp = 0, one
   // per pipeline stage, which together hold the whole model once.
-  std::map<std::string, int64_t> stats = ctx.stats;  // counts of the passes before partitioning
+  std::map<std::string, int64_t> stats = p.stats;  // counts of the passes before partitioning
   int64_t kernelsAfter = 0;
   for (RankGraph& rg : c.ranks) {
     bool count = c.partition.mesh.coord(rg.rank, MeshAxis::kDP) == 0 && c.partition.mesh.coord(rg.rank, MeshAxis::kTP) == 0;
@@ -262,6 +331,7 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
 
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
+  *c.plan.plan.mutable_batch() = batch;
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();
   fusion->set_ops_before(opsBefore);
@@ -269,6 +339,123 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
   for (const char* name : kFusionPatterns) (*fusion->mutable_patterns())[name] = stats.count(name) ? stats[name] : 0;
   say(strCat("compiled in ", total.seconds(), " s"));
   return c;
+}
+
+/// \returns `opts` with --gpus resolved (deviceCount).
+StatusOr<CompileOptions> resolved(const CompileOptions& opts) {
+  CompileOptions o = opts;
+  ASSIGN_OR_RETURN(o.gpus, deviceCount(opts));
+  return o;
+}
+
+}  // namespace
+
+StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* log) {
+  auto say = [&](const std::string& s) {
+    if (log && !options.quiet) *log << "pcc: " << s << "\n";
+  };
+  Stopwatch total;
+  ASSIGN_OR_RETURN(CompileOptions opts, resolved(options));
+  ImportOptions io;
+  io.batch = opts.batch;
+  io.shapes = opts.shapes;
+  for (const auto& [name, file] : opts.frozenInputs) {
+    auto t = readTensorFile(file);
+    if (!t.ok()) return t.status().withContext(strCat("--freeze ", name));
+    io.inputValues[name] = std::move(t).value();
+  }
+  const std::string& path = opts.modelPath;
+  ASSIGN_OR_RETURN(onnx::ModelProto model, readOnnxModel(path));
+  const std::string baseDir = std::filesystem::path(path).parent_path().string();
+  ASSIGN_OR_RETURN(InputDimsInfo dims, inspectInputDims(model, path, io));
+  if (!dims.fromModel.empty()) {
+    std::vector<std::string> sized;
+    for (const ModelDim& d : dims.fromModel)
+      sized.push_back(strCat(d.symbol.empty() ? strCat("input '", d.input, "' dim ", d.dim) : "'" + d.symbol + "'",
+                             " = ", d.value, " (", d.source, ")"));
+    say(strCat("symbolic dims sized by the model: ", joined(sized), "; --shape NAME=AxB overrides them"));
+  }
+  ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
+  CostModel cost(cluster);
+  auto imported = [&](const StatusOr<std::unique_ptr<Graph>>& g) {
+    if (g.ok())
+      say(strCat("imported ", path, ": ", (*g)->numNodes(), " nodes, ", (*g)->constants().size(), " constants (",
+                 total.seconds(), " s)"));
+  };
+
+  if (dims.batchInputs.empty()) {
+    auto g = importOnnxModel(model, baseDir, path, io);
+    imported(g);
+    if (!g.ok()) return g.status();
+    int64_t batch = leadingDim(**g);
+    std::string how = opts.batch ? "--batch" : "given by the model or --shape";
+    if (opts.batchAuto) {
+      how = "--batch auto: nothing to choose, no input has a symbolic leading dim left";
+      say(how);
+    }
+    ASSIGN_OR_RETURN(Planned p, planImported(std::move(g).value(), opts, cost, true, log));
+    plan::BatchReport report;
+    recordBatch(nullptr, batch, how, opts, 0, report);
+    return finishCompile(std::move(p), opts, cluster, cost, report, total, log);
+  }
+
+  // The batch is the compiler's to choose (batch_search.h): each candidate is
+  // imported at that batch and planned as the chosen one will be.
+  Stopwatch choosing;
+  const bool latency = objectiveOf(opts) == Objective::kLatency;
+  BatchSweepOptions so;
+  so.objective = objectiveOf(opts);
+  so.maxBatch = opts.maxAutoBatch;
+  so.minGain = opts.autoBatchMinGain;
+  BatchSweep sweep(so);
+  std::optional<Planned> kept;
+  Status firstError = Status::OK();
+  while (std::optional<int64_t> b = sweep.next()) {
+    io.batch = *b;
+    StatusOr<Planned> p = [&]() -> StatusOr<Planned> {
+      ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, io));
+      return planImported(std::move(g), opts, cost, latency, log);
+    }();
+    if (!p.ok()) {
+      if (sweep.curve().empty()) firstError = p.status();
+      BatchPoint failed;
+      failed.batch = *b;
+      failed.why = p.status().message();
+      sweep.add(std::move(failed));
+      continue;
+    }
+    bool first = sweep.curve().empty();
+    if (sweep.add(batchPointOf(*b, p->search)) || first) kept = std::move(p).value();
+  }
+  if (!kept)  // batch 1 failed: the model's own error, and the batch it was tried at
+    return Status(firstError.code(), strCat(firstError.message(), " (at batch 1, chosen by pcc for ",
+                                            joined(dims.batchInputs), "; --batch N to try another)"));
+  const int64_t batch = sweep.curve()[sweep.chosen().value_or(0)].batch;
+  std::string how = batchLine(sweep, dims, opts, choosing.seconds());
+  say(how);
+  if (!latency && !opts.printAfter.empty()) {  // print the chosen batch's pipeline
+    io.batch = batch;
+    ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, io));
+    ASSIGN_OR_RETURN(kept, planImported(std::move(g), opts, cost, true, log));
+  }
+  say(strCat("imported ", path, " at batch ", batch, ": ", kept->reference->numNodes(), " nodes, ",
+             kept->reference->constants().size(), " constants (", total.seconds(), " s)"));
+  plan::BatchReport report;
+  recordBatch(&sweep, batch, how, opts, choosing.seconds(), report);
+  return finishCompile(std::move(*kept), opts, cluster, cost, report, total, log);
+}
+
+StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& options,
+                                      std::ostream* log) {
+  Stopwatch total;
+  ASSIGN_OR_RETURN(CompileOptions opts, resolved(options));
+  ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
+  CostModel cost(cluster);
+  const int64_t batch = leadingDim(*reference);
+  ASSIGN_OR_RETURN(Planned p, planImported(std::move(reference), opts, cost, true, log));
+  plan::BatchReport report;
+  recordBatch(nullptr, batch, "given by the caller", opts, 0, report);
+  return finishCompile(std::move(p), opts, cluster, cost, report, total, log);
 }
 
 std::vector<std::string> pipelinePasses() {

@@ -24,14 +24,19 @@ struct Compilation {
   EmittedPlan plan;
 };
 
-/// Runs the whole pipeline on opts.modelPath. Progress goes to `log` (may be null).
+/// Runs the whole pipeline on opts.modelPath. When the model's batch is
+/// symbolic and nothing gives it (--batch, --shape), the batch is chosen
+/// (compiler/batch_search.h): each candidate is imported and planned up to
+/// the mesh search, and the chosen one is compiled on; the plan records how
+/// (Plan.batch). Progress goes to `log` (may be null).
 /// \returns the compilation, or the first error (bad model: invalid input).
 StatusOr<Compilation> compileModel(const CompileOptions& opts, std::ostream* log);
 
 /// Runs the pipeline after import on `reference` (the imported graph, which
 /// becomes Compilation::reference); opts.modelPath only names the model. Lets
 /// a caller inspect or protect the imported weights before planning (planning
-/// reads no weight bytes: docs/plan-format.md#weight-files).
+/// reads no weight bytes: docs/plan-format.md#weight-files). The batch is
+/// the imported graph's: nothing is chosen.
 /// \returns the compilation, or the first error.
 StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& opts,
                                       std::ostream* log);

@@ -1,5 +1,6 @@
 #include "compiler/options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -36,6 +37,32 @@ Status parseStrategy(const std::string& text, CompileOptions& opts) {
   if (text.empty() || text.back() == ',' || text.front() == ',')
     return invalidInput("--strategy '", text, "': expected auto or dp=D,tp=T,pp=P");
   return Status::OK();
+}
+
+std::string strategyText(const CompileOptions& opts) {
+  std::string s;
+  if (opts.dp > 0) s += strCat("dp=", opts.dp);
+  if (opts.tp > 0) s += strCat(s.empty() ? "" : ",", "tp=", opts.tp);
+  if (opts.pp > 0) s += strCat(s.empty() ? "" : ",", "pp=", opts.pp);
+  return s.empty() ? "auto" : s;
+}
+
+StatusOr<int> deviceCount(const CompileOptions& opts) {
+  const int64_t fixed = int64_t{std::max(opts.tp, 1)} * std::max(opts.pp, 1);  // what dp multiplies
+  const int64_t forced = fixed * std::max(opts.dp, 1);
+  if (opts.gpus <= 0) {
+    if (forced > kMaxDevices)
+      return invalidInput("--strategy ", strategyText(opts), " needs ", forced, " devices, more than the ",
+                          kMaxDevices, " pcc plans for");
+    return static_cast<int>(forced);
+  }
+  if (opts.dp > 0 && forced != opts.gpus)
+    return invalidInput("--strategy ", strategyText(opts), " uses ", forced, " devices but --gpus is ", opts.gpus,
+                        " (leave out --gpus, or make them agree)");
+  if (opts.dp <= 0 && opts.gpus % fixed != 0)
+    return invalidInput("--strategy ", strategyText(opts), " needs a multiple of ", fixed, " devices but --gpus is ",
+                        opts.gpus, " (leave out --gpus, or make them agree)");
+  return opts.gpus;
 }
 
 StatusOr<Dims> parseDims(const std::string& text) {

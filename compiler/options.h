@@ -21,8 +21,9 @@ struct CompileOptions {
   /// Plan bundle directory to write (-o). Empty: <model stem>.pcc, unless an
   /// --emit form was asked for, which prints instead of writing a plan.
   std::string outputPath;
-  /// Number of devices to spread the model over (--gpus).
-  int gpus = 1;
+  /// Number of devices to spread the model over (--gpus); 0: not given, the
+  /// product of a forced --strategy (1 without one): deviceCount().
+  int gpus = 0;
   /// Mesh extents from --strategy (0 = derived: dp takes what tp and pp leave).
   /// "auto" leaves all three 0: the mesh search (passes/partition/search.h)
   /// chooses dp and tp by the cost model.
@@ -40,8 +41,17 @@ struct CompileOptions {
   /// What the mesh search minimizes (--objective): "latency" (time per batch)
   /// or "throughput" (samples per second over every device).
   std::string objective = "latency";
-  /// Binds the leading symbolic dimension of every input (--batch).
+  /// Binds the leading symbolic dimension of every input (--batch N).
   std::optional<int64_t> batch;
+  /// --batch auto: the compiler chooses the batch (compiler/batch_search.h).
+  /// A symbolic leading dimension with no --batch is chosen the same way.
+  bool batchAuto = false;
+  /// The largest batch the choice considers (a power of two: candidates are
+  /// 1, 2, 4, ... up to it). No flag sets it.
+  int64_t maxAutoBatch = 1024;
+  /// The choice stops doubling the batch once a doubling raises the estimated
+  /// samples per second by less than this fraction. No flag sets it.
+  double autoBatchMinGain = 0.05;
   /// Full shapes of named inputs (--shape NAME=2x128).
   std::map<std::string, Dims> shapes;
   /// Inputs fixed to the value in a TensorProto file (--freeze NAME=FILE.pb):
@@ -68,6 +78,15 @@ struct CompileOptions {
 /// Parses a --strategy value: "auto", "tp=4", "dp=2,tp=2,pp=1".
 /// \returns ok, or an invalid-input error naming the bad part.
 Status parseStrategy(const std::string& text, CompileOptions& opts);
+
+/// \returns the number of devices to plan for: --gpus, or without it the
+/// product of the mesh a forced --strategy gives (1 without one); an
+/// invalid-input error naming both flags when they disagree.
+StatusOr<int> deviceCount(const CompileOptions& opts);
+
+/// \returns a forced --strategy as written back ("dp=2,tp=4"), the parts
+/// given only; "auto" when none is forced.
+std::string strategyText(const CompileOptions& opts);
 
 /// Parses "2x128" (also "2,128"); sizes may be 0 (empty tensors). \returns the dims or an invalid-input error.
 StatusOr<Dims> parseDims(const std::string& text);

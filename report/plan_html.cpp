@@ -243,6 +243,25 @@ void alternativesTable(const plan::Plan& p, std::ostringstream& o) {
   o << "</table>\n";
 }
 
+// The batches costed when pcc chose the batch; only plans where it did.
+void batchCurveTable(const plan::Plan& p, std::ostringstream& o) {
+  if (!p.has_batch() || !p.batch().automatic()) return;
+  const plan::BatchReport& b = p.batch();
+  o << "<h2 id=\"batch\">Batches considered</h2>\n<p>" << htmlEscaped(b.how()) << "</p>\n";
+  o << "<table class=\"alternatives\">\n<tr><th>batch</th><th>mesh</th><th>estimated time</th><th>samples/s</th>"
+       "<th>peak memory per rank</th><th>outcome</th></tr>\n";
+  for (const plan::BatchPoint& q : b.curve()) {
+    bool chosen = q.feasible() && q.batch() == b.batch();
+    std::string outcome = chosen ? "chosen" : q.feasible() ? "fits" : "does not fit: " + q.why();
+    o << "<tr" << (chosen ? " class=\"chosen\"" : "") << "><td class=\"num\">" << q.batch() << "</td><td>"
+      << htmlEscaped(meshText(q.mesh())) << "</td><td class=\"num\">" << num(q.estimated_time_ms())
+      << " ms</td><td class=\"num\">" << num(q.samples_per_second()) << "</td><td class=\"num\">"
+      << humanBytes(q.memory_bytes()) << "</td><td" << (q.feasible() ? "" : " class=\"infeasible\"") << ">"
+      << htmlEscaped(outcome) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+}
+
 void notes(const plan::Plan& p, std::ostringstream& o) {
   o << "<h2 id=\"notes\">Notes</h2>\n";
   if (p.notes_size() == 0 && p.tensor_parallel_size() == 0) {
@@ -270,6 +289,7 @@ std::string planReportHtml(const plan::Plan& p, const std::string& dotSource, co
   rankTable(s, o);
   collectivesTable(s, o);
   alternativesTable(p, o);
+  batchCurveTable(p, o);
   notes(p, o);
   o << "</body>\n</html>\n";
   return o.str();

@@ -169,6 +169,28 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   }
 }
 
+// How the batch was set, with the curve of a chosen one (report.json "batch").
+Json batchJson(const plan::BatchReport& b) {
+  Json doc{{"batch", b.batch()}, {"automatic", b.automatic()}, {"how", b.how()}};
+  if (!b.automatic()) return doc;
+  doc["search_time_ms"] = b.search_time_ms();
+  doc["max_batch"] = b.max_batch();
+  doc["min_gain"] = b.min_gain();
+  Json curve = Json::array();
+  for (const plan::BatchPoint& q : b.curve()) {
+    Json e{{"batch", q.batch()},
+           {"mesh", {{"pp", q.mesh().pp()}, {"dp", q.mesh().dp()}, {"tp", q.mesh().tp()}}},
+           {"estimated_time_ms", q.estimated_time_ms()},
+           {"samples_per_second", q.samples_per_second()},
+           {"memory_bytes", q.memory_bytes()},
+           {"feasible", q.feasible()}};
+    if (!q.why().empty()) e["why"] = q.why();
+    curve.push_back(std::move(e));
+  }
+  doc["curve"] = std::move(curve);
+  return doc;
+}
+
 }  // namespace
 
 std::string humanBytes(int64_t b) {
@@ -234,6 +256,7 @@ std::string planReportJson(const plan::Plan& p) {
       doc["collectives"].push_back(Json{{"rank", r.rank}, {"kind", c.kind}, {"axis", c.axis},
                                         {"group_size", c.groupSize}, {"bytes", c.bytes}, {"count", c.count}});
   if (p.has_search()) addSearchJson(p.search(), doc, ranks);
+  if (p.has_batch()) doc["batch"] = batchJson(p.batch());
   doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
   // than an exception.
@@ -274,6 +297,26 @@ std::string planReportText(const plan::Plan& p) {
       if (!e.error().empty()) o << "cannot be partitioned: " << e.error();
       else o << sig3(e.estimated_time_ms()) << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
       o << "\n";
+    }
+  }
+  if (p.has_batch()) {
+    const plan::BatchReport& b = p.batch();
+    if (b.automatic()) o << "batch:   " << b.how() << "\n";
+    else o << "batch:   " << b.batch() << " (" << b.how() << ")\n";
+    if (b.curve_size() > 0) {
+      char head[160];
+      std::snprintf(head, sizeof head, "  %8s  %-16s %12s %12s %12s  %s\n", "batch", "mesh", "time ms", "samples/s",
+                    "memory", "");
+      o << head;
+    }
+    for (const plan::BatchPoint& q : b.curve()) {
+      std::string fit = q.feasible() ? (q.batch() == b.batch() ? "chosen" : "") : "does not fit: " + q.why();
+      if (!q.feasible() && q.memory_bytes() == 0 && q.estimated_time_ms() == 0) fit = "cannot be planned: " + q.why();
+      char row[160];
+      std::snprintf(row, sizeof row, "  %8lld  %-16s %12s %12s %12s  ", static_cast<long long>(q.batch()),
+                    meshText(q.mesh()).c_str(), sig3(q.estimated_time_ms()).c_str(),
+                    sig3(q.samples_per_second()).c_str(), humanBytes(q.memory_bytes()).c_str());
+      o << row << fit << "\n";
     }
   }
   o << "fusion:  " << p.fusion().ops_before() << " kernels before, " << p.fusion().kernels_after() << " after;";

@@ -110,7 +110,7 @@ int toolMain(int argc, char** argv) {
   app.add_option("MODEL.onnx", opts.modelPath, "the ONNX model (external-data files next to it are\nread in place)")
       ->type_name("");
   cli::addInteger(app, "--gpus", 1, kMaxDevices, [&](int64_t n) { opts.gpus = static_cast<int>(n); },
-                  "devices to spread the model over (default 1)");
+                  "devices to spread the model over (default: the\ndevices a forced --strategy uses, else 1)");
   app.add_option_function<std::string>(
          "--strategy",
          [&](const std::string& v) {
@@ -133,8 +133,25 @@ int toolMain(int argc, char** argv) {
                   "devices per node (default: the spec's)");
   cli::addChoice(app, "--objective", opts.objective, {"latency", "throughput"},
                  "what the mesh search optimizes: time per batch\n(latency, default) or samples per second\n(throughput)");
-  cli::addInteger(app, "--batch", 1, std::numeric_limits<int64_t>::max(), [&](int64_t n) { opts.batch = n; },
-                  "bind the leading symbolic dimension of every input");
+  app.add_option_function<std::string>(
+         "--batch",
+         [&](const std::string& v) {
+           if (v == "auto") {
+             opts.batch.reset();
+             opts.batchAuto = true;
+             return;
+           }
+           constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+           auto n = cli::parseInteger(v, 1, kMax);
+           if (!n) throw CLI::ValidationError(strCat("--batch expects auto or an integer from 1 to ", kMax, ", got '", v, "'"));
+           opts.batch = *n;
+           opts.batchAuto = false;
+         },
+         "bind the leading symbolic dimension of every input;\n"
+         "auto (the default for a symbolic one): the batch of\n"
+         "the most estimated samples/s within memory\n"
+         "(--objective throughput), or 1 (latency)")
+      ->type_name("N|auto");
   app.add_option_function<std::vector<std::string>>(
          "--shape",
          [&](const std::vector<std::string>& vs) {
@@ -194,6 +211,7 @@ int toolMain(int argc, char** argv) {
                              [&](const std::vector<std::string>& extras) { return extrasMessage(extras, opts); }))
     return *code;
   if (opts.modelPath.empty()) return fail(invalidInput("no model given (see pcc --help)"));
+  if (auto gpus = deviceCount(opts); !gpus.ok()) return fail(gpus.status());
   if (outputOpt->count() > 0 && opts.outputPath.empty())
     return fail(invalidInput("-o: the plan bundle path is empty"));
   std::string out = opts.outputPath;

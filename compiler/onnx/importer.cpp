@@ -7,7 +7,8 @@
 //      lacks and ops of other domains (also in a model that imports no default
 //      opset at all), in the graph and in the bodies of If, Loop and Scan;
 //   3. initializers become constants (external data mmapped, never copied);
-//   4. inputs get static shapes from --shape / --batch (symbols bound by name);
+//   4. inputs get static shapes from --shape, --batch and the sizes the model
+//      carries (symbols bound by name; input_dims.h);
 //   5. nodes are imported in order through the op table (op_importers.cpp),
 //      folding constant subgraphs as they appear (If, Loop and Scan are
 //      folded, unrolled or kept as region nodes: import_control.h); before opset 7, binary
@@ -25,6 +26,7 @@
 
 #include "compiler/onnx/import_context.h"
 #include "compiler/onnx/import_control.h"
+#include "compiler/onnx/input_dims.h"
 #include "compiler/onnx/op_importers.h"
 #include "runtime/support/mapped_file.h"
 
@@ -196,114 +198,6 @@ Status legacyBroadcast(ImportContext& ctx, onnx::NodeProto& n, int64_t axisAttr,
   return Status::OK();
 }
 
-/// One graph input's declaration: a dim is fixed, or symbolic with an
-/// optional name (dim_param).
-struct InputDecl {
-  std::string name;
-  DType dtype = DType::kUndefined;
-  bool hasShape = false;
-  std::vector<std::optional<int64_t>> dims;
-  std::vector<std::string> symbols;
-};
-
-StatusOr<InputDecl> declOf(const onnx::ValueInfoProto& in, const std::string& file) {
-  InputDecl d;
-  d.name = in.name();
-  if (!in.type().has_tensor_type())
-    return unsupported(file, ": input '", in.name(), "' is not a tensor (unsupported: pcc takes tensor inputs only)");
-  const auto& tt = in.type().tensor_type();
-  std::optional<DType> dt = dtypeFromOnnx(tt.elem_type());
-  if (!dt) {
-    // The system ONNX library may predate the newest types (float8, int4, ...).
-    std::string typeName = onnx::TensorProto_DataType_Name(tt.elem_type());
-    return unsupported(file, ": input '", in.name(), "' has unsupported element type ", tt.elem_type(), " (",
-                       typeName.empty() ? "a type newer than pcc's ONNX library" : typeName, ")");
-  }
-  d.dtype = *dt;
-  d.hasShape = tt.has_shape();
-  for (const auto& dim : tt.shape().dim()) {
-    if (dim.has_dim_value()) {
-      if (dim.dim_value() < 0) return notValid(file, "input '", in.name(), "' has a negative dim");
-      d.dims.push_back(dim.dim_value());
-      d.symbols.emplace_back();
-    } else {
-      d.dims.push_back(std::nullopt);
-      d.symbols.push_back(dim.has_dim_param() ? dim.dim_param() : std::string());
-    }
-  }
-  return d;
-}
-
-/// Step 4: binds symbols from --shape, then --batch, and \returns the static
-/// shape of every declared input, in order.
-StatusOr<std::vector<Dims>> bindShapes(std::vector<InputDecl>& decls, const ImportOptions& opts,
-                                       const std::string& file) {
-  std::string inputList;
-  for (const InputDecl& d : decls) inputList += strCat(inputList.empty() ? "" : ", ", d.name);
-  for (const auto& [name, dims] : opts.shapes) {
-    bool found = false;
-    for (const InputDecl& d : decls) found |= d.name == name;
-    if (!found)
-      return invalidInput(file, ": --shape names '", name, "', which is not an input of the model (inputs: ",
-                          inputList.empty() ? "none" : inputList, ")");
-  }
-  if (opts.batch && *opts.batch <= 0) return invalidInput(file, ": --batch must be positive, got ", *opts.batch);
-
-  std::map<std::string, std::pair<int64_t, std::string>> symbols;  // symbol -> value, who bound it
-  auto bind = [&](const std::string& sym, int64_t v, const std::string& by) -> Status {
-    if (sym.empty()) return Status::OK();
-    auto [it, fresh] = symbols.emplace(sym, std::make_pair(v, by));
-    if (!fresh && it->second.first != v)
-      return invalidInput(file, ": symbolic dim '", sym, "' is ", it->second.first, " by ", it->second.second,
-                          " but ", v, " by ", by);
-    return Status::OK();
-  };
-  std::vector<Dims> shapes(decls.size());
-  for (size_t k = 0; k < decls.size(); ++k) {
-    InputDecl& d = decls[k];
-    auto it = opts.shapes.find(d.name);
-    if (it == opts.shapes.end()) continue;
-    const Dims& given = it->second;
-    std::string by = strCat("--shape ", d.name);
-    if (d.hasShape && given.size() != d.dims.size())
-      return invalidInput(file, ": ", by, " has rank ", given.size(), " but the input has rank ", d.dims.size());
-    for (size_t i = 0; i < given.size(); ++i) {
-      if (given[i] < 0) return invalidInput(file, ": ", by, " has a negative dim");
-      if (!d.hasShape) continue;
-      if (d.dims[i] && *d.dims[i] != given[i])
-        return invalidInput(file, ": ", by, " sets dim ", i, " to ", given[i], " but the model fixes it to ",
-                            *d.dims[i]);
-      RETURN_IF_ERROR(bind(d.symbols[i], given[i], by));
-    }
-    shapes[k] = given;
-  }
-  if (opts.batch)
-    for (size_t k = 0; k < decls.size(); ++k)
-      if (!opts.shapes.count(decls[k].name) && !decls[k].dims.empty() && !decls[k].dims[0])
-        RETURN_IF_ERROR(bind(decls[k].symbols[0], *opts.batch, "--batch"));
-
-  for (size_t k = 0; k < decls.size(); ++k) {
-    const InputDecl& d = decls[k];
-    if (opts.shapes.count(d.name)) continue;
-    if (!d.hasShape)
-      return invalidInput(file, ": input '", d.name, "' has no declared shape; give it with --shape ", d.name, "=AxB");
-    for (size_t i = 0; i < d.dims.size(); ++i) {
-      if (d.dims[i]) {
-        shapes[k].push_back(*d.dims[i]);
-      } else if (!d.symbols[i].empty() && symbols.count(d.symbols[i])) {
-        shapes[k].push_back(symbols[d.symbols[i]].first);
-      } else if (i == 0 && opts.batch) {
-        shapes[k].push_back(*opts.batch);
-      } else {
-        return invalidInput(file, ": input '", d.name, "' dim ", i, " is symbolic ('",
-                            d.symbols[i].empty() ? std::string("?") : d.symbols[i], "'); give the full shape with --shape ",
-                            d.name, "=AxB...", i == 0 ? " or the batch size with --batch N" : "");
-      }
-    }
-  }
-  return shapes;
-}
-
 /// \returns an error unless `t` fits the declaration of input `d`.
 Status checkGivenValue(const InputDecl& d, const Tensor& t, const ImportOptions& opts, const std::string& file) {
   if (opts.shapes.count(d.name))
@@ -405,7 +299,8 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
           initNames.count(name))
         return invalidInput(file, ": a value is given for '", name, "', which is not an input of the model");
     }
-  ASSIGN_OR_RETURN(std::vector<Dims> shapes, bindShapes(decls, opts, file));
+  ASSIGN_OR_RETURN(InputBinding binding, bindInputShapes(decls, opts, m, file, /*batchPending=*/false));
+  const std::vector<Dims>& shapes = binding.shapes;
   for (size_t k = 0; k < decls.size(); ++k)
     RETURN_IF_ERROR(checkTensorSize(TensorType{decls[k].dtype, shapes[k]})
                         .withContext(strCat(file, ": graph input '", decls[k].name, "'")));
@@ -444,13 +339,39 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
   return g;
 }
 
-StatusOr<std::unique_ptr<Graph>> importOnnxModel(const std::string& path, const ImportOptions& opts) {
+StatusOr<InputDimsInfo> inspectInputDims(const onnx::ModelProto& m, const std::string& displayName,
+                                         const ImportOptions& opts) {
+  const std::string& file = displayName;
+  ASSIGN_OR_RETURN(int64_t opset, checkModel(m, file));
+  RETURN_IF_ERROR(checkSupported(m.graph(), file, opset));
+  std::unordered_set<std::string> initNames;
+  for (const auto& t : m.graph().initializer()) initNames.insert(t.name());
+  std::vector<InputDecl> decls;
+  for (const auto& in : m.graph().input()) {
+    if (initNames.count(in.name()) || opts.inputValues.count(in.name())) continue;
+    ASSIGN_OR_RETURN(InputDecl d, declOf(in, file));
+    decls.push_back(std::move(d));
+  }
+  ASSIGN_OR_RETURN(InputBinding binding, bindInputShapes(decls, opts, m, file, /*batchPending=*/true));
+  InputDimsInfo info;
+  info.batchInputs = std::move(binding.batchInputs);
+  if (!info.batchInputs.empty()) info.batchSymbols = std::move(binding.batchSymbols);
+  info.fromModel = std::move(binding.fromModel);
+  return info;
+}
+
+StatusOr<onnx::ModelProto> readOnnxModel(const std::string& path) {
   ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> f, MappedFile::open(path));
   if (f->size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     return invalidInput(path, ": not a valid ONNX model (over 2 GiB; store the weights as external data)");
   onnx::ModelProto m;
   if (!m.ParseFromArray(f->data(), static_cast<int>(f->size())))
     return notValid(path, "protobuf parsing failed: not ONNX, or truncated");
+  return m;
+}
+
+StatusOr<std::unique_ptr<Graph>> importOnnxModel(const std::string& path, const ImportOptions& opts) {
+  ASSIGN_OR_RETURN(onnx::ModelProto m, readOnnxModel(path));
   std::string baseDir = std::filesystem::path(path).parent_path().string();
   return importOnnxModel(m, baseDir, path, opts);
 }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <onnx/onnx_pb.h>
 
@@ -28,7 +29,9 @@
 
 namespace pcc {
 
-/// How the symbolic dims of the model's inputs are bound.
+/// How the symbolic dims of the model's inputs are bound: by --shape, then
+/// --batch, then the sizes the model itself carries (input_dims.h); a dim
+/// left without a size is an error.
 struct ImportOptions {
   /// Binds dim 0 of every input whose dim 0 is symbolic (--batch N). Other
   /// occurrences of the same symbol name, in any input, get the same value.
@@ -47,6 +50,40 @@ struct ImportOptions {
   /// stay region nodes (see compiler/onnx/import_control.h).
   bool keepControlFlow = false;
 };
+
+/// A size the model itself carries for a symbolic dim (see modelDims in
+/// compiler/onnx/input_dims.h).
+struct ModelDim {
+  /// The dim_param; empty: the unnamed dim `dim` of graph input `input`.
+  std::string symbol;
+  std::string input;
+  int dim = -1;
+  int64_t value = 0;
+  /// Where the size was found: "value_info 'x' dim 1", "metadata_props 'seq'".
+  std::string source;
+};
+
+/// What import will need, known before the batch is chosen.
+struct InputDimsInfo {
+  /// The inputs whose leading dim is symbolic and bound by nothing given
+  /// (--batch, --shape): the batch the compiler chooses. Empty: none.
+  std::vector<std::string> batchInputs;
+  /// The batch's symbol names as declared ("" for an unnamed one).
+  std::vector<std::string> batchSymbols;
+  /// The symbols the model itself gives a size to, which import will use.
+  std::vector<ModelDim> fromModel;
+};
+
+/// Checks model `m` as import does and binds its inputs' dims as import
+/// would, except that a batch nothing binds is reported, not refused.
+/// \returns what binding found, or the error import would give (every
+/// symbolic dim without a size named in one message).
+StatusOr<InputDimsInfo> inspectInputDims(const onnx::ModelProto& m, const std::string& displayName,
+                                         const ImportOptions& opts);
+
+/// Reads and parses the ONNX model at `path` (not yet checked).
+/// \returns the model, or an invalid-input error naming `path`.
+StatusOr<onnx::ModelProto> readOnnxModel(const std::string& path);
 
 /// Reads and imports the ONNX model at `path`; external data files are found
 /// relative to the model's directory.

@@ -134,6 +134,51 @@ TEST(PlanReport, FusionCountsComeFromThePlanAndMissingPatternsAreZero) {
   EXPECT_NE(text.find("fused_epilogue 10"), std::string::npos) << text;
 }
 
+TEST(PlanReport, TheBatchCurveIsListedWhenPccChoseTheBatch) {
+  plan::Plan p = matMulPlan("m.onnx", "MatMul", 1);
+  EXPECT_FALSE(Json::parse(planReportJson(p)).contains("batch"));  // plans made before it
+  plan::BatchReport* b = p.mutable_batch();
+  b->set_batch(2);
+  b->set_automatic(true);
+  b->set_how("batch 2 for the symbolic leading dim 'n' of x: the most estimated samples/s within memory");
+  b->set_max_batch(1024);
+  b->set_min_gain(0.05);
+  for (int k : {1, 2, 4}) {
+    plan::BatchPoint* q = b->add_curve();
+    q->set_batch(k);
+    q->mutable_mesh()->set_dp(k == 4 ? 2 : k);
+    q->mutable_mesh()->set_tp(1);
+    q->mutable_mesh()->set_pp(1);
+    q->set_estimated_time_ms(0.5);
+    q->set_samples_per_second(k / 0.5e-3);
+    q->set_memory_bytes(1000 * k);
+    q->set_feasible(k < 4);
+    if (k == 4) q->set_why("rank 0 needs 2 GiB of the 1 GiB one tiny offers");
+  }
+  Json doc = Json::parse(planReportJson(p))["batch"];
+  EXPECT_EQ(doc["batch"], 2);
+  EXPECT_EQ(doc["automatic"], true);
+  ASSERT_EQ(doc["curve"].size(), 3u);
+  EXPECT_EQ(doc["curve"][1]["mesh"]["dp"], 2);
+  EXPECT_EQ(doc["curve"][1]["samples_per_second"], 4000.0);
+  EXPECT_EQ(doc["curve"][2]["feasible"], false);
+  EXPECT_EQ(doc["curve"][2]["why"], "rank 0 needs 2 GiB of the 1 GiB one tiny offers");
+  EXPECT_FALSE(doc["curve"][0].contains("why"));
+  std::string text = planReportText(p);
+  EXPECT_NE(text.find("batch:   batch 2 for the symbolic leading dim 'n' of x"), std::string::npos) << text;
+  EXPECT_NE(text.find("dp=2 tp=1 pp=1"), std::string::npos) << text;
+  EXPECT_NE(text.find("chosen"), std::string::npos) << text;
+  EXPECT_NE(text.find("does not fit: rank 0 needs 2 GiB"), std::string::npos) << text;
+  // A batch given by the user: no curve.
+  p.mutable_batch()->Clear();
+  p.mutable_batch()->set_batch(8);
+  p.mutable_batch()->set_how("--batch");
+  doc = Json::parse(planReportJson(p))["batch"];
+  EXPECT_EQ(doc["automatic"], false);
+  EXPECT_FALSE(doc.contains("curve"));
+  EXPECT_NE(planReportText(p).find("batch:   8 (--batch)"), std::string::npos);
+}
+
 TEST(PlanReport, NamesThatAreNotUtf8BecomeReplacementCharacters) {
   // ONNX names are not checked for UTF-8; the report must still be valid JSON.
   plan::Plan p = matMulPlan(std::string("bad\xff\xfename.onnx"), "MatMul", 1);
