@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "codegen/memory_estimate.h"
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
@@ -243,6 +244,7 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
 
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
+  recordPlannedMemory(&c.plan.plan);  // the chosen mesh's memory, from its planned arenas
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();
   fusion->set_ops_before(opsBefore);

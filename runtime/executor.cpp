@@ -304,6 +304,7 @@ StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
 Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
                      std::vector<OutputPiece>* outputs) {
   if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
+  outputs->clear();  // the last run's pieces go before this run allocates its own
   std::vector<Tensor> bufs = weights_;  // views: copying them copies no data
   for (size_t i = 0; i < inputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.inputs(static_cast<int>(i));
