@@ -141,9 +141,13 @@ TEST(MemoryEstimate, AllGatherStagingIsCountedAndEstimated) {
   for (int r = 0; r < 2; ++r) {
     RankMemoryEstimate est = estimateRankMemory(p.ranks(r));
     EXPECT_EQ(est.comm, 2 * 8 * 8 * 4);
-    // The staging vector (256 + 1 bytes, not rounded) and the gathered tensor.
-    const int64_t held = est.weights + est.arena + est.inputs + est.outputs;
-    EXPECT_EQ(run->memory[r].peakBytes, held + (8 * 8 * 4 + 1) + 8 * 8 * 4) << "rank " << r;
+    // At the all-gather the rank holds its arena and input slice, the staging
+    // vector (256 + 1 bytes, not rounded) and the gathered tensor; rank 0's
+    // output is allocated later, when Relu writes it (the estimate holds it
+    // throughout, an upper bound).
+    const int64_t atGather = est.weights + est.arena + est.inputs + (8 * 8 * 4 + 1) + 8 * 8 * 4;
+    EXPECT_EQ(run->memory[r].peakBytes, atGather) << "rank " << r;
+    EXPECT_LE(run->memory[r].peakBytes, est.total() + 1) << "rank " << r;
     EXPECT_LE(run->memory[r].processPeakRss, -1);  // two ranks share the process: no RSS per rank
   }
 }
