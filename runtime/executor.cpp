@@ -344,7 +344,6 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
     ++t.calls;
     if (s.kernel) t.provider = std::string(s.kernel->provider());
   }
-  outputs->clear();
   for (size_t i = 0; i < outputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.outputs(static_cast<int>(i));
     const Tensor& t = bufs[outputSlots_[i]];

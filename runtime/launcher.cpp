@@ -251,9 +251,11 @@ int64_t mappedWeightBytes(const plan::RankProgram& prog) {
 /// allocates, counted when made), 64-byte rounded as an allocation is.
 int64_t wholeInputBytes(const plan::Plan& plan, const plan::RankProgram& prog) {
   int64_t bytes = 0;
-  for (const plan::IoBinding& b : prog.inputs())
-    if (b.split_dim() == -1 && b.index() >= 0 && b.index() < plan.inputs_size())
-      bytes += static_cast<int64_t>(std::max<uint64_t>((fromDesc(plan.inputs(b.index()).desc()).bytes() + 63) / 64 * 64, 64));
+  for (const plan::IoBinding& b : prog.inputs()) {
+    if (b.split_dim() != -1 || b.index() < 0 || b.index() >= plan.inputs_size()) continue;
+    uint64_t n = fromDesc(plan.inputs(b.index()).desc()).bytes();
+    bytes += static_cast<int64_t>(std::max<uint64_t>((n + 63) / 64 * 64, 64));
+  }
   return bytes;
 }
 

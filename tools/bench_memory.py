@@ -6,8 +6,10 @@
 Compiles every e2e model (models/mlp.onnx, gpt2_tiny.onnx, cnn_small.onnx) at
 batch 8 under the mesh search at --gpus 2 and 4 and forced dp=2,tp=2 and tp=4
 (--gpus 4), and every committed export (models/exported/*.onnx) at --gpus 2
-(batch from its test data), runs each plan once on CPU ranks (`pcc-run
---profile-json`, one thread per rank, its test data or seeded inputs) and
+(batch from its test data), runs each plan on CPU ranks (`pcc-run
+--profile-json --warmup 1 --iters 1`: the first run makes what kernels keep,
+such as oneDNN Conv's reordered weights, so the second holds all of it; one
+thread per rank; its test data or seeded inputs) and
 prints, per model and mesh, the largest estimate over the ranks
 (report.json's `peak_memory_bytes`), the largest measurement over the ranks
 (pcc-run's `peak_memory_bytes`, docs/runtime.md#memory-accounting), their
