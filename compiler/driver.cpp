@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "compiler/batch_search.h"
+#include "codegen/memory_estimate.h"
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
@@ -332,6 +333,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   *c.plan.plan.mutable_batch() = batch;
+  recordPlannedMemory(&c.plan.plan);  // the chosen mesh's memory, from its planned arenas
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();
   fusion->set_ops_before(opsBefore);

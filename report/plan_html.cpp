@@ -233,7 +233,7 @@ void alternativesTable(const plan::Plan& p, std::ostringstream& o) {
       continue;
     }
     int64_t peak = 0;
-    for (const plan::RankEstimate& rk : e.ranks()) peak = std::max(peak, rk.weight_bytes() + rk.activation_bytes());
+    for (const plan::RankEstimate& rk : e.ranks()) peak = std::max(peak, estimatedMemory(rk));
     std::string outcome = i == 0 ? "chosen" : "fits, ranked lower";
     if (!e.infeasible().empty()) outcome = "does not fit: " + e.infeasible();
     o << "<td class=\"num\">" << num(e.estimated_time_ms()) << " ms</td><td class=\"num\">"

@@ -122,6 +122,14 @@ std::string sig3(double v) {
 
 std::string meshText(const plan::Mesh& m) { return strCat("dp=", m.dp(), " tp=", m.tp(), " pp=", m.pp()); }
 
+}  // namespace
+
+int64_t estimatedMemory(const plan::RankEstimate& rk) {
+  return rk.memory_bytes() > 0 ? rk.memory_bytes() : rk.weight_bytes() + rk.activation_bytes();
+}
+
+namespace {
+
 // The mesh search's part of report.json (plans that carry it).
 void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   doc["objective"] = r.objective();
@@ -150,7 +158,7 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
       a["estimated_time_ms"] = e.estimated_time_ms();
       a["samples_per_second"] = e.samples_per_second();
       int64_t peak = 0;
-      for (const plan::RankEstimate& rk : e.ranks()) peak = std::max(peak, rk.weight_bytes() + rk.activation_bytes());
+      for (const plan::RankEstimate& rk : e.ranks()) peak = std::max(peak, estimatedMemory(rk));
       a["peak_memory_bytes"] = peak;
       if (!e.infeasible().empty()) a["infeasible"] = e.infeasible();
     }
@@ -165,7 +173,14 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
     j["estimated_time_ms"] = rk.compute_ms() + rk.comm_ms();
     j["estimated_compute_ms"] = rk.compute_ms();
     j["estimated_comm_ms"] = rk.comm_ms();
-    j["estimated_memory_bytes"] = rk.weight_bytes() + rk.activation_bytes();
+    j["estimated_memory_bytes"] = estimatedMemory(rk);
+    j["peak_memory_bytes"] = estimatedMemory(rk);
+    if (rk.memory_bytes() > 0)
+      j["memory_estimate"] = {{"weight_bytes", rk.weight_bytes()}, {"arena_bytes", rk.arena_bytes()},
+                              {"input_bytes", rk.input_bytes()},   {"output_bytes", rk.output_bytes()},
+                              {"kernel_weight_bytes", rk.kernel_weight_bytes()},
+                              {"comm_bytes", rk.comm_bytes()},     {"kernel_bytes", rk.kernel_bytes()},
+                              {"search_bytes", rk.weight_bytes() + rk.activation_bytes()}};
   }
 }
 

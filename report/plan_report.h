@@ -50,6 +50,11 @@ std::string planReportJson(const plan::Plan& p);
 /// \returns the report as text, for people.
 std::string planReportText(const plan::Plan& p);
 
+/// \returns a rank's estimated peak memory: RankEstimate.memory_bytes where the
+/// compiler set it (the chosen mesh, from the planned arena), else its
+/// weights plus the search's upper bound of live activations.
+int64_t estimatedMemory(const plan::RankEstimate& rk);
+
 /// \returns `bytes` for people: "512 B", "4.0 KiB", "1.50 MiB", "2.00 GiB".
 std::string humanBytes(int64_t bytes);
 

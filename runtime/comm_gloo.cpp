@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <numeric>
 
+#include "runtime/support/memory_account.h"
+
 namespace pcc {
 
 namespace {
@@ -142,6 +144,7 @@ class GlooCommunicator final : public Communicator {
       bytesPer[r] = static_cast<size_t>(all[2 * r] * s.outer) * s.rowBytes();
     }
     std::vector<uint8_t> flat(std::accumulate(bytesPer.begin(), bytesPer.end(), size_t{0}) + 1);
+    MemoryCharge staging(static_cast<int64_t>(flat.size()));  // the rank's memory account, if any
     st = guard("all-gather", in.type(), [&] {
       gloo::AllgathervOptions opts(ctx_);
       opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in.raw())), in.nbytes());

@@ -25,6 +25,7 @@
 #include "runtime/cpu/fast_kernels.h"
 #include "runtime/ops/kernel_call.h"
 #include "runtime/ops/registry.h"
+#include "runtime/support/memory_account.h"
 
 namespace pcc {
 
@@ -68,7 +69,14 @@ class CpuBackend : public Backend {
     if (!p) return internalError("cannot allocate ", bytes, " bytes");
     if (options_.poisonMemory) std::memset(p, 0xFF, n);
     DeviceMemory m;
-    m.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+    // Charged to the allocating thread's memory account, if any (the rank's).
+    if (std::shared_ptr<MemoryAccount> account = chargeAllocation(static_cast<int64_t>(n)))
+      m.owner = std::shared_ptr<const void>(p, [account, n](const void* q) {
+        std::free(const_cast<void*>(q));
+        account->sub(static_cast<int64_t>(n));
+      });
+    else
+      m.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
     m.base = reinterpret_cast<uintptr_t>(p);
     m.bytes = bytes;
     return m;

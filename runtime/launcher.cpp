@@ -21,6 +21,7 @@
 #include "runtime/cpu/fast_kernels.h"
 #include "runtime/executor.h"
 #include "runtime/plan_convert.h"
+#include "runtime/support/memory_account.h"
 #include "runtime/support/random.h"
 #include "runtime/tensor_slice.h"
 
@@ -236,6 +237,47 @@ class RankLiveness {
   int rank_, n_;
 };
 
+/// \returns the bytes of the weights rank program `prog` maps. Every one is
+/// read when it is mapped (its crc32, unless that check is off) and on every
+/// run, so its pages are resident: counted at their size.
+int64_t mappedWeightBytes(const plan::RankProgram& prog) {
+  int64_t bytes = 0;
+  for (const plan::Weight& w : prog.weights()) bytes += static_cast<int64_t>(w.nbytes());
+  return bytes;
+}
+
+/// \returns the bytes of the whole model inputs rank program `prog` binds:
+/// the caller's tensors, read in place (a slice the rank copies is a tensor it
+/// allocates, counted when made), 64-byte rounded as an allocation is.
+int64_t wholeInputBytes(const plan::Plan& plan, const plan::RankProgram& prog) {
+  int64_t bytes = 0;
+  for (const plan::IoBinding& b : prog.inputs()) {
+    if (b.split_dim() != -1 || b.index() < 0 || b.index() >= plan.inputs_size()) continue;
+    uint64_t n = fromDesc(plan.inputs(b.index()).desc()).bytes();
+    bytes += static_cast<int64_t>(std::max<uint64_t>((n + 63) / 64 * 64, 64));
+  }
+  return bytes;
+}
+
+/// \returns a new memory account for rank program `prog`, holding what the
+/// rank reads in place from its start: its mapped weights and the whole
+/// model inputs it binds.
+std::shared_ptr<MemoryAccount> rankAccount(const plan::Plan& plan, const plan::RankProgram& prog) {
+  std::shared_ptr<MemoryAccount> a = MemoryAccount::make();
+  a->add(mappedWeightBytes(prog) + wholeInputBytes(plan, prog));
+  return a;
+}
+
+/// \returns what `account` counted for a rank (RunOptions::measureMemory).
+RunResult::RankMemory rankMemory(const MemoryAccount& account, const plan::RankProgram& prog, bool aloneInProcess) {
+  RunResult::RankMemory m;
+  m.peakBytes = account.peak();
+  m.weightBytes = mappedWeightBytes(prog);
+  m.arenaBytes = static_cast<int64_t>(std::max<uint64_t>((prog.arena_bytes() + 63) / 64 * 64, 64));
+  m.processPeakRss = aloneInProcess ? processPeakRss() : -1;
+  return m;
+}
+
 std::vector<RunResult::InstructionTime> instructionTimes(const Executor& e) {
   std::vector<RunResult::InstructionTime> out;
   for (const Executor::InstructionTime& t : e.instructionProfile()) out.push_back({t.seconds, t.minSeconds, t.calls, t.provider});
@@ -273,7 +315,12 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   const int n = static_cast<int>(pr.progs.size());
   const std::vector<GlooGroup>& groups = pr.groups;
   std::vector<std::unique_ptr<Executor>> execs(n);
+  // Each rank's memory account: charged on this thread while its executor is
+  // prepared, then on its own thread (RunOptions::measureMemory).
+  std::vector<std::shared_ptr<MemoryAccount>> accounts(n);
   for (int r = 0; r < n; ++r) {
+    if (o.measureMemory) accounts[r] = rankAccount(p.plan, *pr.progs[r]);
+    ScopedMemoryAccount charging(accounts[r].get());
     ASSIGN_OR_RETURN(execs[r], makeExecutor(p, *pr.progs[r], o));
     execs[r]->setProfiling(o.profile);
   }
@@ -303,6 +350,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
+        ScopedMemoryAccount charging(accounts[r].get());
         cpu::setKernelThreads(kernelThreads);
         if (needComms) {
           auto c = execs[r]->backend().communicators(store, gopts)->connect(r, n, groups, withWorld);
@@ -325,6 +373,8 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   for (const auto& [op, t] : execs[0]->opProfile()) result.profile[op] = {t.seconds, t.calls};
   if (o.profile)
     for (const auto& e : execs) result.instructions.push_back(instructionTimes(*e));
+  if (o.measureMemory)
+    for (int r = 0; r < n; ++r) result.memory.push_back(rankMemory(*accounts[r], *pr.progs[r], n == 1));
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
@@ -334,6 +384,8 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
   const int n = static_cast<int>(pr.progs.size());
   if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
+  std::shared_ptr<MemoryAccount> account = o.measureMemory ? rankAccount(p.plan, *pr.progs[rank]) : nullptr;
+  ScopedMemoryAccount charging(account.get());  // this thread runs the rank
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, makeExecutor(p, *pr.progs[rank], o));
   exec->setProfiling(o.profile);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
@@ -393,8 +445,12 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   std::vector<OutputPiece> mine;
   auto secs = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
   if (!secs.ok()) return failed(secs.status().withContext(strCat("rank ", rank)));
-  // Rank times, then pieces, go to rank 0 in rank order; rank 0 assembles.
-  Tensor t = Tensor::fromVector<double>(DType::kF64, {2}, {secs->seconds, secs->waitSeconds});
+  // Rank times and memory figures, then pieces, go to rank 0 in rank order;
+  // rank 0 assembles.
+  RunResult::RankMemory mem = account ? rankMemory(*account, *pr.progs[rank], true) : RunResult::RankMemory{};
+  Tensor t = Tensor::fromVector<double>(DType::kF64, {6},
+                                        {secs->seconds, secs->waitSeconds, double(mem.peakBytes),
+                                         double(mem.weightBytes), double(mem.arenaBytes), double(mem.processPeakRss)});
   RunResult result;
   if (rank != 0) {
     Status sent = comms.world->send(t, 0);
@@ -409,11 +465,16 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   if (o.profile) result.instructions.push_back(instructionTimes(*exec));
   result.rankSeconds.push_back(secs->seconds);
   result.rankWaitSeconds.push_back(secs->waitSeconds);
+  if (account) result.memory.push_back(mem);
   for (int r = 1; r < n; ++r) {
-    Tensor s = Tensor::zeros(DType::kF64, {2});
+    Tensor s = Tensor::zeros(DType::kF64, {6});
     if (Status got = comms.world->recv(&s, r); !got.ok()) return failed(got);
-    result.rankSeconds.push_back(s.data<double>()[0]);
-    result.rankWaitSeconds.push_back(s.data<double>()[1]);
+    const double* f = s.data<double>();
+    result.rankSeconds.push_back(f[0]);
+    result.rankWaitSeconds.push_back(f[1]);
+    if (account)
+      result.memory.push_back({static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3]), static_cast<int64_t>(f[4]),
+                               static_cast<int64_t>(f[5])});
     // A rank's pieces are its output bindings, with the types of their
     // buffers, in the order Executor::run makes them: per micro-batch the
     // batch's pieces, and the others once, with the last.

@@ -36,6 +36,9 @@ struct RunOptions {
   /// Time every kernel by op (RunResult.profile) and every instruction of
   /// every rank (RunResult.instructions).
   bool profile = false;
+  /// Count the bytes each rank holds (RunResult.memory; docs/runtime.md#memory-accounting).
+  /// `pcc-run --profile` turns it on.
+  bool measureMemory = false;
   /// Fill every allocation of the backend (the arena, model outputs) with
   /// 0xFF bytes (NaN for floats) before use: a kernel that leaves an output
   /// element unwritten then shows in the results (BackendOptions::poisonMemory).
@@ -78,6 +81,20 @@ struct RunResult {
     std::string provider;
   };
   std::vector<std::vector<InstructionTime>> instructions;
+  /// With RunOptions.measureMemory: per rank (every rank, in both kinds of
+  /// run), what it held (docs/runtime.md#memory-accounting).
+  struct RankMemory {
+    /// The most bytes the rank held at once, from its preparation to the end
+    /// of its last run: weights, arena, input slices, outputs, communicator
+    /// staging and kernel allocations outside the arena.
+    int64_t peakBytes = 0;
+    int64_t weightBytes = 0;  ///< of those, its mapped weights
+    int64_t arenaBytes = 0;   ///< of those, its arena (64-byte rounded)
+    /// The peak resident set size (VmHWM) of the process that ran this rank
+    /// when that process ran no other rank; -1 otherwise.
+    int64_t processPeakRss = -1;
+  };
+  std::vector<RankMemory> memory;
 };
 
 /// \returns an invalid-input error naming the input and both types when

@@ -98,7 +98,9 @@ std::variant<Args, int> parse(int argc, char** argv) {
   app.add_flag("--poison-memory", a.run.poisonMemory,
                "fill the ranks' memory with 0xFF bytes (NaN) before use: a\n"
                "check that every kernel writes all of its outputs");
-  app.add_flag("--profile", a.run.profile, "print rank 0's time per op and kernel provider (all runs, warmup included)");
+  app.add_flag("--profile", a.run.profile,
+               "print rank 0's time per op and kernel provider (all runs,\n"
+               "warmup included) and each rank's peak memory");
   app.add_option("--profile-json", a.profileJson,
                  "write every instruction of every rank with its mean time\n"
                  "over the timed runs (--iters, after --warmup), op, node\n"
@@ -126,11 +128,19 @@ std::variant<Args, int> parse(int argc, char** argv) {
     return cli::kExitUsage;
   }
   if (!a.profileJson.empty()) a.run.profile = true;
+  a.run.measureMemory = a.run.profile;
   if (a.plan.empty()) {
     std::fprintf(stderr, "pcc-run: error: no plan given (usage: pcc-run PLAN.pcc [options]; see pcc-run --help)\n");
     return cli::kExitUsage;
   }
   return a;
+}
+
+/// \returns `bytes` in MiB with three decimals ("1.234 MiB").
+std::string mib(int64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
 }
 
 std::string tensorFile(const std::string& dir, const char* kind, int k) {
@@ -270,6 +280,13 @@ Status writeProfileJson(const std::string& path, const Args& a, const plan::Plan
     Json rank;
     rank["rank"] = r;
     rank["seconds"] = r < static_cast<int>(res.rankSeconds.size()) ? res.rankSeconds[r] : 0.0;
+    if (r < static_cast<int>(res.memory.size())) {
+      const RunResult::RankMemory& m = res.memory[r];
+      rank["peak_memory_bytes"] = m.peakBytes;
+      rank["weight_bytes"] = m.weightBytes;
+      rank["arena_bytes"] = m.arenaBytes;
+      if (m.processPeakRss >= 0) rank["process_peak_rss_bytes"] = m.processPeakRss;
+    }
     Json list = Json::array();
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);
@@ -358,6 +375,14 @@ int run(const Args& a) {
   if (!a.profileJson.empty()) {
     Status st = writeProfileJson(a.profileJson, a, plan, *res, *proc ? (*proc)->rank : 0, *proc ? 0 : plan.ranks_size());
     if (!st.ok()) return fail(st);
+  }
+  for (size_t r = 0; r < res->memory.size(); ++r) {
+    const RunResult::RankMemory& m = res->memory[r];
+    std::printf("memory rank %zu: peak %s (weights %s, arena %s, other %s)", r, mib(m.peakBytes).c_str(),
+                mib(m.weightBytes).c_str(), mib(m.arenaBytes).c_str(),
+                mib(m.peakBytes - m.weightBytes - m.arenaBytes).c_str());
+    if (m.processPeakRss >= 0) std::printf("; process peak RSS %s", mib(m.processPeakRss).c_str());
+    std::printf("\n");
   }
   if (a.run.profile) {
     std::vector<std::pair<std::string, RunResult::OpTime>> ops(res->profile.begin(), res->profile.end());

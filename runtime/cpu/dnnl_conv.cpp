@@ -20,6 +20,7 @@
 #include "runtime/cpu/dnnl_kernels.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/ops/op_util.h"
+#include "runtime/support/memory_account.h"
 
 namespace pcc::cpu {
 namespace {
@@ -54,10 +55,14 @@ class ConvKernel : public KernelOverride {
       setOutput(out, 0, std::move(y));
       return true;
     }
+    // oneDNN's reorder buffers, charged to the rank's memory account (if
+    // any) while they live; the kept weight for as long as the kernel keeps it.
+    MemoryCharge srcCharge, weiCharge, dstCharge;
     try {
       dnnl::stream& s = threadStream();
       memory src = wrap(userSrc_, x);
       if (pd_.src_desc() != userSrc_) {
+        srcCharge = MemoryCharge(static_cast<int64_t>(pd_.src_desc().get_size()));
         memory t(pd_.src_desc(), cpuEngine());
         dnnl::reorder(src, t).execute(s, src, t);
         src = t;
@@ -68,6 +73,7 @@ class ConvKernel : public KernelOverride {
       } else {
         wei = wrap(userWei_, w);
         if (pd_.weights_desc() != userWei_) {
+          weiCharge = MemoryCharge(static_cast<int64_t>(pd_.weights_desc().get_size()));
           memory t(pd_.weights_desc(), cpuEngine());
           dnnl::reorder(wei, t).execute(s, wei, t);
           wei = t;
@@ -76,16 +82,19 @@ class ConvKernel : public KernelOverride {
           s.wait();
           // Keep a copy the kernel owns: the plain weight may be a view.
           if (pd_.weights_desc() == userWei_) {
+            weiCharge = MemoryCharge(static_cast<int64_t>(pd_.weights_desc().get_size()));
             memory t(pd_.weights_desc(), cpuEngine());
             dnnl::reorder(wei, t).execute(s, wei, t);
             wei = t;
           }
           cachedWeight_ = wei;
           cachedWeightData_ = w.raw();
+          cachedCharge_ = std::move(weiCharge);
         }
       }
       memory dstUser = wrap(userDst_, y);
       bool direct = pd_.dst_desc() == userDst_;
+      if (!direct) dstCharge = MemoryCharge(static_cast<int64_t>(pd_.dst_desc().get_size()));
       memory dst = direct ? dstUser : memory(pd_.dst_desc(), cpuEngine());
       std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
       if (bias) args[DNNL_ARG_BIAS] = wrap(biasDesc_, *bias);
@@ -105,6 +114,7 @@ class ConvKernel : public KernelOverride {
     supported_ = false;
     cachedWeight_ = memory();
     cachedWeightData_ = nullptr;
+    cachedCharge_.reset();
     Dims spatial(xs.begin() + 2, xs.end()), kernel(ws.begin() + 2, ws.end());
     auto geo = ops::windowGeometry(spatial, kernel, attrs_, false);
     if (!geo.ok()) return;  // inference accepted it, so this does not happen; the reference reports it
@@ -190,6 +200,7 @@ class ConvKernel : public KernelOverride {
   dnnl::matmul mm_;
   memory cachedWeight_;
   const void* cachedWeightData_ = nullptr;
+  MemoryCharge cachedCharge_;  // cachedWeight_'s bytes
 };
 
 }  // namespace

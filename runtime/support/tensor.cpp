@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/support/float_formats.h"
+#include "runtime/support/memory_account.h"
 
 namespace pcc {
 
@@ -19,6 +20,13 @@ std::shared_ptr<const void> allocAligned(size_t nbytes) {
   void* p = std::aligned_alloc(64, n);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, n);
+  // Charged to the allocating thread's memory account, if it has one
+  // (runtime/support/memory_account.h), and taken off when the last tensor goes.
+  if (std::shared_ptr<MemoryAccount> account = chargeAllocation(static_cast<int64_t>(n)))
+    return std::shared_ptr<const void>(p, [account, n](const void* q) {
+      std::free(const_cast<void*>(q));
+      account->sub(static_cast<int64_t>(n));
+    });
   return std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
 }
 }  // namespace

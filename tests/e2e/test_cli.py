@@ -99,6 +99,33 @@ class CliTests:
         self.suite.check("providers: no oneDNN kernel with --reference-kernels", "(onednn)" not in ref.stdout,
                          ref.describe())
 
+    def memory(self):
+        """--profile prints each rank's peak memory; --profile-json gives it as
+        peak_memory_bytes, at least the rank's weights and arena from
+        report.json, and within the range the compiler's estimate allows."""
+        plan = self.plan()
+        prof = self.path("memory.profile.json")
+        r = self.tools.run("pcc-run", [plan, "--profile-json", prof, "--warmup", 1])
+        if not self.suite.check("memory: pcc-run --profile-json", r.returncode == 0, r.describe()):
+            return
+        lines = re.findall(r"^memory rank (\d+): peak ([0-9.]+) MiB \(weights", r.stdout, re.M)
+        self.suite.check("memory: one line per rank", [int(k) for k, _ in lines] == [0, 1], r.describe())
+        with open(prof) as f:
+            got = json.load(f)["ranks"]
+        with open(os.path.join(plan, "report.json")) as f:
+            want = json.load(f)["ranks"]
+        for g, w in zip(got, want):
+            k = g["rank"]
+            self.suite.check(f"memory rank {k}: holds at least its weights and arena",
+                             g["peak_memory_bytes"] >= w["weight_bytes"] + w["arena_bytes"] > 0
+                             and g["weight_bytes"] == w["weight_bytes"], f"  profile {g}\n  report {w}")
+            est = w["peak_memory_bytes"]
+            self.suite.check(f"memory rank {k}: measured within 15% of the estimate",
+                             abs(g["peak_memory_bytes"] / est - 1) <= 0.15,
+                             f"  measured {g['peak_memory_bytes']}, estimated {est}: {w.get('memory_estimate')}")
+            self.suite.check(f"memory rank {k}: no per-rank RSS when ranks share a process",
+                             "process_peak_rss_bytes" not in g, f"  {g}")
+
     def usage_error(self, case, tool, args, patterns):
         """Checks that `tool args` exits 2 with one stderr line, the tool's
         prefix, matching every regex of `patterns`."""
@@ -269,6 +296,7 @@ def main():
         suite.run_case("flag=value", t.equals_form)
         suite.run_case("bad values", t.bad_values)
         suite.run_case("kernel providers", t.providers)
+        suite.run_case("peak memory", t.memory)
         if not args.keep:
             shutil.rmtree(t.work, ignore_errors=True)
     return suite.finish()

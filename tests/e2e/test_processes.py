@@ -11,6 +11,7 @@ stage that stalls (SIGSTOP) makes the next stage's rank exit within the
 timeout, naming its rank, stage and micro-batch and the silent peer."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -59,7 +60,8 @@ def case(suite, tools, model, batch, flags):
     e2e.write_case(data, e2e.model_path(model), batch, seed=3)
     world = 4
     results = run_ranks(tools, plan, world, os.path.join(d, "rdzv"), "run1",
-                        ["--inputs", data, "--expect", data, "--check", "--rtol", "1e-4", "--atol", "1e-5"])
+                        ["--inputs", data, "--expect", data, "--check", "--rtol", "1e-4", "--atol", "1e-5",
+                         "--profile"])
     detail = "\n".join(f"  rank {i}: exit {rc}\n{e2e.indent(o + e)}" for i, (rc, o, e) in enumerate(results))
     suite.check(f"{name}: every rank exits 0", all(rc == 0 for rc, _, _ in results), detail)
     rc0, out0, _ = results[0]
@@ -67,6 +69,9 @@ def case(suite, tools, model, batch, flags):
                 all(f"rank {i}:" in out0 for i in range(world)), detail)
     suite.check(f"{name}: rank 0 checked against the reference and onnxruntime",
                 "vs reference" in out0 and "vs expected" in out0 and "MISMATCH" not in out0.upper(), detail)
+    suite.check(f"{name}: rank 0 reports every rank's peak memory and its process's peak RSS",
+                all(re.search(rf"^memory rank {i}: peak .*; process peak RSS [0-9.]+ MiB$", out0, re.M)
+                    for i in range(world)), detail)
     suite.check(f"{name}: other ranks stay quiet",
                 all(o.strip() == "" for _, o, _ in results[1:]), detail)
     if not suite.keep:

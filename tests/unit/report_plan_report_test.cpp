@@ -179,6 +179,33 @@ TEST(PlanReport, TheBatchCurveIsListedWhenPccChoseTheBatch) {
   EXPECT_NE(planReportText(p).find("batch:   8 (--batch)"), std::string::npos);
 }
 
+TEST(PlanReport, PeakMemoryIsThePlannedEstimateWhereThePlanHasIt) {
+  plan::Plan p = matMulPlan("m.onnx", "MatMul", 2);
+  plan::MeshEstimate* chosen = p.mutable_search()->add_candidates();
+  plan::MeshEstimate* other = p.mutable_search()->add_candidates();
+  for (int r = 0; r < 2; ++r) {
+    plan::RankEstimate* a = chosen->add_ranks();
+    a->set_rank(r);
+    a->set_weight_bytes(512);
+    a->set_activation_bytes(1000);
+    plan::RankEstimate* b = other->add_ranks();
+    b->set_rank(r);
+    b->set_weight_bytes(1024);
+    b->set_activation_bytes(2000);  // a candidate the compiler did not emit: the search's figure
+  }
+  chosen->mutable_ranks(1)->set_arena_bytes(256);
+  chosen->mutable_ranks(1)->set_memory_bytes(900);  // rank 1 has the planned estimate
+  Json doc = Json::parse(planReportJson(p));
+  EXPECT_EQ(doc["ranks"][0]["peak_memory_bytes"], 512 + 1000);
+  EXPECT_FALSE(doc["ranks"][0].contains("memory_estimate"));
+  EXPECT_EQ(doc["ranks"][1]["peak_memory_bytes"], 900);
+  EXPECT_EQ(doc["ranks"][1]["estimated_memory_bytes"], 900);
+  EXPECT_EQ(doc["ranks"][1]["memory_estimate"]["arena_bytes"], 256);
+  EXPECT_EQ(doc["ranks"][1]["memory_estimate"]["search_bytes"], 512 + 1000);
+  EXPECT_EQ(doc["alternatives"][0]["peak_memory_bytes"], 512 + 1000);  // the larger of its ranks
+  EXPECT_EQ(doc["alternatives"][1]["peak_memory_bytes"], 1024 + 2000);
+}
+
 TEST(PlanReport, NamesThatAreNotUtf8BecomeReplacementCharacters) {
   // ONNX names are not checked for UTF-8; the report must still be valid JSON.
   plan::Plan p = matMulPlan(std::string("bad\xff\xfename.onnx"), "MatMul", 1);
