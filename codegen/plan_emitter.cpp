@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "codegen/kernel_build.h"
 #include "codegen/memory_plan.h"
 #include "codegen/region_emitter.h"
 #include "compiler/ir/regions.h"
@@ -44,12 +45,14 @@ int groupIndex(plan::Plan& p, const Mesh& mesh, int rank, MeshAxis axis) {
 // instructions (docs/runtime.md#fused-nodes): its body's parameters are the
 // node's input buffers, its results the node's output buffers, and its other
 // values buffers of their own named "NODE/VALUE", freed after their last use
-// in the body. Until fused kernels are generated, the runtime runs the body op
-// by op and the memory plan sees every buffer.
+// in the body. With a KernelTable, a Fused node that describeFused can
+// describe is one LAUNCH of its generated kernel instead (docs/kernels.md);
+// one it cannot is emitted as its body and recorded with the reason.
 class ProgramEmitter {
  public:
-  ProgramEmitter(int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights, plan::RankProgram* prog)
-      : rank_(rank), mesh_(mesh), plan_(plan), weights_(weights), prog_(prog) {}
+  ProgramEmitter(int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights, plan::RankProgram* prog,
+                 KernelTable* kernels)
+      : rank_(rank), mesh_(mesh), plan_(plan), weights_(weights), prog_(prog), kernels_(kernels) {}
 
   /// Emits `g` (the program's own graph, or a body when `ids` binds its
   /// parameters and results). \returns OK or an internal error.
@@ -124,6 +127,21 @@ class ProgramEmitter {
     const Graph& body = *n.body(0);
     if (body.inputs().size() != n.inputs().size() || body.outputs().size() != n.outputs().size())
       return internalError(n.describe(), ": body does not match the node's inputs and outputs");
+    std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+    if (kernels_) {
+      auto spec = describeFused(n);
+      if (spec.ok()) {
+        plan::Instruction* ins = prog_->add_instructions();
+        ins->set_kind(plan::Instruction::LAUNCH);
+        ins->set_op(std::string(n.opName()));
+        ins->set_node(prefix + name);
+        ins->set_kernel(kernels_->add(std::move(spec).value()));
+        for (Value* v : n.inputs()) ins->add_inputs(bufferOf(v));
+        for (Value* v : n.outputs()) ins->add_outputs(bufferOf(v));
+        return Status::OK();
+      }
+      kernels_->fallback(prefix + name, spec.status().message());
+    }
     std::unordered_map<const Value*, int> inner;
     for (size_t k = 0; k < body.inputs().size(); ++k) {
       if (!n.input(k)) return internalError(n.describe(), ": absent input ", k);
@@ -135,7 +153,6 @@ class ProgramEmitter {
         return internalError(n.describe(), ": body result ", k, " is not computed by a body node exactly once");
       inner[r] = bufferOf(n.output(k));
     }
-    std::string name = n.name().empty() ? n.output(0)->name() : n.name();
     return emitGraph(body, inner, prefix + name + "/");
   }
 
@@ -144,12 +161,13 @@ class ProgramEmitter {
   plan::Plan& plan_;
   WeightFileWriter& weights_;
   plan::RankProgram* prog_;
+  KernelTable* kernels_;
 };
 
 Status emitProgram(const Graph& g, int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights,
-                   plan::RankProgram* prog) {
+                   plan::RankProgram* prog, KernelTable* kernels) {
   std::unordered_map<const Value*, int> ids;
-  return ProgramEmitter(rank, mesh, plan, weights, prog).emitGraph(g, ids, "");
+  return ProgramEmitter(rank, mesh, plan, weights, prog, kernels).emitGraph(g, ids, "");
 }
 
 void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<const Value*, int>& ids,
@@ -177,7 +195,8 @@ std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::Rank
 }  // namespace
 
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
-                               const std::vector<RankGraph>& ranks, const std::string& modelPath) {
+                               const std::vector<RankGraph>& ranks, const std::string& modelPath,
+                               KernelTable* kernels) {
   EmittedPlan out;
   plan::Plan& p = out.plan;
   p.set_schema_version(kPlanSchemaVersion);
@@ -207,7 +226,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
     prog->set_stage(0);
     for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
     prog->set_weight_file(file);
-    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog).withContext(strCat("rank ", rg.rank)));
+    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog, kernels).withContext(strCat("rank ", rg.rank)));
     auto ids = idsByName(*rg.graph, *prog);
     addBindings(rg.inputs, ids, prog->mutable_inputs());
     addBindings(rg.outputs, ids, prog->mutable_outputs());
@@ -220,7 +239,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   plan::RankProgram* ref = p.mutable_reference();
   ref->set_rank(0);
   ref->set_weight_file("reference.bin");
-  RETURN_IF_ERROR(emitProgram(reference, 0, Mesh{}, p, *refWriter, ref).withContext("reference program"));
+  RETURN_IF_ERROR(emitProgram(reference, 0, Mesh{}, p, *refWriter, ref, nullptr).withContext("reference program"));
   auto ids = idsByName(reference, *ref);
   std::vector<IoBind> ins, outs;
   for (size_t k = 0; k < reference.inputs().size(); ++k) ins.push_back({k, reference.inputs()[k], -1, 0, 0});
@@ -238,7 +257,7 @@ Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p, const Writ
   // Every plan pcc writes must read back: a plan the reader would refuse is a
   // compiler bug, reported before anything is written.
   if (Status st = validatePlan(p.plan); !st.ok()) return internalError("the emitted plan is invalid: ", st.message());
-  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan), progress);
+  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan), progress, p.files);
 }
 
 }  // namespace pcc

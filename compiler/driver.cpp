@@ -8,6 +8,7 @@
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
+#include "codegen/kernel_build.h"
 #include "compiler/onnx/importer.h"
 #include "passes/fuse.h"
 #include "passes/pass_manager.h"
@@ -241,7 +242,19 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
   int64_t opsBefore = countKernels(*c.reference);
   say(strCat("fusion: ", opsBefore, " kernels before, ", kernelsAfter, " after", opts.fuse ? "" : " (--no-fuse)"));
 
-  ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
+  KernelTable kernels;
+  ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath,
+                                    opts.generateKernels ? &kernels : nullptr));
+  if (opts.generateKernels) {
+    // Generated kernels (docs/kernels.md): one shared object per plan, and CUDA images for --target cuda.
+    Stopwatch kt;
+    KernelOptions ko;
+    ko.target = opts.target;
+    ko.arches = opts.arches;
+    RETURN_IF_ERROR(buildKernels(kernels, ko, c.plan.plan, &c.plan.files));
+    say(strCat("kernels: ", kernels.specs().size(), " generated for ", opts.target, ", ", kernels.fallbacks().size(),
+               " fused group(s) left on the reference kernels, in ", kt.seconds(), " s"));
+  }
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();

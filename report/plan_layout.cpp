@@ -283,7 +283,7 @@ PlanLayout planLayout(const plan::Plan& p) {
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);
       if (ins.kind() == plan::Instruction::FREE) continue;
-      bool collective = ins.kind() != plan::Instruction::KERNEL;
+      bool collective = ins.kind() != plan::Instruction::KERNEL && ins.kind() != plan::Instruction::LAUNCH;
       if (collective) {
         CollectiveSite s;
         s.kind = kindName(ins.kind());

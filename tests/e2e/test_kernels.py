@@ -1,0 +1,119 @@
+"""Generated kernels (docs/kernels.md) on every e2e model and committed export.
+
+For each model: compile with generated kernels (--target cuda when this pcc
+has the CUDA toolkit, else --target cpu) at --gpus 1 and under a tensor
+parallel and a data parallel plan, then run each plan on CPU ranks with
+`pcc-run --check --rtol 1e-5`: the generated CPU kernels must equal the
+reference program. The plans must actually launch generated kernels (the
+report counts them), and with --target cuda every PTX file of the --gpus 1
+plans must pass `ptxas` for its arch. NVRTC and the C++ compiler cache under
+the build folder.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pcc_e2e as e2e  # noqa: E402
+from test_exported import exports, has_symbolic_dim  # noqa: E402
+
+MODELS = ["mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx", "mobilenet_v2_bn.onnx"]
+CONFIGS = [["--gpus", "1"], ["--gpus", "2", "--strategy", "tp=2"], ["--gpus", "2", "--strategy", "dp=2,tp=1,pp=1"]]
+RTOL = "1e-5"
+
+
+def ptxas_path():
+    for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def cuda_available(tools, suite):
+    """\returns whether pcc compiles --target cuda (probed on the smallest model)."""
+    work = suite.tempdir("probe")
+    try:
+        r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--target", "cuda", "-o", os.path.join(work, "p.pcc"),
+                              "--quiet"])
+        if r.returncode == 0:
+            return True
+        suite.check("probe: --target cuda refused only for want of the toolkit",
+                    "without the CUDA toolkit" in r.stderr, r.describe())
+        return False
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_case(suite, tools, totals, name, model, batch, data_dir, config, target, ptxas):
+    case = f"{name} {' '.join(config)}"
+    work = suite.tempdir(name.replace(".", "-"))
+    try:
+        plan = os.path.join(work, "plan.pcc")
+        args = [model, *config, "--target", target, "-o", plan, "--quiet"]
+        if batch and has_symbolic_dim(e2e.onnx.load(model, load_external_data=False)):
+            args += ["--batch", batch]
+        r = tools.run("pcc", args, timeout=600)
+        if not suite.check(f"{case}: compiles", r.returncode == 0, r.describe(2000)):
+            return
+        with open(os.path.join(plan, "report.json")) as f:
+            kernels = json.load(f)["kernels"]
+        totals["launches"] += kernels["launches"]
+        totals["fallbacks"] += len(kernels["fallbacks"])
+        suite.check(f"{case}: report names the target", kernels["target"] == target, f"  {kernels}")
+        if kernels["generated"]:
+            suite.check(f"{case}: the CPU library is in the bundle",
+                        os.path.isfile(os.path.join(plan, "kernels", "cpu.so")), "")
+        run_args = [plan, "--check", "--rtol", RTOL, "--atol", "1e-5"]
+        if data_dir:
+            run_args += ["--inputs", data_dir]
+        r = tools.run("pcc-run", run_args, timeout=600)
+        suite.check(f"{case}: pcc-run --check --rtol {RTOL}", r.returncode == 0, r.describe(2000))
+        if target == "cuda" and config == CONFIGS[0]:
+            ptx = sorted(glob.glob(os.path.join(plan, "kernels", "*.ptx")))
+            suite.check(f"{case}: every kernel has PTX for sm_80 and sm_90", len(ptx) == 2 * kernels["generated"],
+                        f"  {len(ptx)} PTX files for {kernels['generated']} kernels")
+            if ptxas:
+                bad = []
+                for p in ptx:
+                    arch = p.rsplit(".", 2)[-2]
+                    q = subprocess.run([ptxas, f"-arch={arch}", p, "-o", os.devnull], capture_output=True, text=True)
+                    if q.returncode != 0:
+                        bad.append(f"  {os.path.basename(p)}: {q.stderr.strip()[:400]}")
+                totals["ptxas"] += len(ptx) - len(bad)
+                suite.check(f"{case}: ptxas accepts every PTX ({len(ptx)})", not bad, "\n".join(bad))
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    args = e2e.parse_args(__doc__)
+    suite = e2e.Suite("kernels", args)
+    tools = e2e.Tools(args.bin)
+    if not e2e.require_tools(suite, tools, ("pcc", "pcc-run")):
+        return suite.finish()
+    os.environ["PCC_CACHE_DIR"] = os.path.join(tools.bin_dir, "kernel-cache")
+    target = "cuda" if cuda_available(tools, suite) else "cpu"
+    ptxas = ptxas_path() if target == "cuda" else None
+    print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)
+    totals = {"launches": 0, "fallbacks": 0, "ptxas": 0}
+    cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
+    cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
+    for name, model, batch, data in cases:
+        for config in CONFIGS:
+            suite.run_case(f"{name} {' '.join(config)}", run_case, suite, tools, totals, name, model, batch, data,
+                           config, target, ptxas)
+    print(f"generated-kernel launches in all plans: {totals['launches']}; fused groups left on the reference "
+          f"kernels: {totals['fallbacks']}; PTX files accepted by ptxas: {totals['ptxas']}", flush=True)
+    if not args.filter:
+        suite.check("the plans launch generated kernels", totals["launches"] > 0, f"  {totals}")
+        if target == "cuda" and ptxas:
+            suite.check("ptxas checked some PTX", totals["ptxas"] > 0, f"  {totals}")
+    return suite.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
