@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -164,7 +165,9 @@ int KernelTable::add(KernelSpec spec) {
 }
 
 void KernelTable::fallback(const std::string& node, const std::string& reason) {
-  fallbacks_.emplace_back(node, reason);
+  // Ranks of a data- or tensor-parallel plan share node names: report each once.
+  if (std::find(fallbacks_.begin(), fallbacks_.end(), std::make_pair(node, reason)) == fallbacks_.end())
+    fallbacks_.emplace_back(node, reason);
 }
 
 std::string sourceExcerpt(const std::string& source, int line) {

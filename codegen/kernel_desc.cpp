@@ -1,4 +1,5 @@
-// describeFused: a Fused node of elementwise ops -> KernelSpec.
+// describeGroup / describeFused: elementwise ops (a Fused node's body, or a
+// run of its body's nodes) -> KernelSpec.
 //
 // Algorithm:
 //  1. Refuse what this kernel form cannot hold: a node that is not Fused, a
@@ -216,11 +217,45 @@ StatusOr<KernelSpec> describeFused(const Node& fused) {
   const Graph& body = *fused.body(0);
   if (body.inputs().size() != fused.inputs().size() || body.outputs().size() != fused.outputs().size())
     return unsupported("its body does not match the node's operands");
+  for (size_t k = 0; k < fused.inputs().size(); ++k)
+    if (!fused.input(k) || fused.input(k)->type() != body.inputs()[k]->type())
+      return unsupported("input ", k, " is absent or differs in type from its parameter");
+  for (size_t k = 0; k < fused.outputs().size(); ++k)
+    if (fused.output(k)->type() != body.outputs()[k]->type())
+      return unsupported("output ", k, " differs in type from its body result");
+  std::vector<Node*> bodyNodes = body.nodes();  // a copy: nodes() returns by value
+  std::vector<const Node*> nodes(bodyNodes.begin(), bodyNodes.end());
+  std::vector<const Value*> ins(body.inputs().begin(), body.inputs().end());
+  std::vector<const Value*> outs(body.outputs().begin(), body.outputs().end());
+  return describeGroup(nodes, ins, outs, fused.name().empty() ? fused.output(0)->name() : fused.name());
+}
+
+bool mayBeGenerated(const Node& n) {
+  if (n.numBodies() > 0 || n.outputs().size() != 1 || !isElementwiseOp(n.op())) return false;
+  if (!supportedDtype(n.output(0)->type().dtype)) return false;
+  for (const Value* v : n.inputs())
+    if (v && !supportedDtype(v->type().dtype)) return false;
+  switch (n.op()) {
+    case OpKind::Add: case OpKind::Sum: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
+    case OpKind::Max: case OpKind::Min: case OpKind::Equal: case OpKind::Less: case OpKind::LessOrEqual:
+    case OpKind::Greater: case OpKind::GreaterOrEqual: case OpKind::And: case OpKind::Or: case OpKind::Not:
+    case OpKind::Neg: case OpKind::Abs: case OpKind::Sqrt: case OpKind::Exp: case OpKind::Log: case OpKind::Erf:
+    case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Relu: case OpKind::Reciprocal: case OpKind::Softplus:
+    case OpKind::Gelu: case OpKind::Swish: case OpKind::LeakyRelu: case OpKind::Where: case OpKind::Cast:
+    case OpKind::Identity: case OpKind::Clip:
+      return true;
+    default: return false;
+  }
+}
+
+StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const std::vector<const Value*>& inputs,
+                                   const std::vector<const Value*>& outputs, const std::string& group) {
   KernelSpec spec;
-  spec.group = fused.name().empty() ? fused.output(0)->name() : fused.name();
+  spec.group = group;
+  if (outputs.empty()) return unsupported("the group has no results");
 
   // Step 1.
-  for (const Node* n : body.nodes()) {
+  for (const Node* n : nodes) {
     if (n->op() == OpKind::Fused || n->numBodies() > 0) return unsupported("it holds a region (", n->opName(), ")");
     if (!isElementwiseOp(n->op()))
       return unsupported("it holds ", n->opName(), " ('", n->name(), "'), which is not elementwise");
@@ -228,38 +263,30 @@ StatusOr<KernelSpec> describeFused(const Node& fused) {
       if (!supportedDtype(v->type().dtype))
         return unsupported("value '", v->name(), "' is ", dtypeName(v->type().dtype));
   }
-  const Dims shape = body.outputs().front()->type().shape;
-  for (const Value* r : body.outputs())
+  const Dims shape = outputs.front()->type().shape;
+  for (const Value* r : outputs)
     if (r->type().shape != shape)
-      return unsupported("its results differ in shape (", body.outputs().front()->type().str(), " and ",
-                         r->type().str(), ")");
-  for (size_t k = 0; k < fused.inputs().size(); ++k) {
-    const Value* v = fused.input(k);
-    if (!v) return unsupported("input ", k, " is absent");
+      return unsupported("its results differ in shape (", outputs.front()->type().str(), " and ", r->type().str(), ")");
+  for (const Value* v : inputs)
     if (!supportedDtype(v->type().dtype)) return unsupported("input '", v->name(), "' is ", dtypeName(v->type().dtype));
-  }
-  for (size_t k = 0; k < fused.outputs().size(); ++k)
-    if (fused.output(k)->type() != body.outputs()[k]->type())
-      return unsupported("output ", k, " differs in type from its body result");
 
   // Step 2.
-  for (const Node* n : body.nodes())
+  for (const Node* n : nodes)
     for (const Value* v : n->inputs())
       if (v && !broadcastsTo(v->type().shape, shape))
         return unsupported("value '", v->name(), "' ", v->type().str(), " does not broadcast to the group's shape ",
-                           body.outputs().front()->type().str());
+                           outputs.front()->type().str());
 
   // Step 3.
   Describer d(spec);
   std::unordered_map<const Value*, int> exprOf;
-  for (size_t k = 0; k < body.inputs().size(); ++k) {
-    const Value* p = body.inputs()[k];
-    if (p->type() != fused.input(k)->type()) return unsupported("parameter ", k, " differs in type from its input");
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Value* p = inputs[k];
     spec.exprs.push_back(Expr{ScalarOp::kInput, p->type().dtype, {}, static_cast<int>(k), 0});
     exprOf[p] = static_cast<int>(spec.exprs.size()) - 1;
-    spec.inputs.push_back(KernelInput{fused.input(k)->type(), {}});
+    spec.inputs.push_back(KernelInput{p->type(), {}});
   }
-  for (const Node* n : body.nodes()) {
+  for (const Node* n : nodes) {
     std::vector<int> args;
     for (const Value* v : n->inputs()) {
       if (!v) {
@@ -294,10 +321,11 @@ StatusOr<KernelSpec> describeFused(const Node& fused) {
     e = d.as(e, n->output(0)->type().dtype);
     exprOf[n->output(0)] = e;
   }
-  for (size_t k = 0; k < body.outputs().size(); ++k) {
-    auto it = exprOf.find(body.outputs()[k]);
-    if (it == exprOf.end()) return unsupported("result ", k, " is not computed in the group");
-    spec.outputs.push_back(KernelOutput{fused.output(k)->type(), it->second});
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto it = exprOf.find(outputs[k]);
+    if (it == exprOf.end() || spec.exprs[it->second].op == ScalarOp::kInput)
+      return unsupported("result ", k, " is not computed in the group");
+    spec.outputs.push_back(KernelOutput{outputs[k]->type(), it->second});
   }
 
   // Step 4: strides over the full shape, then merge.

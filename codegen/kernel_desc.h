@@ -87,6 +87,18 @@ struct KernelSpec {
 /// emitter keeps such a group on the reference kernels and reports the reason.
 StatusOr<KernelSpec> describeFused(const Node& fused);
 
+/// Describes the elementwise nodes `nodes` (in evaluation order) as one
+/// kernel reading `inputs` and writing `outputs` (values of those nodes),
+/// named `group` in messages. A value the nodes read that is neither an input
+/// nor computed by them must be a scalar constant. \returns as describeFused.
+StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const std::vector<const Value*>& inputs,
+                                   const std::vector<const Value*>& outputs, const std::string& group);
+
+/// \returns whether `n` alone could be part of a generated kernel: an
+/// elementwise op with a generated form on supported dtypes (a cheap test
+/// before describeGroup).
+bool mayBeGenerated(const Node& n);
+
 /// \returns a text form of `spec` that is equal for two specs exactly when
 /// they compute the same function on the same types (the kernel's identity;
 /// its group name is left out), e.g. for tests and deduplication.

@@ -83,7 +83,19 @@ class ProgramEmitter {
     std::set<const Value*> keep(g.outputs().begin(), g.outputs().end());
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node* n = nodes[i];
-      if (n->op() == OpKind::Fused) {
+      if (runOf_.count(n)) {
+        // A node of a generated run of a fused body: the run's first node launches it, the others emit nothing.
+        const Run& run = *runOf_.at(n);
+        if (run.nodes.front() == n) {
+          plan::Instruction* ins = prog_->add_instructions();
+          ins->set_kind(plan::Instruction::LAUNCH);
+          ins->set_op(std::string(opName(OpKind::Fused)));
+          ins->set_node(prefix + n->name());
+          ins->set_kernel(run.kernel);
+          for (const Value* v : run.inputs) ins->add_inputs(bufferOf(v));
+          for (const Value* v : run.outputs) ins->add_outputs(bufferOf(v));
+        }
+      } else if (n->op() == OpKind::Fused) {
         RETURN_IF_ERROR(emitFused(*n, bufferOf, prefix));
       } else {
         plan::Instruction* ins = prog_->add_instructions();
@@ -107,7 +119,8 @@ class ProgramEmitter {
       for (Value* v : n->inputs()) {
         // A program's graph inputs are freed like temporaries (the executor
         // owns them); a body's parameters belong to the enclosing program.
-        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i) continue;
+        // Values inside a generated run have no buffer.
+        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i || !ids.count(v)) continue;
         if (!prefix.empty() && std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end()) continue;
         if (!freeIns) {
           freeIns = prog_->add_instructions();
@@ -140,7 +153,12 @@ class ProgramEmitter {
         for (Value* v : n.outputs()) ins->add_outputs(bufferOf(v));
         return Status::OK();
       }
-      kernels_->fallback(prefix + name, spec.status().message());
+      // The whole group cannot be one kernel: its runs of generatable elementwise ops still can.
+      int runs = planRuns(body, prefix + name + "/");
+      kernels_->fallback(prefix + name, spec.status().message() +
+                                            (runs ? strCat("; its elementwise part runs as ", runs, " generated kernel",
+                                                           runs == 1 ? "" : "s")
+                                                  : std::string()));
     }
     std::unordered_map<const Value*, int> inner;
     for (size_t k = 0; k < body.inputs().size(); ++k) {
@@ -153,7 +171,64 @@ class ProgramEmitter {
         return internalError(n.describe(), ": body result ", k, " is not computed by a body node exactly once");
       inner[r] = bufferOf(n.output(k));
     }
-    return emitGraph(body, inner, prefix + name + "/");
+    Status st = emitGraph(body, inner, prefix + name + "/");
+    runOf_.clear();
+    runs_.clear();
+    return st;
+  }
+
+  /// A run of a fused body's nodes emitted as one generated kernel.
+  struct Run {
+    std::vector<const Node*> nodes;
+    std::vector<const Value*> inputs, outputs;
+    int kernel = -1;
+  };
+
+  /// Finds the maximal runs of consecutive body nodes that mayBeGenerated
+  /// (two or more kernels; consecutive, so every input of a run is defined
+  /// before its first node and the LAUNCH can stand there), describes each,
+  /// and adds those that describeGroup accepts to the kernel table and runOf_.
+  /// \returns the number of runs generated.
+  int planRuns(const Graph& body, const std::string& prefix) {
+    std::vector<Node*> nodes = body.nodes();
+    std::set<const Value*> results(body.outputs().begin(), body.outputs().end());
+    std::set<const Value*> params(body.inputs().begin(), body.inputs().end());
+    int made = 0;
+    for (size_t i = 0; i < nodes.size();) {
+      size_t j = i;
+      while (j < nodes.size() && mayBeGenerated(*nodes[j])) ++j;
+      if (j - i >= 2) {
+        auto run = std::make_unique<Run>();
+        std::set<const Node*> members(nodes.begin() + i, nodes.begin() + j);
+        std::set<const Value*> produced, seen;
+        for (size_t k = i; k < j; ++k) {
+          run->nodes.push_back(nodes[k]);
+          for (const Value* v : nodes[k]->inputs()) {
+            if (!v || produced.count(v) || seen.count(v)) continue;
+            // Scalar constants of the body become literals; everything else is an operand.
+            if (v->isConstant() && !params.count(v) && v->type().numel() == 1) continue;
+            seen.insert(v);
+            run->inputs.push_back(v);
+          }
+          produced.insert(nodes[k]->output(0));
+        }
+        for (size_t k = i; k < j; ++k) {
+          const Value* out = nodes[k]->output(0);
+          bool usedAfter = results.count(out) > 0;
+          for (const Node* u : out->uses()) usedAfter = usedAfter || !members.count(u);
+          if (usedAfter) run->outputs.push_back(out);
+        }
+        auto spec = describeGroup(run->nodes, run->inputs, run->outputs, prefix + nodes[i]->name());
+        if (spec.ok()) {
+          run->kernel = kernels_->add(std::move(spec).value());
+          for (const Node* m : run->nodes) runOf_[m] = run.get();
+          runs_.push_back(std::move(run));
+          ++made;
+        }
+      }
+      i = j == i ? i + 1 : j;
+    }
+    return made;
   }
 
   int rank_;
@@ -162,6 +237,9 @@ class ProgramEmitter {
   WeightFileWriter& weights_;
   plan::RankProgram* prog_;
   KernelTable* kernels_;
+  // The generated runs of the fused body being emitted.
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::unordered_map<const Node*, const Run*> runOf_;
 };
 
 Status emitProgram(const Graph& g, int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights,

@@ -253,7 +253,7 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
     ko.arches = opts.arches;
     RETURN_IF_ERROR(buildKernels(kernels, ko, c.plan.plan, &c.plan.files));
     say(strCat("kernels: ", kernels.specs().size(), " generated for ", opts.target, ", ", kernels.fallbacks().size(),
-               " fused group(s) left on the reference kernels, in ", kt.seconds(), " s"));
+               " fused group(s) not generated whole, in ", kt.seconds(), " s"));
   }
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));

@@ -872,7 +872,9 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
   for (const plan::RankProgram& prog : lp.plan.ranks())
     RETURN_IF_ERROR(openFile(prog, strCat("rank ", prog.rank())));
   if (lp.plan.has_reference()) RETURN_IF_ERROR(openFile(lp.plan.reference(), "the reference program"));
-  if (lp.plan.kernels_size() > 0) ASSIGN_OR_RETURN(lp.kernels, KernelLibrary::read(dir, lp.plan));
+  if (lp.plan.kernels_size() > 0) {
+    ASSIGN_OR_RETURN(lp.kernels, KernelLibrary::read(dir, lp.plan));
+  }
   return lp;
 }
 
