@@ -54,7 +54,8 @@ class Annotator {
         ++next_;
       bool launch = next_ < prog_.instructions_size() && prog_.instructions(next_).kind() == plan::Instruction::LAUNCH;
       if (n->op() == OpKind::Fused) {
-        if (launch) {
+        // One LAUNCH for the whole node, unless the LAUNCH is that of a run of its body.
+        if (launch && describeFused(*n).ok()) {
           double t = 0;
           for (const Node* m : n->body(0)->nodes()) t += cm_.nodeTime(*m);
           prog_.mutable_instructions(next_++)->set_estimated_seconds(t);

@@ -277,7 +277,7 @@ std::string planReportText(const plan::Plan& p) {
   if (!p.kernel_target().empty()) {
     o << "kernels: " << p.kernels_size() << " generated (" << p.kernel_target() << "), "
       << p.kernel_fallbacks_size() << " fused group" << (p.kernel_fallbacks_size() == 1 ? "" : "s")
-      << " on the reference kernels\n";
+      << " not generated whole\n";
     for (int i = 0; i < p.kernel_fallbacks_size() && i < kShown; ++i)
       o << "  not generated: " << p.kernel_fallbacks(i).node() << ": " << p.kernel_fallbacks(i).reason() << "\n";
     if (p.kernel_fallbacks_size() > kShown)
