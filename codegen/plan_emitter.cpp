@@ -48,6 +48,11 @@ int groupIndex(plan::Plan& p, const Mesh& mesh, int rank, MeshAxis axis) {
 // in the body. With a KernelTable, a Fused node that describeFused can
 // describe is one LAUNCH of its generated kernel instead (docs/kernels.md);
 // one it cannot is emitted as its body and recorded with the reason.
+// The shortest run of a fused body generated as a kernel. One: a lone Relu
+// after a Conv as a generated kernel took a hundredth of oneDNN's eltwise
+// primitive on the committed ResNet export (pcc-run --profile, docs/kernels.md).
+constexpr size_t kMinRunNodes = 1;
+
 class ProgramEmitter {
  public:
   ProgramEmitter(int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights, plan::RankProgram* prog,
@@ -185,7 +190,7 @@ class ProgramEmitter {
   };
 
   /// Finds the maximal runs of consecutive body nodes that mayBeGenerated
-  /// (two or more kernels; consecutive, so every input of a run is defined
+  /// (at least kMinRunNodes; consecutive, so every input of a run is defined
   /// before its first node and the LAUNCH can stand there), describes each,
   /// and adds those that describeGroup accepts to the kernel table and runOf_.
   /// \returns the number of runs generated.
@@ -197,7 +202,7 @@ class ProgramEmitter {
     for (size_t i = 0; i < nodes.size();) {
       size_t j = i;
       while (j < nodes.size() && mayBeGenerated(*nodes[j])) ++j;
-      if (j - i >= 2) {
+      if (j - i >= kMinRunNodes) {
         auto run = std::make_unique<Run>();
         std::set<const Node*> members(nodes.begin() + i, nodes.begin() + j);
         std::set<const Value*> produced, seen;
