@@ -685,6 +685,10 @@ Status validatePlan(const plan::Plan& plan) {
         return invalidInput(ctx, ": not a kernel symbol");
       for (const plan::TensorDesc& d : k.inputs()) RETURN_IF_ERROR(checkDesc(d, ctx));
       for (const plan::TensorDesc& d : k.outputs()) RETURN_IF_ERROR(checkDesc(d, ctx));
+      for (const plan::CudaImage& c : k.cuda())
+        for (const std::string& f : {c.ptx_file(), c.cubin_file()})
+          if (f.rfind("kernels/", 0) != 0 || f.find("..") != std::string::npos)
+            return invalidInput(ctx, ": CUDA image '", f, "' is not under kernels/");
     }
   }
   for (int k = 0; k < plan.inputs_size(); ++k)

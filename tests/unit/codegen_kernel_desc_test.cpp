@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "codegen/kernel_build.h"
 #include "codegen/kernel_desc.h"
@@ -268,6 +269,47 @@ TEST(KernelEmit, CudaSourceHasAGridStrideLoop) {
       << src;
   EXPECT_NE(src.find("i += (long long)gridDim.x * blockDim.x"), std::string::npos) << src;
   EXPECT_EQ(cudaGridFor(*spec), 1);
+}
+
+TEST(KernelBuild, ACompileErrorNamesTheGroupAndShowsTheLine) {
+  auto g = fused("graph @g(%x: f32[4,8], %b: f32[8]) -> (%r: f32[4,8]) {\n"
+                 "  %a = Add(%x, %b) : f32[4,8] loc(\"bias\")\n"
+                 "  %r = Relu(%a) : f32[4,8]\n"
+                 "  return %r\n}\n");
+  ASSERT_TRUE(g && firstFused(*g));
+  auto spec = describeFused(*firstFused(*g));
+  ASSERT_TRUE(spec.ok());
+  KernelTable table;
+  table.add(*spec);
+  // A "compiler" that rejects the last line of the source, as g++ reports errors.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "pcc_kernel_build_error";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string script = (dir / "cxx.sh").string();
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nsrc=\"\"\nfor a; do src=\"$a\"; done\n"
+         "n=$(wc -l < \"$src\")\necho \"$src:$n:1: error: injected\"\nexit 1\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  KernelOptions ko;
+  ko.cxx = script;
+  ko.cacheDir = (dir / "cache").string();
+  plan::Plan p;
+  std::map<std::string, std::string> files;
+  Status st = buildKernels(table, ko, p, &files);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("fused group '"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("error: injected"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("\n>"), std::string::npos) << st.message();  // the offending line, marked
+  EXPECT_TRUE(files.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KernelBuild, SourceExcerptMarksTheLine) {
+  EXPECT_EQ(sourceExcerpt("a\nb\nc\nd\ne\nf\n", 3), " 1 | a\n 2 | b\n>3 | c\n 4 | d\n 5 | e\n");
+  EXPECT_EQ(sourceExcerpt("a\n", 0), "");
 }
 
 }  // namespace
