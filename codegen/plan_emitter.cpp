@@ -97,6 +97,11 @@ class ProgramEmitter {
           ins->set_op(std::string(opName(OpKind::Fused)));
           ins->set_node(prefix + n->name());
           ins->set_kernel(run.kernel);
+          for (const Node* m : run.nodes) {
+            plan::Computed* c = ins->add_computes();
+            c->set_node(prefix + m->name());
+            *c->mutable_desc() = toDesc(m->output(0)->type());
+          }
           for (const Value* v : run.inputs) ins->add_inputs(bufferOf(v));
           for (const Value* v : run.outputs) ins->add_outputs(bufferOf(v));
         }
@@ -154,6 +159,11 @@ class ProgramEmitter {
         ins->set_op(std::string(n.opName()));
         ins->set_node(prefix + name);
         ins->set_kernel(kernels_->add(std::move(spec).value()));
+        for (const Node* m : body.nodes()) {
+          plan::Computed* c = ins->add_computes();
+          c->set_node(prefix + name + "/" + m->name());
+          *c->mutable_desc() = toDesc(m->output(0)->type());
+        }
         for (Value* v : n.inputs()) ins->add_inputs(bufferOf(v));
         for (Value* v : n.outputs()) ins->add_outputs(bufferOf(v));
         return Status::OK();

@@ -94,6 +94,32 @@ def run_case(suite, tools, totals, name, model, batch, data_dir, config, target,
             shutil.rmtree(work, ignore_errors=True)
 
 
+def corrupt_library(suite, tools):
+    """A flipped byte in kernels/cpu.so, or a missing library, is refused before anything runs."""
+    work = suite.tempdir("corrupt")
+    try:
+        plan = os.path.join(work, "p.pcc")
+        r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", "4", "-o", plan, "--quiet"])
+        if not suite.check("corrupt library: compiles", r.returncode == 0, r.describe()):
+            return
+        lib = os.path.join(plan, "kernels", "cpu.so")
+        if not suite.check("corrupt library: the plan has a CPU library", os.path.isfile(lib)):
+            return
+        data = bytearray(open(lib, "rb").read())
+        data[len(data) // 2] ^= 0x01
+        open(lib, "wb").write(data)
+        r = tools.run("pcc-run", [plan, "--check"])
+        suite.check("corrupt library: pcc-run refuses a flipped byte (exit 2, one line naming cpu.so)",
+                    r.returncode == 2 and "cpu.so" in r.stderr and "checksum" in r.stderr
+                    and len(r.stderr.strip().splitlines()) == 1, r.describe())
+        os.remove(lib)
+        r = tools.run("pcc-run", [plan, "--check"])
+        suite.check("corrupt library: pcc-run refuses a missing library (exit 2)",
+                    r.returncode == 2 and "cpu.so" in r.stderr, r.describe())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("kernels", args)
@@ -104,6 +130,7 @@ def main():
     target = "cuda" if cuda_available(tools, suite) else "cpu"
     ptxas = ptxas_path() if target == "cuda" else None
     print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)
+    suite.run_case("corrupt library", corrupt_library, suite, tools)
     totals = {"launches": 0, "fallbacks": 0, "ptxas": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
     cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
