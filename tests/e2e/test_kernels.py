@@ -2,13 +2,13 @@
 
 For each model: compile with generated kernels (--target cuda when this pcc
 has the CUDA toolkit, else --target cpu) at --gpus 1 and under a tensor
-parallel and a data parallel plan, then run each plan on CPU ranks twice:
-`pcc-run --check` as users run it (oneDNN kernels, pcc-run's tolerances),
-and `pcc-run --check --reference-kernels --rtol 1e-5`, where every op but
+parallel and a data parallel plan, then run each plan on CPU ranks with
+`pcc-run --check --reference-kernels --rtol 1e-5`, where every op but
 the generated kernels runs on the same reference kernels as the reference
 program (in double), so the comparison at 1e-5 measures the generated
 kernels alone (oneDNN's float convolutions differ from the reference by more
-than 1e-5 on their own). The plans must actually launch generated kernels (the
+than 1e-5 on their own); the --gpus 1 plan also with `pcc-run --check` as
+users run it (oneDNN kernels, pcc-run's tolerances). The plans must actually launch generated kernels (the
 report counts them), and with --target cuda every PTX file of the --gpus 1
 plans must pass `ptxas` for its arch. NVRTC and the C++ compiler cache under
 the build folder.
@@ -71,8 +71,9 @@ def run_case(suite, tools, totals, name, model, batch, data_dir, config, target,
             suite.check(f"{case}: the CPU library is in the bundle",
                         os.path.isfile(os.path.join(plan, "kernels", "cpu.so")), "")
         inputs = ["--inputs", data_dir] if data_dir else []
-        r = tools.run("pcc-run", [plan, "--check", *inputs], timeout=600)
-        suite.check(f"{case}: pcc-run --check", r.returncode == 0, r.describe(2000))
+        if config == CONFIGS[0]:  # as users run it (test_models and test_exported cover the other meshes)
+            r = tools.run("pcc-run", [plan, "--check", *inputs], timeout=600)
+            suite.check(f"{case}: pcc-run --check", r.returncode == 0, r.describe(2000))
         r = tools.run("pcc-run", [plan, "--check", "--reference-kernels", "--rtol", RTOL, "--atol", "1e-5", *inputs],
                       timeout=600)
         suite.check(f"{case}: pcc-run --check --reference-kernels --rtol {RTOL}", r.returncode == 0, r.describe(2000))
