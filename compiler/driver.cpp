@@ -251,9 +251,18 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
     KernelOptions ko;
     ko.target = opts.target;
     ko.arches = opts.arches;
-    RETURN_IF_ERROR(buildKernels(kernels, ko, c.plan.plan, &c.plan.files));
-    say(strCat("kernels: ", kernels.specs().size(), " generated for ", opts.target, ", ", kernels.fallbacks().size(),
-               " fused group(s) not generated whole, in ", kt.seconds(), " s"));
+    Status built = buildKernels(kernels, ko, c.plan.plan, &c.plan.files);
+    if (built.code() == StatusCode::kEnvironment) {
+      // No C++ compiler on this machine: the plan runs every fused group op by op, and says why.
+      std::string note = strCat("kernels not generated: ", built.message());
+      say(note);
+      ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, nullptr));
+      c.plan.plan.add_notes(note);
+    } else {
+      RETURN_IF_ERROR(built);
+      say(strCat("kernels: ", kernels.specs().size(), " generated for ", opts.target, ", ",
+                 kernels.fallbacks().size(), " fused group(s) not generated whole, in ", kt.seconds(), " s"));
+    }
   }
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));

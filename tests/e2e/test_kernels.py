@@ -121,6 +121,34 @@ def corrupt_library(suite, tools):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def no_compiler(suite, tools):
+    """Without a C++ compiler the plan is written without kernels, says why, and runs."""
+    work = suite.tempdir("nocxx")
+    old = os.environ.get("PCC_CXX")
+    try:
+        os.environ["PCC_CXX"] = os.path.join(work, "no-such-compiler")
+        os.environ["PCC_CACHE_DIR"] += "-nocxx"
+        plan = os.path.join(work, "p.pcc")
+        r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", "4", "-o", plan])
+        if not suite.check("no compiler: pcc still writes the plan", r.returncode == 0, r.describe()):
+            return
+        with open(os.path.join(plan, "report.json")) as f:
+            doc = json.load(f)
+        suite.check("no compiler: the plan has no kernels and a note says why",
+                    doc["kernels"]["generated"] == 0 and doc["kernels"]["launches"] == 0
+                    and any("kernels not generated" in n and "no-such-compiler" in n for n in doc["notes"]),
+                    f"  kernels {doc['kernels']}, notes {doc['notes']}")
+        r = tools.run("pcc-run", [plan, "--check"])
+        suite.check("no compiler: the plan runs", r.returncode == 0, r.describe())
+    finally:
+        os.environ["PCC_CACHE_DIR"] = os.environ["PCC_CACHE_DIR"][:-len("-nocxx")]
+        if old is None:
+            os.environ.pop("PCC_CXX", None)
+        else:
+            os.environ["PCC_CXX"] = old
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("kernels", args)
@@ -132,6 +160,7 @@ def main():
     ptxas = ptxas_path() if target == "cuda" else None
     print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)
     suite.run_case("corrupt library", corrupt_library, suite, tools)
+    suite.run_case("no compiler", no_compiler, suite, tools)
     totals = {"launches": 0, "fallbacks": 0, "ptxas": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
     cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
