@@ -106,8 +106,10 @@ StatusOr<MemoryPlanStats> planMemory(plan::RankProgram* prog, const InPlacePredi
     for (int id : ins.outputs()) {
       if (id == -1 || !inArena[id] || def[id] != i || blockOf[id] >= 0) continue;
       int in = ins.inputs_size() > 0 ? ins.inputs(0) : -1;
-      bool inPlace = id == ins.outputs(0) && ins.kind() == plan::Instruction::KERNEL && inPlaceOk &&
-                     inPlaceOk(ins.op()) && in >= 0 && in != id && inArena[in] && last[in] == i &&
+      // A LAUNCH runs a generated elementwise kernel (docs/kernels.md), which may always run in place.
+      bool opInPlace = (ins.kind() == plan::Instruction::KERNEL && inPlaceOk && inPlaceOk(ins.op())) ||
+                       ins.kind() == plan::Instruction::LAUNCH;
+      bool inPlace = id == ins.outputs(0) && opInPlace && in >= 0 && in != id && inArena[in] && last[in] == i &&
                      blockOf[in] >= 0 && size[in] > 0 &&
                      sameBytes(fromDesc(prog->buffers(in).desc()), fromDesc(prog->buffers(id).desc())) &&
                      std::find(ins.outputs().begin(), ins.outputs().end(), in) == ins.outputs().end();

@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "codegen/kernel_build.h"
 #include "codegen/memory_plan.h"
 #include "codegen/region_emitter.h"
 #include "compiler/ir/regions.h"
@@ -44,12 +45,19 @@ int groupIndex(plan::Plan& p, const Mesh& mesh, int rank, MeshAxis axis) {
 // instructions (docs/runtime.md#fused-nodes): its body's parameters are the
 // node's input buffers, its results the node's output buffers, and its other
 // values buffers of their own named "NODE/VALUE", freed after their last use
-// in the body. Until fused kernels are generated, the runtime runs the body op
-// by op and the memory plan sees every buffer.
+// in the body. With a KernelTable, a Fused node that describeFused can
+// describe is one LAUNCH of its generated kernel instead (docs/kernels.md);
+// one it cannot is emitted as its body and recorded with the reason.
+// The shortest run of a fused body generated as a kernel. One: a lone Relu
+// after a Conv as a generated kernel took a hundredth of oneDNN's eltwise
+// primitive on the committed ResNet export (pcc-run --profile, docs/kernels.md).
+constexpr size_t kMinRunNodes = 1;
+
 class ProgramEmitter {
  public:
-  ProgramEmitter(int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights, plan::RankProgram* prog)
-      : rank_(rank), mesh_(mesh), plan_(plan), weights_(weights), prog_(prog) {}
+  ProgramEmitter(int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights, plan::RankProgram* prog,
+                 KernelTable* kernels)
+      : rank_(rank), mesh_(mesh), plan_(plan), weights_(weights), prog_(prog), kernels_(kernels) {}
 
   /// Emits `g` (the program's own graph, or a body when `ids` binds its
   /// parameters and results). \returns OK or an internal error.
@@ -80,7 +88,24 @@ class ProgramEmitter {
     std::set<const Value*> keep(g.outputs().begin(), g.outputs().end());
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node* n = nodes[i];
-      if (n->op() == OpKind::Fused) {
+      if (runOf_.count(n)) {
+        // A node of a generated run of a fused body: the run's first node launches it, the others emit nothing.
+        const Run& run = *runOf_.at(n);
+        if (run.nodes.front() == n) {
+          plan::Instruction* ins = prog_->add_instructions();
+          ins->set_kind(plan::Instruction::LAUNCH);
+          ins->set_op(std::string(opName(OpKind::Fused)));
+          ins->set_node(prefix + n->name());
+          ins->set_kernel(run.kernel);
+          for (const Node* m : run.nodes) {
+            plan::Computed* c = ins->add_computes();
+            c->set_node(prefix + m->name());
+            *c->mutable_desc() = toDesc(m->output(0)->type());
+          }
+          for (const Value* v : run.inputs) ins->add_inputs(bufferOf(v));
+          for (const Value* v : run.outputs) ins->add_outputs(bufferOf(v));
+        }
+      } else if (n->op() == OpKind::Fused) {
         RETURN_IF_ERROR(emitFused(*n, bufferOf, prefix));
       } else {
         plan::Instruction* ins = prog_->add_instructions();
@@ -107,7 +132,8 @@ class ProgramEmitter {
       for (Value* v : n->inputs()) {
         // A program's graph inputs are freed like temporaries (the executor
         // owns them); a body's parameters belong to the enclosing program.
-        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i) continue;
+        // Values inside a generated run have no buffer.
+        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i || !ids.count(v)) continue;
         if (!prefix.empty() && std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end()) continue;
         if (!freeIns) {
           freeIns = prog_->add_instructions();
@@ -127,6 +153,31 @@ class ProgramEmitter {
     const Graph& body = *n.body(0);
     if (body.inputs().size() != n.inputs().size() || body.outputs().size() != n.outputs().size())
       return internalError(n.describe(), ": body does not match the node's inputs and outputs");
+    std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+    if (kernels_) {
+      auto spec = describeFused(n);
+      if (spec.ok()) {
+        plan::Instruction* ins = prog_->add_instructions();
+        ins->set_kind(plan::Instruction::LAUNCH);
+        ins->set_op(std::string(n.opName()));
+        ins->set_node(prefix + name);
+        ins->set_kernel(kernels_->add(std::move(spec).value()));
+        for (const Node* m : body.nodes()) {
+          plan::Computed* c = ins->add_computes();
+          c->set_node(prefix + name + "/" + m->name());
+          *c->mutable_desc() = toDesc(m->output(0)->type());
+        }
+        for (Value* v : n.inputs()) ins->add_inputs(bufferOf(v));
+        for (Value* v : n.outputs()) ins->add_outputs(bufferOf(v));
+        return Status::OK();
+      }
+      // The whole group cannot be one kernel: its runs of generatable elementwise ops still can.
+      int runs = planRuns(body, prefix + name + "/");
+      kernels_->fallback(prefix + name, spec.status().message() +
+                                            (runs ? strCat("; its elementwise part runs as ", runs, " generated kernel",
+                                                           runs == 1 ? "" : "s")
+                                                  : std::string()));
+    }
     std::unordered_map<const Value*, int> inner;
     for (size_t k = 0; k < body.inputs().size(); ++k) {
       if (!n.input(k)) return internalError(n.describe(), ": absent input ", k);
@@ -138,8 +189,64 @@ class ProgramEmitter {
         return internalError(n.describe(), ": body result ", k, " is not computed by a body node exactly once");
       inner[r] = bufferOf(n.output(k));
     }
-    std::string name = n.name().empty() ? n.output(0)->name() : n.name();
-    return emitGraph(body, inner, prefix + name + "/");
+    Status st = emitGraph(body, inner, prefix + name + "/");
+    runOf_.clear();
+    runs_.clear();
+    return st;
+  }
+
+  /// A run of a fused body's nodes emitted as one generated kernel.
+  struct Run {
+    std::vector<const Node*> nodes;
+    std::vector<const Value*> inputs, outputs;
+    int kernel = -1;
+  };
+
+  /// Finds the maximal runs of consecutive body nodes that mayBeGenerated
+  /// (at least kMinRunNodes; consecutive, so every input of a run is defined
+  /// before its first node and the LAUNCH can stand there), describes each,
+  /// and adds those that describeGroup accepts to the kernel table and runOf_.
+  /// \returns the number of runs generated.
+  int planRuns(const Graph& body, const std::string& prefix) {
+    std::vector<Node*> nodes = body.nodes();
+    std::set<const Value*> results(body.outputs().begin(), body.outputs().end());
+    std::set<const Value*> params(body.inputs().begin(), body.inputs().end());
+    int made = 0;
+    for (size_t i = 0; i < nodes.size();) {
+      size_t j = i;
+      while (j < nodes.size() && mayBeGenerated(*nodes[j])) ++j;
+      if (j - i >= kMinRunNodes) {
+        auto run = std::make_unique<Run>();
+        std::set<const Node*> members(nodes.begin() + i, nodes.begin() + j);
+        std::set<const Value*> produced, seen;
+        for (size_t k = i; k < j; ++k) {
+          run->nodes.push_back(nodes[k]);
+          for (const Value* v : nodes[k]->inputs()) {
+            if (!v || produced.count(v) || seen.count(v)) continue;
+            // Scalar constants of the body become literals; everything else is an operand.
+            if (v->isConstant() && !params.count(v) && v->type().numel() == 1) continue;
+            seen.insert(v);
+            run->inputs.push_back(v);
+          }
+          produced.insert(nodes[k]->output(0));
+        }
+        for (size_t k = i; k < j; ++k) {
+          const Value* out = nodes[k]->output(0);
+          bool usedAfter = results.count(out) > 0;
+          for (const Node* u : out->uses()) usedAfter = usedAfter || !members.count(u);
+          if (usedAfter) run->outputs.push_back(out);
+        }
+        auto spec = describeGroup(run->nodes, run->inputs, run->outputs, prefix + nodes[i]->name());
+        if (spec.ok()) {
+          run->kernel = kernels_->add(std::move(spec).value());
+          for (const Node* m : run->nodes) runOf_[m] = run.get();
+          runs_.push_back(std::move(run));
+          ++made;
+        }
+      }
+      i = j == i ? i + 1 : j;
+    }
+    return made;
   }
 
   int rank_;
@@ -147,12 +254,16 @@ class ProgramEmitter {
   plan::Plan& plan_;
   WeightFileWriter& weights_;
   plan::RankProgram* prog_;
+  KernelTable* kernels_;
+  // The generated runs of the fused body being emitted.
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::unordered_map<const Node*, const Run*> runOf_;
 };
 
 Status emitProgram(const Graph& g, int rank, const Mesh& mesh, plan::Plan& plan, WeightFileWriter& weights,
-                   plan::RankProgram* prog) {
+                   plan::RankProgram* prog, KernelTable* kernels) {
   std::unordered_map<const Value*, int> ids;
-  return ProgramEmitter(rank, mesh, plan, weights, prog).emitGraph(g, ids, "");
+  return ProgramEmitter(rank, mesh, plan, weights, prog, kernels).emitGraph(g, ids, "");
 }
 
 void addBindings(const std::vector<IoBind>& binds, const std::unordered_map<const Value*, int>& ids,
@@ -181,7 +292,8 @@ std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::Rank
 }  // namespace
 
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
-                               const std::vector<RankGraph>& ranks, const std::string& modelPath) {
+                               const std::vector<RankGraph>& ranks, const std::string& modelPath,
+                               KernelTable* kernels) {
   EmittedPlan out;
   plan::Plan& p = out.plan;
   p.set_schema_version(kPlanSchemaVersion);
@@ -212,7 +324,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
     if (partition.microbatches > 1) prog->set_microbatches(partition.microbatches);
     for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
     prog->set_weight_file(file);
-    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog).withContext(strCat("rank ", rg.rank)));
+    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog, kernels).withContext(strCat("rank ", rg.rank)));
     auto ids = idsByName(*rg.graph, *prog);
     addBindings(rg.inputs, ids, prog->mutable_inputs());
     addBindings(rg.outputs, ids, prog->mutable_outputs());
@@ -225,7 +337,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   plan::RankProgram* ref = p.mutable_reference();
   ref->set_rank(0);
   ref->set_weight_file("reference.bin");
-  RETURN_IF_ERROR(emitProgram(reference, 0, Mesh{}, p, *refWriter, ref).withContext("reference program"));
+  RETURN_IF_ERROR(emitProgram(reference, 0, Mesh{}, p, *refWriter, ref, nullptr).withContext("reference program"));
   auto ids = idsByName(reference, *ref);
   std::vector<IoBind> ins, outs;
   for (size_t k = 0; k < reference.inputs().size(); ++k) ins.push_back({k, reference.inputs()[k], -1, 0, 0});
@@ -243,7 +355,7 @@ Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p, const Writ
   // Every plan pcc writes must read back: a plan the reader would refuse is a
   // compiler bug, reported before anything is written.
   if (Status st = validatePlan(p.plan); !st.ok()) return internalError("the emitted plan is invalid: ", st.message());
-  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan), progress);
+  return writePlanBundle(dir, p.plan, files, planReportJson(p.plan), progress, p.files);
 }
 
 }  // namespace pcc

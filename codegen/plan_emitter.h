@@ -17,19 +17,28 @@ namespace pcc {
 // declared only, so that code generation does not include the partitioner.
 struct Partition;
 struct RankGraph;
+class KernelTable;
 
 /// A plan in memory with the weight files it still has to write.
 struct EmittedPlan {
   plan::Plan plan;
   /// Weight file name (relative to the bundle) -> writer; owned here.
   std::map<std::string, std::unique_ptr<WeightFileWriter>> weights;
+  /// Other files of the bundle (name relative to it -> bytes): the generated
+  /// kernels under kernels/ (codegen/kernel_build.h).
+  std::map<std::string, std::string> files;
 };
 
 /// Builds the plan for `ranks` (lowered from `partitioned`) and the reference
-/// program from `reference` (the unpartitioned, unoptimized graph).
+/// program from `reference` (the unpartitioned, unoptimized graph). With
+/// `kernels`, each Fused node of the rank programs that describeFused accepts
+/// becomes a LAUNCH of its entry in `kernels` (buildKernels then fills the
+/// plan's kernel table); the others stay their bodies and are recorded as
+/// fallbacks. The reference program never launches generated kernels.
 /// \returns the plan, or an internal error when a node cannot be expressed.
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
-                               const std::vector<RankGraph>& ranks, const std::string& modelPath);
+                               const std::vector<RankGraph>& ranks, const std::string& modelPath,
+                               KernelTable* kernels = nullptr);
 
 /// Writes `p` as a bundle directory `dir` (weight files, streamed from their
 /// sources; plan.pb with their checksums; report.json). `progress` (optional)

@@ -12,6 +12,7 @@
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
+#include "codegen/kernel_build.h"
 #include "compiler/onnx/importer.h"
 #include "passes/fuse.h"
 #include "passes/pass_manager.h"
@@ -330,7 +331,28 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   int64_t opsBefore = countKernels(*c.reference);
   say(strCat("fusion: ", opsBefore, " kernels before, ", kernelsAfter, " after", opts.fuse ? "" : " (--no-fuse)"));
 
-  ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath));
+  KernelTable kernels;
+  ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath,
+                                    opts.generateKernels ? &kernels : nullptr));
+  if (opts.generateKernels) {
+    // Generated kernels (docs/kernels.md): one shared object per plan, and CUDA images for --target cuda.
+    Stopwatch kt;
+    KernelOptions ko;
+    ko.target = opts.target;
+    ko.arches = opts.arches;
+    Status built = buildKernels(kernels, ko, c.plan.plan, &c.plan.files);
+    if (built.code() == StatusCode::kEnvironment) {
+      // No C++ compiler on this machine: the plan runs every fused group op by op, and says why.
+      std::string note = strCat("kernels not generated: ", built.message());
+      say(note);
+      ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, nullptr));
+      c.plan.plan.add_notes(note);
+    } else {
+      RETURN_IF_ERROR(built);
+      say(strCat("kernels: ", kernels.specs().size(), " generated for ", opts.target, ", ",
+                 kernels.fallbacks().size(), " fused group(s) not generated whole, in ", kt.seconds(), " s"));
+    }
+  }
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   *c.plan.plan.mutable_batch() = batch;
   recordPlannedMemory(&c.plan.plan);  // the chosen mesh's memory, from its planned arenas

@@ -2,15 +2,20 @@
 //
 // Algorithm:
 //  1. Walk each rank's graph in the order the plan emitter emits it
-//     (codegen/plan_emitter.cpp): a Fused node stands for its body's nodes in
-//     order, every other node for one instruction.
+//     (codegen/plan_emitter.cpp): a Fused node stands for one LAUNCH of its
+//     generated kernel, or else for its body's nodes in order, where a LAUNCH
+//     stands for the maximal run of generatable nodes (mayBeGenerated) it
+//     starts; every other node for one instruction.
 //  2. Walk the rank program's instructions alongside, skipping FREE ones;
 //     each must run the op of the node it meets, else the two walks disagree
 //     (an internal error, never a silently shifted estimate).
-//  3. Each instruction gets what the search charges its node
-//     (rankNodeSeconds: CostModel::nodeTime of a kernel or region, the time
-//     of a collective over its mesh group or of a send over its link).
+//  3. A kernel or region instruction gets CostModel::nodeTime of its node (a
+//     LAUNCH the sum over its group's nodes, an upper bound); any other
+//     instruction what the search charges its node (rankNodeSeconds: a
+//     collective over its mesh group, a send over its link).
 #include "compiler/instruction_costs.h"
+
+#include "codegen/kernel_desc.h"
 
 #include <optional>
 
@@ -26,13 +31,31 @@ class Annotator {
       : rank_(rank), mesh_(mesh), cm_(cm), prog_(prog) {}
 
   Status walk(const Graph& g) {
-    for (const Node* n : g.nodes()) {
+    std::vector<Node*> nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node* n = nodes[i];
+      while (next_ < prog_.instructions_size() && prog_.instructions(next_).kind() == plan::Instruction::FREE)
+        ++next_;
+      bool launch = next_ < prog_.instructions_size() && prog_.instructions(next_).kind() == plan::Instruction::LAUNCH;
       if (n->op() == OpKind::Fused) {
+        // One LAUNCH for the whole node, unless the LAUNCH is that of a run of its body.
+        if (launch && describeFused(*n).ok()) {
+          double t = 0;
+          for (const Node* m : n->body(0)->nodes()) t += cm_.nodeTime(*m);
+          prog_.mutable_instructions(next_++)->set_estimated_seconds(t);
+          continue;
+        }
         RETURN_IF_ERROR(walk(*n->body(0)));
         continue;
       }
-      while (next_ < prog_.instructions_size() && prog_.instructions(next_).kind() == plan::Instruction::FREE)
-        ++next_;
+      if (launch && n->op() != OpKind::Fused && mayBeGenerated(*n)) {
+        // A run of a fused body (codegen/plan_emitter.cpp): the maximal run of generatable nodes from here.
+        double t = 0;
+        for (; i < nodes.size() && mayBeGenerated(*nodes[i]); ++i) t += cm_.nodeTime(*nodes[i]);
+        --i;
+        prog_.mutable_instructions(next_++)->set_estimated_seconds(t);
+        continue;
+      }
       if (next_ >= prog_.instructions_size())
         return internalError("rank ", rank_, ": node ", n->describe(), " has no instruction");
       plan::Instruction& ins = *prog_.mutable_instructions(next_++);

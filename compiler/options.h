@@ -73,6 +73,13 @@ struct CompileOptions {
   /// written (LowerOptions::eagerSliceElements). Tests set 0 to stream every
   /// piece; no flag sets it.
   int64_t eagerSliceElements = 65536;
+  /// Generate a kernel for each fused group of elementwise ops (docs/kernels.md);
+  /// --no-kernels keeps every group on the reference kernels.
+  bool generateKernels = true;
+  /// --target: "cpu" (the CPU shared object) or "cuda" (also PTX and cubin
+  /// for `arches`, --arch); plans of either run on CPU ranks.
+  std::string target = "cpu";
+  std::vector<std::string> arches = {"sm_80", "sm_90"};
 };
 
 /// Parses a --strategy value: "auto", "tp=4", "dp=2,tp=2,pp=1".

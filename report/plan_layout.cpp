@@ -243,28 +243,36 @@ PlanLayout planLayout(const plan::Plan& p) {
     matched[ri].assign(prog.instructions_size(), -1);
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);
-      if (ins.kind() != plan::Instruction::KERNEL) continue;
-      // An op of a fused group's body is emitted as "<group>/fused/<node>"
-      // (codegen/plan_emitter.cpp): it stands for <node>.
-      std::string name = ins.node();
-      size_t fused = name.rfind("/fused/");
-      if (!ref.kernelsByName.count(name) && fused != std::string::npos) name = name.substr(fused + 7);
-      // A rewrite names the node that replaces a pattern "<root>/<Op>" after
-      // the pattern's root, whose value it computes.
-      bool rewritten = false;
-      size_t slash = name.rfind('/');
-      if (!ref.kernelsByName.count(name) && slash != std::string::npos && slash > 0 &&
-          ref.kernelsByName.count(name.substr(0, slash))) {
-        name = name.substr(0, slash);
-        rewritten = true;
+      if (ins.kind() != plan::Instruction::KERNEL && ins.kind() != plan::Instruction::LAUNCH) continue;
+      auto match = [&](std::string name, const std::string& op, std::vector<int64_t> shape) {
+        // An op of a fused group's body is emitted as "<group>/fused/<node>"
+        // (codegen/plan_emitter.cpp): it stands for <node>.
+        size_t fused = name.rfind("/fused/");
+        if (!ref.kernelsByName.count(name) && fused != std::string::npos) name = name.substr(fused + 7);
+        // A rewrite names the node that replaces a pattern "<root>/<Op>" after
+        // the pattern's root, whose value it computes.
+        bool rewritten = false;
+        size_t slash = name.rfind('/');
+        if (!ref.kernelsByName.count(name) && slash != std::string::npos && slash > 0 &&
+            ref.kernelsByName.count(name.substr(0, slash))) {
+          name = name.substr(0, slash);
+          rewritten = true;
+        }
+        auto it = ref.kernelsByName.find(name);
+        size_t occurrence = seen[name]++;
+        if (it == ref.kernelsByName.end() || occurrence >= it->second.size()) return;
+        int k = it->second[occurrence];
+        if (matched[ri][i] < 0) matched[ri][i] = k;  // a LAUNCH stands for its first node
+        if (rewritten && out.kernels[k].fusedAs.empty()) out.kernels[k].fusedAs = op;
+        shapes[k].emplace(prog.rank(), std::move(shape));
+      };
+      if (ins.kind() == plan::Instruction::LAUNCH) {
+        // A generated kernel computes several source nodes (Instruction.computes).
+        for (const plan::Computed& c : ins.computes())
+          match(c.node(), ins.op(), std::vector<int64_t>(c.desc().shape().begin(), c.desc().shape().end()));
+        continue;
       }
-      auto it = ref.kernelsByName.find(name);
-      size_t occurrence = seen[name]++;
-      if (it == ref.kernelsByName.end() || occurrence >= it->second.size()) continue;
-      int k = it->second[occurrence];
-      matched[ri][i] = k;
-      if (rewritten && out.kernels[k].fusedAs.empty()) out.kernels[k].fusedAs = ins.op();
-      shapes[k].emplace(prog.rank(), ins.outputs_size() > 0 ? shapeOf(prog, ins.outputs(0)) : std::vector<int64_t>{});
+      match(ins.node(), ins.op(), ins.outputs_size() > 0 ? shapeOf(prog, ins.outputs(0)) : std::vector<int64_t>{});
     }
   }
 
@@ -283,7 +291,7 @@ PlanLayout planLayout(const plan::Plan& p) {
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);
       if (ins.kind() == plan::Instruction::FREE) continue;
-      bool collective = ins.kind() != plan::Instruction::KERNEL;
+      bool collective = ins.kind() != plan::Instruction::KERNEL && ins.kind() != plan::Instruction::LAUNCH;
       if (collective) {
         CollectiveSite s;
         s.kind = kindName(ins.kind());
@@ -309,7 +317,8 @@ PlanLayout planLayout(const plan::Plan& p) {
           const plan::Instruction& next = prog.instructions(j);
           if (next.kind() == plan::Instruction::FREE) continue;
           bool reads = std::find(next.inputs().begin(), next.inputs().end(), result) != next.inputs().end();
-          if (reads && next.kind() == plan::Instruction::KERNEL && matched[ri][j] >= 0) readers.insert(matched[ri][j]);
+          bool kernel = next.kind() == plan::Instruction::KERNEL || next.kind() == plan::Instruction::LAUNCH;
+          if (reads && kernel && matched[ri][j] >= 0) readers.insert(matched[ri][j]);
           if (std::find(next.outputs().begin(), next.outputs().end(), result) != next.outputs().end()) break;
         }
         s.consumers.assign(readers.begin(), readers.end());

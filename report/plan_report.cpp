@@ -65,6 +65,9 @@ RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::Repeate
       case plan::Instruction::REGION:  // If, Loop, Scan: counted as one op; their bodies' work is not known statically
         ++s.opCounts[ins.op()];
         break;
+      case plan::Instruction::LAUNCH:  // a generated kernel: one op, elementwise (its flops are not counted)
+        ++s.opCounts[ins.op()];
+        break;
       default: {
         std::string name = plan::Instruction::Kind_Name(ins.kind());
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
@@ -249,6 +252,21 @@ Json fusionJson(const plan::Plan& p) {
               {"patterns", std::move(patterns)}};
 }
 
+/// The generated kernels (docs/kernels.md): target, count, and the fused
+/// groups left on the reference kernels with the reason.
+Json kernelsJson(const plan::Plan& p) {
+  Json fallbacks = Json::array();
+  for (const plan::KernelFallback& f : p.kernel_fallbacks())
+    fallbacks.push_back(Json{{"node", f.node()}, {"reason", f.reason()}});
+  int64_t launches = 0;
+  for (const plan::RankProgram& r : p.ranks())
+    for (const plan::Instruction& ins : r.instructions()) launches += ins.kind() == plan::Instruction::LAUNCH;
+  return Json{{"target", p.kernel_target()},
+              {"generated", p.kernels_size()},
+              {"launches", launches},
+              {"fallbacks", std::move(fallbacks)}};
+}
+
 }  // namespace
 
 std::string planReportJson(const plan::Plan& p) {
@@ -263,6 +281,7 @@ std::string planReportJson(const plan::Plan& p) {
            {"tensor_parallel",
             std::vector<std::string>(p.tensor_parallel().begin(), p.tensor_parallel().end())},
            {"fusion", fusionJson(p)},
+           {"kernels", kernelsJson(p)},
            {"ranks", Json()},
            {"collectives", Json::array()},
            {"reference", rankJson(s.reference)}};
@@ -337,7 +356,17 @@ std::string planReportText(const plan::Plan& p) {
   o << "fusion:  " << p.fusion().ops_before() << " kernels before, " << p.fusion().kernels_after() << " after;";
   Json fusion = fusionJson(p);
   for (const auto& e : fusion["patterns"].items()) o << " " << e.key() << " " << e.value().get<int64_t>();
-  o << "\n\n";
+  o << "\n";
+  if (!p.kernel_target().empty()) {
+    o << "kernels: " << p.kernels_size() << " generated (" << p.kernel_target() << "), "
+      << p.kernel_fallbacks_size() << " fused group" << (p.kernel_fallbacks_size() == 1 ? "" : "s")
+      << " not generated whole\n";
+    for (int i = 0; i < p.kernel_fallbacks_size() && i < kShown; ++i)
+      o << "  not generated: " << p.kernel_fallbacks(i).node() << ": " << p.kernel_fallbacks(i).reason() << "\n";
+    if (p.kernel_fallbacks_size() > kShown)
+      o << "  ... and " << p.kernel_fallbacks_size() - kShown << " more (--format json lists every one)\n";
+  }
+  o << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-6s %-11s %8s %12s %12s %12s %12s %12s  %s\n", "rank", "(pp,dp,tp)", "kernels",
                 "GFLOP", "weights", "peak act.", "arena", "naive sum", "communication");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/communicator.h"
+#include "runtime/kernel_library.h"
 #include "runtime/ops/registry.h"
 #include "runtime/support/attribute.h"
 #include "runtime/support/status.h"
@@ -57,6 +58,10 @@ struct KernelDesc {
   /// the backend follows the plan and keeps no list of its own.
   bool inPlace = false;
   std::string where;                       ///< "rank R: node 'N' (Op)", for messages
+  /// A LAUNCH instruction: the generated kernel's CPU entry (runtime/
+  /// kernel_library.h) and name; null for a KERNEL instruction.
+  CpuKernelEntry cpuEntry = nullptr;
+  std::string kernelName;
 };
 
 /// A kernel instruction prepared for one backend.

@@ -57,6 +57,34 @@ class CpuKernel : public DeviceKernel {
   OpKernel k_;
 };
 
+/// A LAUNCH instruction: the generated kernel of the plan's CPU library.
+class GeneratedKernel : public DeviceKernel {
+ public:
+  GeneratedKernel(CpuKernelEntry entry, std::string where) : entry_(entry), where_(std::move(where)) {}
+  Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
+    in_.clear();
+    out_.clear();
+    for (const Tensor* t : inputs) {
+      if (!t) return internalError(where_, ": a generated kernel has no absent inputs");
+      in_.push_back(t->raw());
+    }
+    for (const Tensor& t : outputs) {
+      if (t.dtype() == DType::kUndefined) return internalError(where_, ": a generated kernel writes every output");
+      Tensor o = t;
+      out_.push_back(o.mutableData());
+    }
+    entry_(in_.data(), out_.data());
+    return Status::OK();
+  }
+  std::string_view provider() const override { return "generated"; }
+
+ private:
+  CpuKernelEntry entry_;
+  std::string where_;
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+};
+
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : options_(o) { registered_ = cpu::registerOneDnnKernels(); }
@@ -95,6 +123,10 @@ class CpuBackend : public Backend {
 
   StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) override {
     RETURN_IF_ERROR(registered_);
+    if (k.cpuEntry) {
+      // validatePlan checked the operands' types against the kernel table.
+      return std::unique_ptr<DeviceKernel>(new GeneratedKernel(k.cpuEntry, k.where));
+    }
     std::optional<OpKind> op = opFromName(k.op);
     if (!op) return unsupported(k.where, ": op '", k.op, "' has no CPU kernel");
     const KernelEntry* reference = referenceKernel(*op);

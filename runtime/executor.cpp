@@ -21,6 +21,7 @@ const char* kindName(plan::Instruction::Kind k) {
     case plan::Instruction::RECV: return "RECV";
     case plan::Instruction::FREE: return "FREE";
     case plan::Instruction::REGION: return "REGION";
+    case plan::Instruction::LAUNCH: return "LAUNCH";
     default: return "UNKNOWN";
   }
 }
@@ -147,9 +148,10 @@ Status Executor::prepare(bool verifyChecksums) {
       case plan::Instruction::RECV: needOut = 1; break;
       case plan::Instruction::FREE: break;
       case plan::Instruction::REGION: break;
+      case plan::Instruction::LAUNCH: break;
       default: return invalidInput(ctx, ": unknown instruction kind ", static_cast<int>(ins.kind()));
     }
-    if (!kernel && ins.kind() != plan::Instruction::FREE &&
+    if (!kernel && ins.kind() != plan::Instruction::FREE && ins.kind() != plan::Instruction::LAUNCH &&
         (s.in.size() != needIn || s.out.size() != needOut))
       return invalidInput(ctx, ": takes ", needIn, " input(s) and ", needOut,
                           " output(s), the plan gives ", s.in.size(), " and ", s.out.size());
@@ -164,9 +166,16 @@ Status Executor::prepare(bool verifyChecksums) {
   // Kernels are prepared once the steps no longer move (they keep &attrs).
   RETURN_IF_ERROR(prepareRegions(verifyChecksums));
   for (Step& s : steps_) {
-    if (s.ins->kind() != plan::Instruction::KERNEL) continue;
+    if (s.ins->kind() != plan::Instruction::KERNEL && s.ins->kind() != plan::Instruction::LAUNCH) continue;
     KernelDesc k;
     k.op = s.ins->op();
+    if (s.ins->kind() == plan::Instruction::LAUNCH) {  // a generated kernel (docs/kernels.md)
+      if (!plan_.kernels) return invalidInput(where(s), ": the plan's generated kernels are not loaded");
+      auto entry = plan_.kernels->cpuEntry(s.ins->kernel());
+      if (!entry.ok()) return entry.status().withContext(where(s));
+      k.cpuEntry = *entry;
+      k.kernelName = plan_.plan.kernels(s.ins->kernel()).name();
+    }
     k.attrs = &s.attrs;
     k.where = where(s);
     for (int slot : s.in) {
@@ -259,7 +268,8 @@ Status Executor::checkMemoryPlan(const std::string& rankName) const {
         auto [ilo, ihi] = range(is->second);
         if (olo >= ihi || ilo >= ohi) continue;
         // Input 0 may also appear at other positions (Add(a, a) over a).
-        bool declared = o == 0 && ins.inputs(i) == ins.inputs(0) && ins.kind() == plan::Instruction::KERNEL &&
+        bool declared = o == 0 && ins.inputs(i) == ins.inputs(0) &&
+                        (ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::LAUNCH) &&
                         buffers_[os->second]->in_place_of() == ins.inputs(0) && olo == ilo &&
                         types_[os->second].dtype == types_[is->second].dtype && ohi - olo == ihi - ilo;
         if (!declared)
@@ -283,7 +293,8 @@ std::string Executor::where(const Step& s) const {
   } else {
     r += strCat("instruction #", s.index);
   }
-  bool named = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;
+  bool named = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION ||
+               ins.kind() == plan::Instruction::LAUNCH;
   return r + strCat(" (", named ? ins.op() : kindName(ins.kind()), ")");
 }
 
@@ -443,7 +454,8 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
   };
 
   switch (ins.kind()) {
-    case plan::Instruction::KERNEL: {
+    case plan::Instruction::KERNEL:
+    case plan::Instruction::LAUNCH: {
       ASSIGN_OR_RETURN(Operands ops, operands());
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status st = s.kernel->run(ops.args, ops.outs);

@@ -92,6 +92,7 @@ const char* instructionKindName(plan::Instruction::Kind k) {
     case plan::Instruction::RECV: return "recv";
     case plan::Instruction::FREE: return "free";
     case plan::Instruction::REGION: return "region";
+    case plan::Instruction::LAUNCH: return "launch";
     default: return "unknown";
   }
 }

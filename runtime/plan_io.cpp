@@ -229,9 +229,19 @@ void fillWeightCrcs(plan::RankProgram& prog, const std::map<std::string, WeightF
 // first, so that plan.pb records the checksums computed while writing them.
 Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, plan::Plan& plan,
                         const std::map<std::string, WeightFileWriter*>& weightFiles,
-                        const std::string& reportJson, const WriteProgress& progress) {
+                        const std::string& reportJson, const WriteProgress& progress,
+                        const std::map<std::string, std::string>& otherFiles) {
   auto shown = [&](const std::string& name) { return joinPath(shownDir, name); };
   ASSIGN_OR_RETURN(auto crcs, writeWeightFiles(dir, shownDir, weightFiles, progress));
+  for (const auto& [name, data] : otherFiles) {  // generated kernels, under kernels/
+    if (name.rfind("kernels/", 0) != 0 || name.find("..") != std::string::npos || name.size() <= 8 ||
+        name.find('/', 8) != std::string::npos)
+      return internalError(shown(name), ": a bundle holds other files under kernels/ only");
+    std::error_code ec;
+    fs::create_directories(dir / "kernels", ec);
+    if (ec) return invalidInput(shown("kernels"), ": cannot create directory: ", ec.message());
+    if (Status st = writeBytes((dir / name).string(), data); !st.ok()) return invalidInput(shown(name), ": write failed");
+  }
   for (plan::RankProgram& prog : *plan.mutable_ranks()) fillWeightCrcs(prog, weightFiles, crcs);
   if (plan.has_reference()) fillWeightCrcs(*plan.mutable_reference(), weightFiles, crcs);
   std::string bytes;
@@ -386,7 +396,8 @@ Status checkBundleTarget(const std::string& dir) { return bundleTarget(dir).stat
 
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
-                       const std::string& reportJson, const WriteProgress& progress) {
+                       const std::string& reportJson, const WriteProgress& progress,
+                       const std::map<std::string, std::string>& otherFiles) {
   ASSIGN_OR_RETURN(fs::path target, bundleTarget(dir));
   if (plan.schema_version() != 0 && plan.schema_version() != kPlanSchemaVersion)
     return internalError(dir, ": refusing to write plan schema version ", plan.schema_version(),
@@ -409,7 +420,7 @@ Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
     fs::remove_all(tmp, ec);
     return st;
   };
-  if (Status st = writeBundleFiles(tmp, dir, stamped, weightFiles, reportJson, progress); !st.ok())
+  if (Status st = writeBundleFiles(tmp, dir, stamped, weightFiles, reportJson, progress, otherFiles); !st.ok())
     return abandon(st);
   ::chmod(tmp.c_str(), 0755);  // mkdtemp made it 0700; a bundle is an ordinary directory (best effort)
 
@@ -562,6 +573,25 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
       case K::REGION:
         RETURN_IF_ERROR(checkRegion(ins, prog, ctx, 1));
         continue;
+      case K::LAUNCH: {
+        if (reference) return invalidInput(ctx, ": the reference program has a LAUNCH");
+        if (ins.kernel() < 0 || ins.kernel() >= plan.kernels_size())
+          return invalidInput(ctx, ": LAUNCH of kernel ", ins.kernel(), ", the plan has ", plan.kernels_size());
+        const plan::Kernel& k = plan.kernels(ins.kernel());
+        if (ins.inputs_size() != k.inputs_size() || ins.outputs_size() != k.outputs_size())
+          return invalidInput(ctx, ": kernel '", k.name(), "' takes ", k.inputs_size(), " input(s) and ",
+                              k.outputs_size(), " output(s), the plan gives ", ins.inputs_size(), " and ",
+                              ins.outputs_size());
+        for (int j = 0; j < ins.inputs_size(); ++j)
+          if (!sameDesc(byId.at(ins.inputs(j))->desc(), k.inputs(j)))
+            return invalidInput(ctx, ": input ", j, " (buffer ", ins.inputs(j), ") is not of the type kernel '",
+                                k.name(), "' was generated for");
+        for (int j = 0; j < ins.outputs_size(); ++j)
+          if (!sameDesc(byId.at(ins.outputs(j))->desc(), k.outputs(j)))
+            return invalidInput(ctx, ": output ", j, " (buffer ", ins.outputs(j), ") is not of the type kernel '",
+                                k.name(), "' was generated for");
+        continue;
+      }
       case K::ALL_REDUCE: case K::ALL_GATHER: case K::REDUCE_SCATTER: needIn = needOut = 1; break;
       case K::SEND: needIn = 1; break;
       case K::RECV: needOut = 1; break;
@@ -652,6 +682,23 @@ static Status checkCollectivesMatch(const plan::Plan& plan) {
 }
 
 Status validatePlan(const plan::Plan& plan) {
+  if (plan.kernels_size() > 0) {
+    const std::string& lib = plan.cpu_library().file();
+    if (lib.rfind("kernels/", 0) != 0 || lib.find("..") != std::string::npos)
+      return invalidInput("the kernel table has no CPU library under kernels/ ('", lib, "')");
+    for (int i = 0; i < plan.kernels_size(); ++i) {
+      const plan::Kernel& k = plan.kernels(i);
+      std::string ctx = strCat("kernel ", i, " '", k.name(), "'");
+      if (k.name().empty() || k.name().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        return invalidInput(ctx, ": not a kernel symbol");
+      for (const plan::TensorDesc& d : k.inputs()) RETURN_IF_ERROR(checkDesc(d, ctx));
+      for (const plan::TensorDesc& d : k.outputs()) RETURN_IF_ERROR(checkDesc(d, ctx));
+      for (const plan::CudaImage& c : k.cuda())
+        for (const std::string& f : {c.ptx_file(), c.cubin_file()})
+          if (f.rfind("kernels/", 0) != 0 || f.find("..") != std::string::npos)
+            return invalidInput(ctx, ": CUDA image '", f, "' is not under kernels/");
+    }
+  }
   for (int k = 0; k < plan.inputs_size(); ++k)
     RETURN_IF_ERROR(checkDesc(plan.inputs(k).desc(), strCat("input ", k, " '", plan.inputs(k).name(), "'")));
   for (int k = 0; k < plan.outputs_size(); ++k)
@@ -812,7 +859,8 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
                         lp.plan.schema_version() == 1   ? "memory plan"
                         : lp.plan.schema_version() == 2 ? "checksum of plan.pb"
                         : lp.plan.schema_version() == 3 ? "REGION instruction for If, Loop and Scan"
-                                                        : "micro-batch count of pipeline stages",
+                        : lp.plan.schema_version() == 4 ? "micro-batch count of pipeline stages"
+                                                        : "LAUNCH instruction for generated kernels",
                         "); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),
@@ -842,6 +890,9 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
   for (const plan::RankProgram& prog : lp.plan.ranks())
     RETURN_IF_ERROR(openFile(prog, strCat("rank ", prog.rank())));
   if (lp.plan.has_reference()) RETURN_IF_ERROR(openFile(lp.plan.reference(), "the reference program"));
+  if (lp.plan.kernels_size() > 0) {
+    ASSIGN_OR_RETURN(lp.kernels, KernelLibrary::read(dir, lp.plan));
+  }
   return lp;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kernel_library.h"
 #include "runtime/plan.pb.h"
 #include "runtime/support/mapped_file.h"
 #include "runtime/support/status.h"
@@ -23,8 +24,9 @@ namespace pcc {
 /// Version 3 added the checksum of plan.pb (Plan.plan_crc32); version 4 the
 /// REGION instruction and its bodies (If, Loop, Scan run at run time);
 /// version 5 pipeline stages: programs run once per micro-batch
-/// (RankProgram.microbatches, IoBinding.per_microbatch).
-constexpr uint32_t kPlanSchemaVersion = 5;
+/// (RankProgram.microbatches, IoBinding.per_microbatch);
+/// version 6 the LAUNCH instruction and the table of generated kernels.
+constexpr uint32_t kPlanSchemaVersion = 6;
 
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;
@@ -86,13 +88,16 @@ uint32_t crc32Of(const void* data, size_t n);
 /// bundle (or empty): it is moved aside, the new one moved in, the old one
 /// removed, so a process running the old plan keeps its mapped files and a
 /// failed write leaves the old plan whole. Parents are created. A plan with
-/// schema_version 0 is stamped kPlanSchemaVersion.
+/// schema_version 0 is stamped kPlanSchemaVersion. `otherFiles` (name
+/// relative to `dir`, under kernels/ -> bytes) are written as they are: the
+/// generated kernels, whose checksums the plan already holds.
 /// \returns ok, or an invalid-input error for an empty path, `/`, a path that
 /// exists and is not a bundle, a name that is not valid UTF-8, or a file that
 /// could not be written.
 Status writePlanBundle(const std::string& dir, const plan::Plan& plan,
                        const std::map<std::string, WeightFileWriter*>& weightFiles,
-                       const std::string& reportJson, const WriteProgress& progress = {});
+                       const std::string& reportJson, const WriteProgress& progress = {},
+                       const std::map<std::string, std::string>& otherFiles = {});
 
 /// \returns ok when writePlanBundle may write `dir` (new, empty, or an existing
 /// bundle it may replace), or the invalid-input error it would return; lets a
@@ -105,6 +110,9 @@ struct LoadedPlan {
   std::string dir;
   /// Weight file name (relative to dir, as in RankProgram.weight_file) -> mapping.
   std::map<std::string, std::shared_ptr<MappedFile>> files;
+  /// The generated CPU kernels (kernels/cpu.so, checked, loaded on first
+  /// use); null when the plan has no kernel table.
+  std::shared_ptr<KernelLibrary> kernels;
 };
 
 /// Reads DIR/plan.pb, checks its checksum, validates it (validatePlan) and maps

@@ -2,7 +2,7 @@
 """CPU speed of pcc-run against onnxruntime on the same models, inputs and threads.
 
     build/venv/bin/python tools/bench_cpu.py [--bin build] [--threads N] [--iters N]
-        [--warmup N] [--gpus 1] [--reference] [--no-fuse] [--full] [MODEL.onnx ...]
+        [--warmup N] [--gpus 1] [--reference] [--no-fuse] [--no-kernels-too] [--full] [MODEL.onnx ...]
 
 For each model: compiles it with pcc (--gpus, --batch from its test data), runs
 the plan with `pcc-run --iters --warmup --threads` and takes the slowest rank's
@@ -12,6 +12,9 @@ model, batch, pcc ms, onnxruntime ms and the ratio pcc / onnxruntime.
 --threads N is what each pcc rank gets, so at --gpus G pcc uses G*N threads;
 compare at --gpus 1 for the same total. --reference adds the time of the same
 plan on pcc's reference kernels (pcc-run --reference-kernels).
+--no-kernels-too adds the time and ratio of the same model compiled with
+`pcc --no-kernels` (fused groups op by op instead of generated kernels), in
+the same run, for a before/after comparison (docs/kernels.md).
 
 Inputs: a model's sibling folder NAME/ with input_K.pb files (what
 models/export.py writes) when there is one, else seeded random inputs at
@@ -90,6 +93,8 @@ def main():
     p.add_argument("--batch", type=int, default=4, help="for models without test data")
     p.add_argument("--reference", action="store_true", help="also time pcc's reference kernels")
     p.add_argument("--no-fuse", action="store_true", help="compile with pcc --no-fuse (no recognize, no fuse)")
+    p.add_argument("--no-kernels-too", action="store_true",
+                   help="also time the model compiled with pcc --no-kernels")
     p.add_argument("--full", action="store_true", help="add the full-size exports of --cache")
     p.add_argument("--cache", default=os.path.join(ROOT, "build", "parity-cache"))
     args = p.parse_args()
@@ -101,6 +106,8 @@ def main():
     head = "| model | batch | pcc ms | onnxruntime ms | pcc / onnxruntime |"
     if args.reference:
         head += " pcc reference kernels ms |"
+    if args.no_kernels_too:
+        head += " pcc --no-kernels ms | --no-kernels / onnxruntime |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for m in models:
@@ -129,6 +136,13 @@ def main():
             if args.reference:
                 t_ref = pcc_time(tools, plan, data, args, ["--reference-kernels"])
                 cells.append(t_ref if isinstance(t_ref, str) else f"{t_ref * 1e3:.1f}")
+            if args.no_kernels_too:
+                plain = os.path.join(work, "plain.pcc")
+                r = tools.run("pcc", [m, "--batch", batch, "--gpus", args.gpus, "-o", plain, "--quiet", "--no-kernels"]
+                              + (["--no-fuse"] if args.no_fuse else []), timeout=3600)
+                t_plain = pcc_time(tools, plain, data, args) if r.returncode == 0 else "compile failed"
+                cells += ([t_plain, "-"] if isinstance(t_plain, str)
+                          else [f"{t_plain * 1e3:.1f}", f"{t_plain / t_ort:.2f}"])
             print("| " + " | ".join(cells) + " |", flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -24,7 +24,7 @@ pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.
 const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 // Options of the design that are not implemented yet: refused, not ignored.
-const char* const kNotYet[] = {"--target", "--precision"};
+const char* const kNotYet[] = {"--precision"};
 
 int fail(const Status& s) {
   std::cerr << "pcc: error: " << s.message() << "\n";
@@ -199,6 +199,29 @@ int toolMain(int argc, char** argv) {
          "print the IR after pass PASS to stderr")
       ->type_name("PASS");
   app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes: every op\nstays a kernel");
+  cli::addChoice(app, "--target", opts.target, {"cpu", "cuda"},
+                 "kernels to generate: cpu (default: a shared object for\n"
+                 "CPU ranks) or cuda (also PTX and cubin per --arch;\n"
+                 "the plan still runs on CPU ranks)");
+  app.add_option_function<std::string>(
+         "--arch",
+         [&](const std::string& v) {
+           opts.arches.clear();
+           std::string rest = v;
+           while (!rest.empty()) {
+             std::string a = rest.substr(0, rest.find(','));
+             rest = rest.size() > a.size() ? rest.substr(a.size() + 1) : "";
+             bool ok = a.size() > 3 && a.rfind("sm_", 0) == 0 &&
+                       a.find_first_not_of("0123456789", 3) == std::string::npos;
+             if (!ok) throw CLI::ValidationError(strCat("--arch: '", a, "' is not of the form sm_XX (e.g. sm_80)"));
+             opts.arches.push_back(a);
+           }
+           if (opts.arches.empty()) throw CLI::ValidationError("--arch: no architecture given");
+         },
+         "GPU architectures for --target cuda, comma separated\n(default sm_80,sm_90)")
+      ->type_name("SM,...");
+  app.add_flag_function("--no-kernels", [&](int64_t) { opts.generateKernels = false; },
+                        "generate no kernels: fused groups run op by op on the\nreference kernels");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
   bool progressLines = false;

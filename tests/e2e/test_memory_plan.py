@@ -41,6 +41,7 @@ STILL_COPIED = {
 }
 FREE = 6  # Instruction.FREE
 KERNEL = 0
+LAUNCH = 8  # a generated elementwise kernel (docs/kernels.md): may run in place like a KERNEL
 ALIGN = 64
 
 
@@ -94,7 +95,7 @@ def memory_plan_problems(prog):
         """The plan says `later` overwrites `earlier`, and the structure allows it."""
         ins = writer.get(later["id"])
         return (later["in_place_of"] == earlier["id"] and ins is not None
-                and ins["kind"] == KERNEL and ins["inputs"][:1] == [earlier["id"]]
+                and ins["kind"] in (KERNEL, LAUNCH) and ins["inputs"][:1] == [earlier["id"]]
                 and ins["outputs"][:1] == [later["id"]]
                 and last.get(earlier["id"]) == first[later["id"]]
                 and earlier["dtype"] == later["dtype"] and earlier["nbytes"] == later["nbytes"]

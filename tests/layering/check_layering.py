@@ -39,7 +39,8 @@ ALLOWED = {
     "pcc_passes": {"pcc_ir", "pcc_eval"},
     # The partition report reads plans only (pcc-report links no compiler).
     "pcc_report": {"pcc_runtime"},
-    "pcc_codegen": {"pcc_ir", "pcc_runtime", "pcc_report"},
+    # --target cuda compiles generated kernels through the NVRTC driver.
+    "pcc_codegen": {"pcc_ir", "pcc_runtime", "pcc_report", "pcc_cuda_codegen"},
     "pcc_cuda_codegen": {"pcc_support"},
     "pcc_cli": {"pcc_support"},                        # the tools' option rules (header only)
     "pcc_driver": {"pcc_onnx", "pcc_passes", "pcc_codegen"},

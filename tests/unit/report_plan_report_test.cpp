@@ -103,7 +103,8 @@ TEST(PlanReport, JsonKeepsTheKeyOrder) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : ordered.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"schema_version", "model", "mesh", "world_size", "notes",
-                                            "tensor_parallel", "fusion", "ranks", "collectives", "reference"}));
+                                            "tensor_parallel", "fusion", "kernels", "ranks", "collectives",
+                                            "reference"}));
   EXPECT_EQ(ordered["ranks"][0]["flops"], 2 * 4 * 16 * 8);  // 2·MACs of the MatMul
   EXPECT_TRUE(ordered["notes"].is_array());
   EXPECT_TRUE(ordered["ranks"][0]["comm_bytes"].is_object());

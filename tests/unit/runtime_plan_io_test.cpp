@@ -148,7 +148,7 @@ TEST(RuntimePlanIo, UnknownSchemaVersionIsRefused) {
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
   EXPECT_EQ(lp.status().message(),
-            dir + "/plan.pb: plan schema version 7 is not supported by this runtime (supports 5)");
+            dir + "/plan.pb: plan schema version 7 is not supported by this runtime (supports 6)");
 }
 
 TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
@@ -160,7 +160,7 @@ TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 5 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 6 (it has "
                                          "no memory plan); recompile the model with this pcc");
 }
 
@@ -172,7 +172,7 @@ TEST(RuntimePlanIo, PlanWithoutAChecksumIsRefusedWithRecompile) {
   std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 2 is older than this runtime's 5 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 2 is older than this runtime's 6 (it has "
                                          "no checksum of plan.pb); recompile the model with this pcc");
 }
 
@@ -185,7 +185,7 @@ TEST(RuntimePlanIo, PlanWithoutRegionsIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 3 is older than this runtime's 5 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 3 is older than this runtime's 6 (it has "
                                          "no REGION instruction for If, Loop and Scan); recompile the model with this pcc");
 }
 
@@ -197,8 +197,21 @@ TEST(RuntimePlanIo, PlanWithoutMicroBatchesIsRefusedWithRecompile) {
   std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 4 is older than this runtime's 5 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 4 is older than this runtime's 6 (it has "
                                          "no micro-batch count of pipeline stages); recompile the model with this pcc");
+}
+
+TEST(RuntimePlanIo, PlanWithoutGeneratedKernelsIsRefusedWithRecompile) {
+  plan::Plan p;
+  p.set_schema_version(5);  // before LAUNCH
+  std::string dir = freshDir("v5");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
+  auto lp = loadPlanBundle(dir);
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 5 is older than this runtime's 6 (it has "
+                                         "no LAUNCH instruction for generated kernels); recompile the model with this pcc");
 }
 
 /// x -> Relu -> y on one rank, with one weight the program does not read.

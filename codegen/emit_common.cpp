@@ -1,0 +1,116 @@
+// What the C++ and CUDA emitters share: C types, the scalar prelude and the
+// expression printer.
+//
+// Algorithm of exprStatements:
+//  1. Mark the Exprs the outputs need (walking args back from each output).
+//  2. Print each marked Expr in order as one `const T vN = ...;`: an input is
+//     its load, a constant a literal of its type (floats in hexadecimal, so
+//     they are exact), anything else a call of its pk_ helper.
+//  3. Print one store per output.
+#include <cstdio>
+
+#include "codegen/kernel_emit.h"
+
+namespace pcc {
+
+namespace {
+
+std::string literal(double v, DType t) {
+  char buf[64];
+  switch (t) {
+    case DType::kF32:
+      if (v != v) return "(0.0f / 0.0f)";
+      if (v > 3.5e38) return "(1.0f / 0.0f)";
+      if (v < -3.5e38) return "(-1.0f / 0.0f)";
+      std::snprintf(buf, sizeof buf, "%af", static_cast<double>(static_cast<float>(v)));
+      return buf;
+    case DType::kBool: return v != 0 ? "true" : "false";
+    case DType::kI32: std::snprintf(buf, sizeof buf, "%d", static_cast<int>(v)); return buf;
+    default: std::snprintf(buf, sizeof buf, "%lldLL", static_cast<long long>(v)); return buf;
+  }
+}
+
+}  // namespace
+
+std::string cTypeOf(DType t) {
+  switch (t) {
+    case DType::kF32: return "float";
+    case DType::kI32: return "int";
+    case DType::kI64: return "long long";
+    case DType::kBool: return "bool";
+    default: return "void";
+  }
+}
+
+std::string scalarPrelude(const std::string& q) {
+  std::string s;
+  auto line = [&](const std::string& l) { s += l + "\n"; };
+  line("template <class T> " + q + " T pk_add(T a, T b) { return a + b; }");
+  line("template <class T> " + q + " T pk_sub(T a, T b) { return a - b; }");
+  line("template <class T> " + q + " T pk_mul(T a, T b) { return a * b; }");
+  line("template <class T> " + q + " T pk_div(T a, T b) { return a / b; }");
+  // NaN wins, as in the reference kernels.
+  line("template <class T> " + q + " T pk_max(T a, T b) { return (a != a || a > b) ? a : b; }");
+  line("template <class T> " + q + " T pk_min(T a, T b) { return (a != a || a < b) ? a : b; }");
+  line("template <class T> " + q + " bool pk_eq(T a, T b) { return a == b; }");
+  line("template <class T> " + q + " bool pk_lt(T a, T b) { return a < b; }");
+  line("template <class T> " + q + " bool pk_le(T a, T b) { return a <= b; }");
+  line("template <class T> " + q + " bool pk_gt(T a, T b) { return a > b; }");
+  line("template <class T> " + q + " bool pk_ge(T a, T b) { return a >= b; }");
+  line(q + " bool pk_and(bool a, bool b) { return a && b; }");
+  line(q + " bool pk_or(bool a, bool b) { return a || b; }");
+  line(q + " bool pk_not(bool a) { return !a; }");
+  line(q + " float pk_pow(float a, float b) { return powf(a, b); }");
+  line(q + " float pk_neg(float x) { return -x; }");
+  line(q + " float pk_abs(float x) { return fabsf(x); }");
+  line(q + " float pk_sqrt(float x) { return sqrtf(x); }");
+  line(q + " float pk_exp(float x) { return expf(x); }");
+  line(q + " float pk_log(float x) { return logf(x); }");
+  line(q + " float pk_erf(float x) { return erff(x); }");
+  line(q + " float pk_tanh(float x) { return tanhf(x); }");
+  line(q + " float pk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }");
+  line(q + " float pk_relu(float x) { return x < 0.0f ? 0.0f : x; }");
+  line(q + " float pk_recip(float x) { return 1.0f / x; }");
+  line(q + " float pk_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }");
+  line(q + " float pk_gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }");
+  line(q + " float pk_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }");
+  return s;
+}
+
+std::string exprStatements(const KernelSpec& spec, const std::string& indent,
+                           const std::function<std::string(int)>& load, const std::string& store) {
+  // Step 1.
+  std::vector<bool> live(spec.exprs.size(), false);
+  for (const KernelOutput& o : spec.outputs) live[o.expr] = true;
+  for (size_t i = spec.exprs.size(); i-- > 0;)
+    if (live[i])
+      for (int a : spec.exprs[i].args) live[a] = true;
+  // Step 2.
+  std::string s;
+  for (size_t i = 0; i < spec.exprs.size(); ++i) {
+    if (!live[i]) continue;
+    const Expr& e = spec.exprs[i];
+    std::string rhs;
+    auto arg = [&](size_t k) { return strCat("v", e.args.at(k)); };
+    switch (e.op) {
+      case ScalarOp::kInput: rhs = load(e.input); break;
+      case ScalarOp::kConst: rhs = literal(e.value, e.dtype); break;
+      case ScalarOp::kCast:
+        rhs = e.dtype == DType::kBool ? strCat("(", arg(0), " != 0)") : strCat("(", cTypeOf(e.dtype), ")", arg(0));
+        break;
+      case ScalarOp::kSelect: rhs = strCat(arg(0), " ? ", arg(1), " : ", arg(2)); break;
+      default: {
+        rhs = strCat("pk_", scalarOpName(e.op), "(");
+        for (size_t k = 0; k < e.args.size(); ++k) rhs += (k ? ", " : "") + arg(k);
+        rhs += ")";
+      }
+    }
+    s += strCat(indent, "const ", cTypeOf(e.dtype), " v", i, " = ", rhs, ";\n");
+  }
+  // Step 3.
+  for (size_t k = 0; k < spec.outputs.size(); ++k)
+    s += strCat(indent, "out", k, "[", store, "] = v", spec.outputs[k].expr, ";\n");
+  return s;
+}
+
+}  // namespace pcc

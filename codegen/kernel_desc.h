@@ -1,0 +1,110 @@
+// The target-independent description of a generated kernel: what one fused
+// group of elementwise ops computes, independent of CUDA or C++
+// (docs/kernels.md). The emitters (codegen/emit_cpp.h, codegen/emit_cuda.h)
+// print the same description for each target.
+//
+// A kernel maps an index space (the shape of its outputs) to its outputs:
+// output element i is a scalar expression of the input elements that i
+// broadcasts from. Inputs carry one stride per index-space dimension (0 where
+// the input is broadcast along it). Adjacent index-space dimensions along
+// which every input is either contiguous or broadcast alike are merged, so a
+// same-shape group is one flat loop and a bias add is two loops.
+//
+// Reductions are the next step and fit this form: a description would gain
+// a reduction axis of the index space (the last one after merging, for
+// softmax, layer-norm, RMS-norm and Reduce* over trailing axes), and Expr
+// nodes of kind kReduceSum / kReduceMax whose operand is evaluated across
+// that axis and whose value is broadcast back along it; outputs then are
+// either over the whole index space or over the space without the axis.
+// Nothing below the kernel table changes: a reduction kernel is a LAUNCH like
+// any other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/ir.h"
+#include "runtime/support/status.h"
+
+namespace pcc {
+
+/// The scalar operations of an expression. Each is a function `pk_NAME` of
+/// the emitted prelude (scalarOpName), the same on every target.
+enum class ScalarOp : int8_t {
+  kInput,  ///< the element of input `input` at the current index
+  kConst,  ///< the literal `value`, of the Expr's dtype
+  kCast,   ///< args[0] converted to the Expr's dtype
+  kSelect, ///< args[0] ? args[1] : args[2] (Where)
+  // Binary
+  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
+  kEqual, kLess, kLessEq, kGreater, kGreaterEq, kAnd, kOr,
+  // Unary
+  kNeg, kAbs, kSqrt, kExp, kLog, kErf, kTanh, kSigmoid, kRelu, kReciprocal, kNot,
+  kGeluErf, kGeluTanh, kSoftplus,
+};
+
+/// \returns the name of `op` in the emitted source ("add" for pk_add).
+const char* scalarOpName(ScalarOp op);
+
+/// One node of a kernel's scalar expression. Exprs are kept in evaluation
+/// order: every arg index is smaller than the Expr's own.
+struct Expr {
+  ScalarOp op = ScalarOp::kConst;
+  DType dtype = DType::kF32;  ///< the value's type (float32 math for float types)
+  std::vector<int> args;
+  int input = -1;             ///< kInput: index into KernelSpec::inputs
+  double value = 0;           ///< kConst
+};
+
+struct KernelInput {
+  TensorType type;               ///< the parameter's type, as the plan gives it
+  std::vector<int64_t> strides;  ///< per dimension of KernelSpec::dims, in elements; 0 = broadcast
+};
+
+struct KernelOutput {
+  TensorType type;  ///< the parameter's type (its element count is the index space's)
+  int expr = -1;    ///< the Expr it stores
+};
+
+/// A kernel: the fused group `group` as one loop over `dims`.
+struct KernelSpec {
+  std::string group;                ///< the fused node's name, for messages
+  std::vector<int64_t> dims;        ///< the index space after merging (may be empty: one element)
+  std::vector<KernelInput> inputs;  ///< the fused node's inputs, in order
+  std::vector<Expr> exprs;
+  std::vector<KernelOutput> outputs;  ///< the fused node's outputs, in order
+
+  /// \returns the number of points of the index space.
+  int64_t numel() const;
+};
+
+/// Describes Fused node `fused` (passes/fuse.cpp) whose body holds only
+/// elementwise ops on float32, int32, int64 and bool values.
+/// \returns the description, or an unsupported error whose message says why
+/// the group cannot be generated (a reduction, a view, an anchor, an op or a
+/// dtype the emitters do not know, outputs of different shapes); the plan
+/// emitter keeps such a group on the reference kernels and reports the reason.
+StatusOr<KernelSpec> describeFused(const Node& fused);
+
+/// Describes the elementwise nodes `nodes` (in evaluation order) as one
+/// kernel reading `inputs` and writing `outputs` (values of those nodes),
+/// named `group` in messages. A value the nodes read that is neither an input
+/// nor computed by them must be a scalar constant. \returns as describeFused.
+StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const std::vector<const Value*>& inputs,
+                                   const std::vector<const Value*>& outputs, const std::string& group);
+
+/// \returns whether `n` alone could be part of a generated kernel: an
+/// elementwise op with a generated form on supported dtypes (a cheap test
+/// before describeGroup).
+bool mayBeGenerated(const Node& n);
+
+/// \returns a text form of `spec` that is equal for two specs exactly when
+/// they compute the same function on the same types (the kernel's identity;
+/// its group name is left out), e.g. for tests and deduplication.
+std::string specKey(const KernelSpec& spec);
+
+/// \returns a 64-bit FNV-1a hash of `s` as 16 hex digits.
+std::string hashHex(const std::string& s);
+
+}  // namespace pcc
