@@ -225,7 +225,8 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
 
 /// With pipeline stages: per stage, the mean run time of its ranks, the part
 /// spent computing (busy) and waiting on transfers, and the measured bubble
-/// (waiting over run time) beside the cost model's prediction.
+/// (1 - the stages' busy time over pp times the slowest stage's run time)
+/// beside the cost model's prediction.
 void printPipelineProfile(const plan::Plan& plan, const RunResult& res) {
   if (plan.mesh().pp() <= 1 || res.rankWaitSeconds.size() != static_cast<size_t>(plan.ranks_size())) return;
   const int pp = plan.mesh().pp();
@@ -241,19 +242,21 @@ void printPipelineProfile(const plan::Plan& plan, const RunResult& res) {
   const int mb = std::max(1, plan.ranks(0).microbatches());
   double predicted = -1;
   if (plan.has_search() && plan.search().candidates_size() > 0) predicted = plan.search().candidates(0).bubble();
-  double runAll = 0, waitAll = 0;
+  // The bubble as the model defines it: the share of the p stages' time over
+  // the batch (the slowest stage's run) that they spend not computing.
+  double slowest = 0, busy = 0;
   for (int s = 0; s < pp; ++s) {
     if (count[s] == 0) continue;
     std::printf("pipeline stage %d: %.3f ms per batch, busy %.3f ms, waiting %.3f ms (%d micro-batches)\n", s,
                 run[s] / count[s] * 1e3, (run[s] - wait[s]) / count[s] * 1e3, wait[s] / count[s] * 1e3, mb);
-    runAll += run[s] / count[s];
-    waitAll += wait[s] / count[s];
+    slowest = std::max(slowest, run[s] / count[s]);
+    busy += (run[s] - wait[s]) / count[s];
   }
+  const double measured = slowest > 0 ? 100 * (1 - busy / (pp * slowest)) : 0.0;
   if (predicted >= 0)
-    std::printf("pipeline bubble: measured %.1f%%, predicted %.1f%%\n", runAll > 0 ? 100 * waitAll / runAll : 0.0,
-                100 * predicted);
+    std::printf("pipeline bubble: measured %.1f%%, predicted %.1f%%\n", measured, 100 * predicted);
   else
-    std::printf("pipeline bubble: measured %.1f%%\n", runAll > 0 ? 100 * waitAll / runAll : 0.0);
+    std::printf("pipeline bubble: measured %.1f%%\n", measured);
 }
 
 /// Writes --profile-json: per rank, every instruction with its mean seconds
