@@ -14,6 +14,7 @@ BatchPoint batchPointOf(int64_t batch, const SearchResult& r) {
   }
   const PlanEstimate& best = r.candidates.front();
   p.mesh = best.mesh;
+  p.microbatches = best.microbatches;
   p.seconds = best.seconds;
   p.samplesPerSecond = best.samplesPerSecond;
   for (const RankEstimate& rk : best.ranks) p.memoryBytes = std::max(p.memoryBytes, rk.memoryBytes());

@@ -29,8 +29,8 @@ struct BatchPoint {
   bool feasible = false;
   /// Why not feasible: does not fit (the search's reason) or an error.
   std::string why;
-  // A micro-batch count joins here once the mesh search chooses one
-  // (pipelining); report.json's curve entries then carry "microbatches".
+  /// Micro-batches of the mesh's pipeline (1 without stages).
+  int microbatches = 1;
 };
 
 /// \returns the point of batch `batch` from the mesh search's result there:

@@ -261,6 +261,7 @@ void recordBatch(const BatchSweep* sweep, int64_t batch, const std::string& how,
     q->set_samples_per_second(p.samplesPerSecond);
     q->set_memory_bytes(p.memoryBytes);
     q->set_feasible(p.feasible);
+    if (p.microbatches > 1) q->set_microbatches(p.microbatches);
     q->set_why(p.why);
   }
 }

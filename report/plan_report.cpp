@@ -198,6 +198,7 @@ Json batchJson(const plan::BatchReport& b) {
   for (const plan::BatchPoint& q : b.curve()) {
     Json e{{"batch", q.batch()},
            {"mesh", {{"pp", q.mesh().pp()}, {"dp", q.mesh().dp()}, {"tp", q.mesh().tp()}}},
+           {"microbatches", std::max(1, q.microbatches())},
            {"estimated_time_ms", q.estimated_time_ms()},
            {"samples_per_second", q.samples_per_second()},
            {"memory_bytes", q.memory_bytes()},

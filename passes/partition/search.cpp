@@ -13,7 +13,9 @@
 //     emitted; a candidate that ends up on the same mesh as an earlier one
 //     (the batch caps dp) is dropped. A candidate with tp that does not fit
 //     is partitioned again with the tp search saving weight memory first.
-//  3. Each rank program is costed: the cost model's time of every node, plus
+//  3. Each rank program is costed (when the batch splits evenly, the first
+//     data-parallel replica's programs stand for the others'; they differ
+//     only in the samples they read): the cost model's time of every node, plus
 //     the alpha-beta time of every collective over its group (the inter-node
 //     link when the group spans nodes); weights plus the peak of live
 //     activations against the device's memory.
@@ -203,13 +205,33 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
       return e;
     }
     e.mesh = part->mesh;
-    StatusOr<std::vector<RankGraph>> ranks = lowerToRanks(*copy, *part);
-    if (!ranks.ok()) {
-      e.error = ranks.status().message();
-      if (first && firstError.ok()) firstError = ranks.status();
-      return e;
+    // When the batch splits evenly, the replicas' programs differ only in
+    // which samples they read: the first replica's are lowered and costed,
+    // and stand for the others.
+    const Mesh& mesh = part->mesh;
+    const bool even = batch % (int64_t{mesh.dp} * part->microbatches) == 0;
+    std::vector<RankGraph> ranks;
+    for (int r = 0; r < mesh.size(); ++r) {
+      if (even && mesh.coord(r, MeshAxis::kDP) != 0) continue;
+      StatusOr<RankGraph> rg = lowerRank(*copy, *part, r);
+      if (!rg.ok()) {
+        e.error = rg.status().message();
+        if (first && firstError.ok()) firstError = rg.status();
+        return e;
+      }
+      ranks.push_back(std::move(rg).value());
     }
-    e = estimatePlan(*ranks, part->mesh, cm, batch, part->microbatches);
+    e = estimatePlan(ranks, mesh, cm, batch, part->microbatches);
+    if (even && mesh.dp > 1) {
+      std::vector<RankEstimate> all;
+      for (int r = 0; r < mesh.size(); ++r) {
+        const int lead = mesh.rankOf(mesh.coord(r, MeshAxis::kPP), 0, mesh.coord(r, MeshAxis::kTP));
+        auto it = std::find_if(e.ranks.begin(), e.ranks.end(), [&](const RankEstimate& x) { return x.rank == lead; });
+        all.push_back(*it);
+        all.back().rank = r;
+      }
+      e.ranks = std::move(all);
+    }
     e.minimizeWeights = po.minimizeWeights;
     return e;
   };
