@@ -135,6 +135,7 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
   out.set_gpus_per_node(cluster.gpusPerNode);
   out.set_device_memory_bytes(cluster.device.usableMemory());
   out.set_search_time_ms(r.searchSeconds * 1e3);
+  out.set_pruned_pipelines(r.pruned);
   for (const PlanEstimate& e : r.candidates) {
     plan::MeshEstimate* m = out.add_candidates();
     m->mutable_mesh()->set_pp(e.mesh.pp);

@@ -151,6 +151,7 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
                          {"predicted_bubble", best.bubble()}};
   }
   doc["search_time_ms"] = r.search_time_ms();
+  doc["pruned_pipelines"] = r.pruned_pipelines();
   Json alternatives = Json::array();
   for (const plan::MeshEstimate& e : r.candidates()) {
     Json a{{"mesh", {{"pp", e.mesh().pp()}, {"dp", e.mesh().dp()}, {"tp", e.mesh().tp()}}},
@@ -315,8 +316,9 @@ std::string planReportText(const plan::Plan& p) {
     const plan::SearchReport& r = p.search();
     o << "device:  " << r.device() << " (" << r.device_description() << "), " << r.gpus_per_node() << " per node\n";
     o << "search:  " << r.objective() << " objective, " << r.candidates_size() << " meshes costed in "
-      << sig3(r.search_time_ms()) << " ms; estimated " << sig3(r.candidates(0).estimated_time_ms())
-      << " ms per batch\n";
+      << sig3(r.search_time_ms()) << " ms";
+    if (r.pruned_pipelines() > 0) o << " (" << r.pruned_pipelines() << " pipelines bounded out)";
+    o << "; estimated " << sig3(r.candidates(0).estimated_time_ms()) << " ms per batch\n";
     const plan::MeshEstimate& best = r.candidates(0);
     if (best.mesh().pp() > 1) {
       o << "pipeline: " << best.mesh().pp() << " stages, " << std::max(1, best.microbatches())

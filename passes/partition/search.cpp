@@ -19,6 +19,9 @@
 //     the alpha-beta time of every collective over its group (the inter-node
 //     link when the group spans nodes); weights plus the peak of live
 //     activations against the device's memory.
+//     One-stage meshes are costed first; a pipeline over dp × tp is costed
+//     only if its lower bound, the one-stage time of that dp × tp divided by
+//     pp (by 1 when each replica has one sample), beats the best plan so far.
 //  4. The plan's time: per stage the slowest rank's time for one micro-batch
 //     t_s; fill-drain over m micro-batches takes Σ t_s + (m − 1) · max t_s.
 //     Candidates are ranked by the objective, feasible ones first; among those
@@ -29,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -258,14 +262,46 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
       return c.mesh.dp == m.dp && c.mesh.tp == m.tp && c.mesh.pp == m.pp;
     });
   };
+  // One-stage meshes first: each bounds the pipelines of its dp × tp.
+  std::stable_partition(tries.begin(), tries.end(), [](const PartitionOptions& po) { return po.pp <= 1; });
+  // (dp, tp) of a one-stage try -> its time-first estimate.
+  std::map<std::pair<int, int>, double> oneStage;
+  double bestSoFar = std::numeric_limits<double>::infinity();
+  const bool forcedMesh = tries.size() == 1;
   for (const PartitionOptions& po : tries) {
+    // A pipeline of pp stages over the mesh dp × tp does at best 1/pp of the
+    // one-stage plan's work a stage with no bubble (a micro-batch costs at
+    // least its share of the batch), and with one micro-batch per replica
+    // all of it: when that bound is no better than a plan already costed,
+    // the pipeline cannot win and is not costed.
+    if (po.pp > 1 && !forcedMesh) {
+      const int dp = static_cast<int>(std::min<int64_t>(po.dp, batch));  // the batch caps dp (partitioner.cpp)
+      auto one = oneStage.find({dp, po.tp});
+      if (one != oneStage.end()) {
+        const bool microBatched = po.microbatches > 1 || (po.microbatches == 0 && batch / dp >= 2);
+        const double bound = microBatched ? one->second / po.pp : one->second;
+        if (bound >= bestSoFar) {
+          ++r.pruned;
+          continue;
+        }
+      }
+    }
     PlanEstimate e = cost(po);
+    // The time-first plan bounds the pipelines, whether it fits or not.
+    if (e.error.empty() && po.pp <= 1 && !po.minimizeWeights && e.mesh.pp == 1) {
+      auto [it, added] = oneStage.emplace(std::make_pair(e.mesh.dp, e.mesh.tp), e.seconds);
+      if (!added) it->second = std::min(it->second, e.seconds);
+    }
     if (e.error.empty() && sameMesh(e.mesh)) continue;  // the batch capped dp onto a mesh already costed
     if (e.error.empty() && !e.infeasible.empty() && e.mesh.tp > 1 && !po.minimizeWeights) {
       PartitionOptions saving = po;
       saving.minimizeWeights = true;
       PlanEstimate s = cost(saving);
       if (s.error.empty() && s.infeasible.empty()) e = std::move(s);
+    }
+    if (e.error.empty() && e.infeasible.empty()) {
+      // With the batch fixed, both objectives rank by the time of a batch.
+      bestSoFar = std::min(bestSoFar, e.seconds);
     }
     r.candidates.push_back(std::move(e));
   }

@@ -77,6 +77,9 @@ struct SearchResult {
   std::vector<PlanEstimate> candidates;
   Objective objective = Objective::kLatency;
   double searchSeconds = 0;
+  /// Pipeline meshes not costed: their lower bound could not beat a plan
+  /// already costed (search.cpp step 1).
+  int pruned = 0;
 };
 
 /// Partitions a copy of `g` for every mesh pp × dp × tp = d, for d = --gpus

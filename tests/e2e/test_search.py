@@ -39,13 +39,21 @@ class SearchTests:
                 continue
             alts = doc.get("alternatives", [])
             meshes = [(a["mesh"]["pp"], a["mesh"]["dp"], a["mesh"]["tp"]) for a in alts]
-            # Every pp x dp x tp of gpus and of each divisor of it, once each
-            # (a batch smaller than dp would fold two onto one mesh; none
-            # here, and every model has more nodes than stages).
-            want = sorted((pp, d // pp // tp, tp) for d in range(1, gpus + 1) if gpus % d == 0
-                          for pp in range(1, d + 1) if d % pp == 0
-                          for tp in range(1, d // pp + 1) if (d // pp) % tp == 0)
-            self.suite.check(f"gpus {gpus}: every pp x dp x tp split is costed once", sorted(meshes) == want,
+            # Every dp x tp of gpus and of each divisor of it, once each (a
+            # batch smaller than dp would fold two onto one mesh; none here);
+            # every pipeline pp x dp x tp costed once, or bounded out.
+            want = sorted((1, d // tp, tp) for d in range(1, gpus + 1) if gpus % d == 0
+                          for tp in range(1, d + 1) if d % tp == 0)
+            pipelines = sorted((pp, d // pp // tp, tp) for d in range(1, gpus + 1) if gpus % d == 0
+                               for pp in range(2, d + 1) if d % pp == 0
+                               for tp in range(1, d // pp + 1) if (d // pp) % tp == 0)
+            costed = sorted(m for m in meshes if m[0] > 1)
+            self.suite.check(f"gpus {gpus}: every pipeline is costed once or bounded out",
+                             len(set(costed)) == len(costed) and set(costed) <= set(pipelines)
+                             and len(costed) + doc.get("pruned_pipelines", -1) == len(pipelines),
+                             f"  costed {costed}, pruned {doc.get('pruned_pipelines')}, of {len(pipelines)}")
+            meshes = [m for m in meshes if m[0] == 1]
+            self.suite.check(f"gpus {gpus}: every dp x tp split is costed once", sorted(meshes) == want,
                              f"  got {sorted(meshes)}\n  want {want}")
             chosen = doc["mesh"]
             self.suite.check(f"gpus {gpus}: the plan's mesh is the first alternative",

@@ -53,14 +53,13 @@ TEST(MeshSearch, ALargeBatchGoesDataParallel) {
   // Pure data parallelism needs no collective.
   for (const RankEstimate& rk : best.ranks) EXPECT_EQ(rk.commSeconds, 0);
   // Every divisor split was costed: d = 8, 4, 2, 1 with every tp dividing
-  // it (10 meshes), and with 2 pipeline stages (6 more; the 3 nodes allow no
-  // more stages than 3, and 3 divides no d).
-  EXPECT_EQ(r->candidates.size(), 16u);
+  // it (10 meshes). The 6 with 2 pipeline stages (the 3 nodes allow no more
+  // than 3, and 3 divides no d) were costed or bounded out: a pipeline over
+  // dp × tp cannot beat 1/pp of the one-stage dp × tp, and dp=8 beats that.
+  EXPECT_EQ(r->candidates.size() + r->pruned, 16u);
+  EXPECT_GT(r->pruned, 0);
   for (int d : {1, 2, 4, 8})
     for (int tp = 1; tp <= d; tp *= 2) EXPECT_NE(find(*r, d / tp, tp), nullptr) << "dp=" << d / tp << " tp=" << tp;
-  for (int d : {2, 4, 8})
-    for (int tp = 1; tp <= d / 2; tp *= 2)
-      EXPECT_NE(find(*r, d / 2 / tp, tp, 2), nullptr) << "pp=2 dp=" << d / 2 / tp << " tp=" << tp;
   // Best first.
   for (size_t i = 1; i < r->candidates.size(); ++i)
     EXPECT_GE(r->candidates[0].samplesPerSecond, r->candidates[i].samplesPerSecond);
@@ -177,6 +176,35 @@ TEST(MeshSearch, EstimateAddsComputeAndCommunicationOfTheSlowestRank) {
 
 namespace pcc {
 namespace {
+
+TEST(MeshSearch, ThePipelineBoundPrunesNothingThatWouldWin) {
+  // Each mesh costed with and without the bound: the same plan wins, and
+  // every pipeline left out is slower than the winner.
+  for (int64_t batch : {1, 8, 64}) {
+    auto g = mlp(batch, 128, 1024, 4096);
+    CostModel cm(h100());
+    PartitionOptions po;
+    po.gpus = 8;
+    auto bounded = searchMesh(*g, po, cm, Objective::kLatency);
+    ASSERT_TRUE(bounded.ok()) << bounded.status().message();
+    double best = bounded->candidates.front().seconds;
+    for (int pp : {2, 3}) {
+      for (int tp = 1; tp * pp <= 8; tp *= 2)
+        for (int dp = 1; dp * tp * pp <= 8; dp *= 2) {
+          if (find(*bounded, dp, tp, pp)) continue;  // costed
+          PartitionOptions forced;
+          forced.gpus = dp * tp * pp;
+          forced.dp = dp;
+          forced.tp = tp;
+          forced.pp = pp;
+          auto one = searchMesh(*g, forced, cm, Objective::kLatency);
+          if (!one.ok() || !one->candidates.front().error.empty()) continue;
+          EXPECT_GE(one->candidates.front().seconds, best * 0.99)
+              << "batch " << batch << ": pp=" << pp << " dp=" << dp << " tp=" << tp << " was bounded out";
+        }
+    }
+  }
+}
 
 TEST(MeshSearch, AGraphWithoutNodesStillGetsAPlan) {
   // Every node folded away: the output is a constant. No pipeline stage can
