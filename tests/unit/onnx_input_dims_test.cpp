@@ -93,7 +93,7 @@ TEST(OnnxInputDims, TwoSizesForOneSymbolAreRefusedNamingBoth) {
   auto r = testing::importModel(b, o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidInput);
-  const std::string& m = r.status().message();
+  const std::string m = r.status().message();
   EXPECT_NE(m.find("two sizes: 12 (value_info 'mask' dim 1) and 16 (metadata_props 'seq')"), std::string::npos) << m;
   // The batch is no symbol the model sizes: a value_info for it changes nothing.
   ModelBuilder c = addModel();
