@@ -14,9 +14,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const char* bundle = std::getenv("PCC_FUZZ_BUNDLE");
   fs::path dir = fs::path(pcc::fuzz::scratchDir()) / "plan.pcc";
   fs::create_directories(dir);
+  // Every file but plan.pb, the kernels/ directory of generated code included.
   if (bundle)
     for (const auto& e : fs::directory_iterator(bundle))
-      if (e.path().filename() != "plan.pb") fs::copy_file(e.path(), dir / e.path().filename(), fs::copy_options::overwrite_existing);
+      if (e.path().filename() != "plan.pb")
+        fs::copy(e.path(), dir / e.path().filename(),
+                 fs::copy_options::overwrite_existing | fs::copy_options::recursive);
   return 0;
 }
 
