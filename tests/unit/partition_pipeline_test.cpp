@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "ir_test_util.h"
+#include "partition_test_util.h"
 #include "passes/partition/pipeline.h"
 #include "passes/partition/search.h"
 
@@ -15,11 +16,7 @@ namespace {
 
 using testing::addInferred;
 
-ClusterSpec h100() {
-  auto s = builtinClusterSpec("h100");
-  EXPECT_TRUE(s.ok()) << s.status().message();
-  return *s;
-}
+using testing::h100;
 
 /// A device with h100 speeds and `bytes` of memory.
 class SmallDevice : public CostModel {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ir_test_util.h"
+#include "partition_test_util.h"
 #include "passes/partition/search.h"
 #include "passes/partition/tp_search.h"
 
@@ -14,11 +15,7 @@ namespace {
 
 using testing::addInferred;
 
-ClusterSpec h100() {
-  auto s = builtinClusterSpec("h100");
-  EXPECT_TRUE(s.ok()) << s.status().message();
-  return *s;
-}
+using testing::h100;
 
 // x[batch, seq, k] -> MatMul(k x n) -> Relu -> MatMul(n x k): an MLP.
 std::unique_ptr<Graph> mlp(int64_t batch, int64_t seq, int64_t k, int64_t n, DType t = DType::kF16) {

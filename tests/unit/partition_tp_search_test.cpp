@@ -14,6 +14,7 @@
 #include <random>
 
 #include "ir_test_util.h"
+#include "partition_test_util.h"
 #include "passes/partition/search.h"
 #include "passes/partition/tp_search.h"
 
@@ -22,11 +23,7 @@ namespace {
 
 using testing::addInferred;
 
-ClusterSpec h100() {
-  auto s = builtinClusterSpec("h100");
-  EXPECT_TRUE(s.ok()) << s.status().message();
-  return *s;
-}
+using testing::h100;
 
 Value* i64Const(Graph& g, const std::string& name, std::vector<int64_t> v) {
   return g.addConstant(name, Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(v.size())}, v));
