@@ -1,11 +1,13 @@
 // What the C++ and CUDA emitters share: C types, the scalar prelude and the
 // expression printer.
 //
-// Algorithm of exprStatements:
-//  1. Mark the Exprs the outputs need (walking args back from each output).
-//  2. Print each marked Expr in order as one `const T vN = ...;`: an input is
-//     its load, a constant a literal of its type (floats in hexadecimal, so
-//     they are exact), anything else a call of its pk_ helper.
+// Algorithm of exprLines / exprStatements:
+//  1. Mark the Exprs the roots (the outputs) need, walking args back from
+//     each root but not into the Exprs already in scope (`have`: a row's
+//     reductions, computed by the emitter's own loops).
+//  2. Print each marked Expr not in scope in order as one `const T vN = ...;`:
+//     an input is its load, a constant a literal of its type (floats in
+//     hexadecimal, so they are exact), anything else a call of its pk_ helper.
 //  3. Print one store per output.
 #include <cstdio>
 
@@ -77,18 +79,18 @@ std::string scalarPrelude(const std::string& q) {
   return s;
 }
 
-std::string exprStatements(const KernelSpec& spec, const std::string& indent,
-                           const std::function<std::string(int)>& load, const std::string& store) {
+std::string exprLines(const KernelSpec& spec, const std::vector<int>& roots, const std::vector<bool>& have,
+                      const std::string& indent, const std::function<std::string(int)>& load) {
   // Step 1.
   std::vector<bool> live(spec.exprs.size(), false);
-  for (const KernelOutput& o : spec.outputs) live[o.expr] = true;
+  for (int r : roots) live[r] = true;
   for (size_t i = spec.exprs.size(); i-- > 0;)
-    if (live[i])
+    if (live[i] && !have[i])
       for (int a : spec.exprs[i].args) live[a] = true;
   // Step 2.
   std::string s;
   for (size_t i = 0; i < spec.exprs.size(); ++i) {
-    if (!live[i]) continue;
+    if (!live[i] || have[i]) continue;
     const Expr& e = spec.exprs[i];
     std::string rhs;
     auto arg = [&](size_t k) { return strCat("v", e.args.at(k)); };
@@ -99,6 +101,8 @@ std::string exprStatements(const KernelSpec& spec, const std::string& indent,
         rhs = e.dtype == DType::kBool ? strCat("(", arg(0), " != 0)") : strCat("(", cTypeOf(e.dtype), ")", arg(0));
         break;
       case ScalarOp::kSelect: rhs = strCat(arg(0), " ? ", arg(1), " : ", arg(2)); break;
+      case ScalarOp::kReduceSum:
+      case ScalarOp::kReduceMax: rhs = "0 /* a reduction the emitter did not compute: a bug */"; break;
       default: {
         rhs = strCat("pk_", scalarOpName(e.op), "(");
         for (size_t k = 0; k < e.args.size(); ++k) rhs += (k ? ", " : "") + arg(k);
@@ -107,6 +111,14 @@ std::string exprStatements(const KernelSpec& spec, const std::string& indent,
     }
     s += strCat(indent, "const ", cTypeOf(e.dtype), " v", i, " = ", rhs, ";\n");
   }
+  return s;
+}
+
+std::string exprStatements(const KernelSpec& spec, const std::string& indent,
+                           const std::function<std::string(int)>& load, const std::string& store) {
+  std::vector<int> roots;
+  for (const KernelOutput& o : spec.outputs) roots.push_back(o.expr);
+  std::string s = exprLines(spec, roots, std::vector<bool>(spec.exprs.size(), false), indent, load);
   // Step 3.
   for (size_t k = 0; k < spec.outputs.size(); ++k)
     s += strCat(indent, "out", k, "[", store, "] = v", spec.outputs[k].expr, ";\n");

@@ -13,6 +13,16 @@
 //     or zero strides that the compiler vectorizes. Output 0 may be input 0's
 //     memory (planned in place): element c is read before it is written and
 //     no element is read by another, so the loop stays correct.
+//
+// A reduction kernel (KernelSpec::reduces) instead, per row (OpenMP over rows):
+//  5. One pass over the row per reduction, in Expr order: an `omp simd` loop
+//     that evaluates the reduction's operand at each point (earlier
+//     reductions are in scope) and sums it with a compensated (Kahan) sum in
+//     float32, or takes its max.
+//  6. A last `omp simd` pass evaluates and stores the outputs over the whole
+//     index space at r * C + c, then the outputs over the rows are evaluated
+//     once and stored at r. Every read of row r precedes every write of it,
+//     so output 0 may still lie over input 0.
 #include "codegen/kernel_emit.h"
 
 namespace pcc {
@@ -22,12 +32,8 @@ namespace {
 constexpr int64_t kBlock = 4096;
 constexpr int64_t kParallelElements = 32768;
 
-std::string emitOne(const std::string& name, const KernelSpec& spec) {
-  // Step 1.
-  const std::vector<int64_t>& d = spec.dims;
-  int64_t C = d.empty() ? 1 : d.back();
-  int64_t R = spec.numel() / (C ? C : 1);
-  if (C == 0) R = 0;
+/// \returns the kernel's opening: its signature and typed parameter pointers.
+std::string opening(const std::string& name, const KernelSpec& spec) {
   std::string s = strCat("extern \"C\" void ", name, "(const void* const* pk_in, void* const* pk_out) {\n");
   for (size_t k = 0; k < spec.inputs.size(); ++k)
     s += strCat("  const ", cTypeOf(spec.inputs[k].type.dtype), "* in", k, " = (const ",
@@ -35,6 +41,102 @@ std::string emitOne(const std::string& name, const KernelSpec& spec) {
   for (size_t k = 0; k < spec.outputs.size(); ++k)
     s += strCat("  ", cTypeOf(spec.outputs[k].type.dtype), "* out", k, " = (", cTypeOf(spec.outputs[k].type.dtype),
                 "*)pk_out[", k, "];\n");
+  return s;
+}
+
+/// \returns the statements that split row number `r` into its index along
+/// each outer dimension and give each input its base offset `bK` there.
+std::string rowBases(const KernelSpec& spec, const std::string& indent) {
+  const std::vector<int64_t>& d = spec.dims;
+  size_t outer = d.empty() ? 0 : d.size() - 1;
+  std::string s;
+  if (outer > 0) {
+    s += indent + "long long q = r;\n";
+    for (size_t j = outer; j-- > 0;) {
+      if (j == 0) {
+        s += indent + "const long long i0 = q;\n";
+      } else {
+        s += strCat(indent, "const long long i", j, " = q % ", d[j], "LL; q /= ", d[j], "LL;\n");
+      }
+    }
+  }
+  for (size_t k = 0; k < spec.inputs.size(); ++k) {
+    std::string base = "0LL";
+    for (size_t j = 0; j < outer; ++j)
+      if (spec.inputs[k].strides[j] != 0) base += strCat(" + i", j, " * ", spec.inputs[k].strides[j], "LL");
+    s += strCat(indent, "const long long b", k, " = ", base, ";\n");
+  }
+  return s;
+}
+
+/// \returns the C expression of input k's element at point c of the row.
+std::string rowLoad(const KernelSpec& spec, int k) {
+  int64_t last = spec.dims.empty() ? 0 : spec.inputs[k].strides.back();
+  if (last == 0) return strCat("in", k, "[b", k, "]");
+  if (last == 1) return strCat("in", k, "[b", k, " + c]");
+  return strCat("in", k, "[b", k, " + c * ", last, "LL]");
+}
+
+/// Steps 5 and 6: a reduction kernel.
+std::string emitReduction(const std::string& name, const KernelSpec& spec) {
+  std::string s = opening(name, spec);
+  s += strCat("  const long long R = ", spec.rows(), "LL, C = ", spec.rowLength(), "LL;\n");
+  s += strCat("#pragma omp parallel for schedule(static) if (R * C >= ", kParallelElements, "LL)\n");
+  s += "  for (long long r = 0; r < R; ++r) {\n";
+  s += rowBases(spec, "    ");
+  auto load = [&](int k) { return rowLoad(spec, k); };
+  std::vector<bool> have(spec.exprs.size(), false);
+  // Step 5.
+  for (size_t i = 0; i < spec.exprs.size(); ++i) {
+    const Expr& e = spec.exprs[i];
+    if (!isReduceOp(e.op)) continue;
+    int a = e.args.at(0);
+    std::string body = exprLines(spec, {a}, have, "        ", load);
+    s += strCat("    float v", i, ";\n    {\n");
+    if (e.op == ScalarOp::kReduceSum) {
+      s += "      float pk_s = 0.0f, pk_c = 0.0f;\n#pragma omp simd reduction(+ : pk_s, pk_c)\n";
+      s += "      for (long long c = 0; c < C; ++c) {\n" + body;
+      s += strCat("        const float pk_y = v", a, " - pk_c, pk_t = pk_s + pk_y;\n");
+      s += "        pk_c = (pk_t - pk_s) - pk_y;\n        pk_s = pk_t;\n      }\n";
+      s += strCat("      v", i, " = pk_s - pk_c;\n");
+    } else {
+      s += "      float pk_m = -1.0f / 0.0f;\n#pragma omp simd reduction(max : pk_m)\n";
+      s += "      for (long long c = 0; c < C; ++c) {\n" + body;
+      s += strCat("        pk_m = pk_max(pk_m, v", a, ");\n      }\n");
+      s += strCat("      v", i, " = pk_m;\n");
+    }
+    s += "    }\n";
+    have[i] = true;
+  }
+  // Step 6.
+  std::vector<int> full, perRow;
+  for (const KernelOutput& o : spec.outputs) (o.perRow ? perRow : full).push_back(o.expr);
+  if (!full.empty()) {
+    s += "#pragma omp simd\n    for (long long c = 0; c < C; ++c) {\n";
+    s += exprLines(spec, full, have, "      ", load);
+    for (size_t k = 0; k < spec.outputs.size(); ++k)
+      if (!spec.outputs[k].perRow) s += strCat("      out", k, "[r * C + c] = v", spec.outputs[k].expr, ";\n");
+    s += "    }\n";
+  }
+  if (!perRow.empty()) {
+    s += "    {\n";
+    s += exprLines(spec, perRow, have, "      ", load);
+    for (size_t k = 0; k < spec.outputs.size(); ++k)
+      if (spec.outputs[k].perRow) s += strCat("      out", k, "[r] = v", spec.outputs[k].expr, ";\n");
+    s += "    }\n";
+  }
+  s += "  }\n}\n";
+  return s;
+}
+
+std::string emitOne(const std::string& name, const KernelSpec& spec) {
+  if (spec.reduces) return emitReduction(name, spec);
+  // Step 1.
+  const std::vector<int64_t>& d = spec.dims;
+  int64_t C = d.empty() ? 1 : d.back();
+  int64_t R = spec.numel() / (C ? C : 1);
+  if (C == 0) R = 0;
+  std::string s = opening(name, spec);
   s += strCat("  const long long R = ", R, "LL, C = ", C, "LL, NB = (C + ", kBlock - 1, "LL) / ", kBlock, "LL;\n");
   // Step 2.
   s += strCat("#pragma omp parallel for schedule(static) if (R * C >= ", kParallelElements, "LL)\n");

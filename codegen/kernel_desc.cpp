@@ -1,25 +1,38 @@
-// describeGroup / describeFused: elementwise ops (a Fused node's body, or a
-// run of its body's nodes) -> KernelSpec.
+// describeGroup / describeFused: elementwise ops and reductions over trailing
+// axes (a Fused node's body, or a run of its body's nodes) -> KernelSpec.
 //
 // Algorithm:
 //  1. Refuse what this kernel form cannot hold: a node that is not Fused, a
-//     body op without a scalar form here (anchors, reductions, views), a
-//     dtype other than float32, int32, int64 and bool, results of different
-//     shapes. The index space is the results' shape.
+//     body op without a scalar form here (anchors, views, other reductions),
+//     a dtype other than float32, int32, int64 and bool (float32 only for a
+//     reduction), a reduction over axes that are not trailing, reductions
+//     over different shapes or axes. The index space is the reductions' input
+//     shape, else the results' shape; results must lie over the whole index
+//     space or, with a reduction, over its rows (keepdims or not).
 //  2. Check that every value of the body broadcasts (numpy rules, one way) to
-//     the index space, so each can be evaluated at every index.
+//     the index space, so each can be evaluated at every index; a reduction's
+//     result without its axes (keepdims = 0) may only leave the group.
 //  3. Translate the body in order into Exprs: parameters are kInput, scalar
 //     constants kConst, each op one or a few Exprs (Swish = x * sigmoid(ax),
-//     Clip = min(max(x, lo), hi), ...), operands of another dtype cast first.
+//     Clip = min(max(x, lo), hi), LayerNormalization = two-pass mean and
+//     variance, Softmax = max, exp, sum, divide, ...), operands of another
+//     dtype cast first.
 //  4. Give each input its strides over the index space (0 where broadcast),
 //     then merge adjacent dimensions along which every input's strides chain
-//     (stride[d] == stride[d+1] * dims[d+1], or both 0).
+//     (stride[d] == stride[d+1] * dims[d+1], or both 0). With a reduction the
+//     reduced axes merge into one last dimension (every input must chain
+//     across them) and the others merge among themselves.
+//  5. With a reduction: check that each result over the rows is the row's
+//     value, and refuse a first result over the rows that the memory planner
+//     could put over an input 0 read along the row (a LAUNCH may run in
+//     place, docs/kernels.md).
 
 #include "codegen/kernel_desc.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace pcc {
 
@@ -48,6 +61,77 @@ StatusOr<double> scalarOf(const Value& v) {
     case DType::kBool: return *t.data<bool>() ? 1.0 : 0.0;
     default: return unsupported("constant '", v.name(), "' of dtype ", dtypeName(t.dtype()));
   }
+}
+
+std::string shapeStr(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += strCat(i ? "," : "", d[i]);
+  return s + "]";
+}
+
+/// \returns for reduction `n` how many trailing dims of its input 0 it
+/// reduces; an unsupported error when its axes are not trailing (or absent).
+StatusOr<size_t> trailingAxes(const Node& n) {
+  const TensorType& x = n.input(0)->type();
+  const int64_t rank = x.rank();
+  auto where = [&] { return strCat(" ('", n.name(), "')"); };
+  if (rank == 0) return unsupported(n.opName(), where(), " on a scalar");
+  std::vector<bool> red(rank, false);
+  auto norm = [&](int64_t a) -> StatusOr<int64_t> {
+    if (a < -rank || a >= rank) return unsupported(n.opName(), where(), " axis ", a, " out of range for ", x.str());
+    return a < 0 ? a + rank : a;
+  };
+  const AttrMap& at = n.attrs();
+  switch (n.op()) {
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      ASSIGN_OR_RETURN(int64_t a, norm(at.getInt("axis", -1)));
+      if (a != rank - 1)
+        return unsupported(n.opName(), where(), " over axis ", a, " of ", x.str(), ", not the last");
+      red[a] = true;
+      break;
+    }
+    case OpKind::LayerNormalization:
+    case OpKind::RMSNormalization: {
+      ASSIGN_OR_RETURN(int64_t a, norm(at.getInt("axis", -1)));
+      for (int64_t d = a; d < rank; ++d) red[d] = true;
+      break;
+    }
+    case OpKind::GlobalAveragePool:  // the spatial dims of N x C x ...
+      if (rank < 3) return unsupported(n.opName(), where(), " on ", x.str());
+      for (int64_t d = 2; d < rank; ++d) red[d] = true;
+      break;
+    default: {  // Reduce*: axes from the constant operand 1 or the attribute
+      std::vector<int64_t> axes;
+      if (n.inputs().size() > 1 && n.input(1)) {
+        const Value* ax = n.input(1);
+        if (!ax->isConstant() || ax->type().dtype != DType::kI64)
+          return unsupported(n.opName(), where(), " with axes that are not a constant");
+        const Tensor& t = ax->constantData();
+        axes.assign(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+      } else {
+        axes = at.getInts("axes");
+      }
+      if (axes.empty()) {
+        if (at.getInt("noop_with_empty_axes", 0) != 0) return unsupported(n.opName(), where(), " that reduces nothing");
+        red.assign(rank, true);
+      }
+      for (int64_t a : axes) {
+        ASSIGN_OR_RETURN(int64_t b, norm(a));
+        red[b] = true;
+      }
+    }
+  }
+  size_t first = 0;
+  while (first < red.size() && !red[first]) ++first;
+  for (size_t d = first; d < red.size(); ++d)
+    if (!red[d]) {
+      std::string axes;
+      for (size_t e = 0; e < red.size(); ++e)
+        if (red[e]) axes += strCat(axes.empty() ? "" : ", ", e);
+      return unsupported(n.opName(), where(), " reduces axes [", axes, "] of ", x.str(), ", not trailing ones");
+    }
+  return red.size() - first;
 }
 
 class Describer {
@@ -162,6 +246,49 @@ class Describer {
     }
   }
 
+  /// Step 3 for reduction `n` over rows of `len` points; `a` its operands'
+  /// Exprs (kernelOperands). \returns the Expr of its output.
+  StatusOr<int> reduction(const Node& n, const std::vector<int>& a, int64_t len) {
+    const DType f = DType::kF32;
+    if (a.empty()) return unsupported(n.opName(), " without operands");
+    for (int e : a)
+      if (e >= 0 && typeOf(e) != f) return unsupported(n.opName(), " on ", dtypeName(typeOf(e)));
+    int x = a[0];
+    auto bin = [&](ScalarOp op, int l, int r) { return add(op, f, {l, r}); };
+    auto un = [&](ScalarOp op, int v) { return add(op, f, {v}); };
+    int count = constant(static_cast<double>(len), f);
+    const AttrMap& at = n.attrs();
+    switch (n.op()) {
+      case OpKind::Softmax:
+      case OpKind::LogSoftmax: {  // e = exp(x - max); e / sum(e), or x - max - log(sum(e))
+        int d = bin(ScalarOp::kSub, x, un(ScalarOp::kReduceMax, x));
+        int e = un(ScalarOp::kExp, d);
+        int sum = un(ScalarOp::kReduceSum, e);
+        if (n.op() == OpKind::Softmax) return bin(ScalarOp::kDiv, e, sum);
+        return bin(ScalarOp::kSub, d, un(ScalarOp::kLog, sum));
+      }
+      case OpKind::LayerNormalization:
+      case OpKind::RMSNormalization: {
+        // Two passes, as the reference: mean, then the mean of squared
+        // deviations; (x - mean) * (1 / sqrt(var + eps)) * scale (+ bias).
+        if (a.size() < 2 || a[1] < 0) return unsupported(n.opName(), " without a scale");
+        int d = x;
+        if (n.op() == OpKind::LayerNormalization) d = bin(ScalarOp::kSub, x, bin(ScalarOp::kDiv, un(ScalarOp::kReduceSum, x), count));
+        int var = bin(ScalarOp::kDiv, un(ScalarOp::kReduceSum, bin(ScalarOp::kMul, d, d)), count);
+        int eps = constant(at.getFloat("epsilon", 1e-5f), f);
+        int inv = un(ScalarOp::kReciprocal, un(ScalarOp::kSqrt, bin(ScalarOp::kAdd, var, eps)));
+        int y = bin(ScalarOp::kMul, bin(ScalarOp::kMul, d, inv), a[1]);
+        if (n.op() == OpKind::LayerNormalization && a.size() > 2 && a[2] >= 0) y = bin(ScalarOp::kAdd, y, a[2]);
+        return y;
+      }
+      case OpKind::ReduceSum: return un(ScalarOp::kReduceSum, x);
+      case OpKind::ReduceMean:
+      case OpKind::GlobalAveragePool: return bin(ScalarOp::kDiv, un(ScalarOp::kReduceSum, x), count);
+      case OpKind::ReduceMax: return un(ScalarOp::kReduceMax, x);
+      default: return unsupported("op ", n.opName(), " has no generated form yet");
+    }
+  }
+
  private:
   KernelSpec& spec_;
 };
@@ -202,6 +329,8 @@ const char* scalarOpName(ScalarOp op) {
     case ScalarOp::kGeluErf: return "gelu_erf";
     case ScalarOp::kGeluTanh: return "gelu_tanh";
     case ScalarOp::kSoftplus: return "softplus";
+    case ScalarOp::kReduceSum: return "reduce_sum";
+    case ScalarOp::kReduceMax: return "reduce_max";
   }
   return "?";
 }
@@ -210,6 +339,26 @@ int64_t KernelSpec::numel() const {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
+}
+
+int64_t KernelSpec::rowLength() const { return dims.empty() ? 1 : dims.back(); }
+
+int64_t KernelSpec::rows() const {
+  int64_t c = rowLength();
+  return c == 0 ? 0 : numel() / c;
+}
+
+std::vector<bool> KernelSpec::variesAlongRow() const {
+  std::vector<bool> v(exprs.size(), false);
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const Expr& e = exprs[i];
+    if (e.op == ScalarOp::kInput) {
+      v[i] = !dims.empty() && inputs[e.input].strides.back() != 0;
+    } else if (!isReduceOp(e.op)) {
+      for (int a : e.args) v[i] = v[i] || v[a];
+    }
+  }
+  return v;
 }
 
 StatusOr<KernelSpec> describeFused(const Node& fused) {
@@ -230,8 +379,30 @@ StatusOr<KernelSpec> describeFused(const Node& fused) {
   return describeGroup(nodes, ins, outs, fused.name().empty() ? fused.output(0)->name() : fused.name());
 }
 
+bool isGeneratedReduction(const Node& n) {
+  switch (n.op()) {
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNormalization: case OpKind::RMSNormalization:
+    case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::GlobalAveragePool:
+      return true;
+    default: return false;
+  }
+}
+
+std::vector<const Value*> kernelOperands(const Node& n) {
+  std::vector<const Value*> v(n.inputs().begin(), n.inputs().end());
+  if (isGeneratedReduction(n) && n.op() != OpKind::LayerNormalization && n.op() != OpKind::RMSNormalization)
+    v.resize(std::min<size_t>(v.size(), 1));
+  return v;
+}
+
 bool mayBeGenerated(const Node& n) {
-  if (n.numBodies() > 0 || n.outputs().size() != 1 || !isElementwiseOp(n.op())) return false;
+  if (n.numBodies() > 0 || n.outputs().size() != 1) return false;
+  if (isGeneratedReduction(n)) {
+    for (const Value* v : kernelOperands(n))
+      if (v && v->type().dtype != DType::kF32) return false;
+    return n.output(0)->type().dtype == DType::kF32;
+  }
+  if (!isElementwiseOp(n.op())) return false;
   if (!supportedDtype(n.output(0)->type().dtype)) return false;
   for (const Value* v : n.inputs())
     if (v && !supportedDtype(v->type().dtype)) return false;
@@ -255,29 +426,63 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
   if (outputs.empty()) return unsupported("the group has no results");
 
   // Step 1.
+  const Node* red = nullptr;  // a reduction of the group; all share its input shape and axes
+  size_t axes = 0;
   for (const Node* n : nodes) {
     if (n->op() == OpKind::Fused || n->numBodies() > 0) return unsupported("it holds a region (", n->opName(), ")");
-    if (!isElementwiseOp(n->op()))
-      return unsupported("it holds ", n->opName(), " ('", n->name(), "'), which is not elementwise");
+    bool isRed = isGeneratedReduction(*n);
+    if (!isElementwiseOp(n->op()) && !isRed)
+      return unsupported("it holds ", n->opName(), " ('", n->name(), "'), which is not elementwise",
+                         opClass(n->op()) == OpClass::kReduction ? " nor a generated reduction" : "");
     for (const Value* v : n->outputs())
       if (!supportedDtype(v->type().dtype))
         return unsupported("value '", v->name(), "' is ", dtypeName(v->type().dtype));
+    if (!isRed) continue;
+    if (!n->input(0)) return unsupported(n->opName(), " ('", n->name(), "') without its data operand");
+    for (const Value* v : kernelOperands(*n))
+      if (v && v->type().dtype != DType::kF32)
+        return unsupported(n->opName(), " ('", n->name(), "') on ", dtypeName(v->type().dtype),
+                           ": reductions are generated on float32 only");
+    ASSIGN_OR_RETURN(size_t k, trailingAxes(*n));
+    if (red && (k != axes || n->input(0)->type().shape != red->input(0)->type().shape))
+      return unsupported("it holds reductions over different rows ('", red->name(), "' and '", n->name(), "')");
+    red = n;
+    axes = k;
   }
-  const Dims shape = outputs.front()->type().shape;
+  const Dims shape = red ? red->input(0)->type().shape : outputs.front()->type().shape;
+  // With a reduction: the shape of its rows, with the axes kept as 1 and dropped.
+  Dims keepShape(shape.begin(), shape.end() - static_cast<std::ptrdiff_t>(axes)), dropShape = keepShape;
+  keepShape.resize(shape.size(), 1);
+  auto shapeError = [&](const Value* r) {
+    return unsupported("its results differ in shape (", red ? red->input(0)->type().str() : outputs.front()->type().str(),
+                       " and ", r->type().str(), ")");
+  };
   for (const Value* r : outputs)
-    if (r->type().shape != shape)
-      return unsupported("its results differ in shape (", outputs.front()->type().str(), " and ", r->type().str(), ")");
+    if (r->type().shape != shape && !(red && (r->type().shape == keepShape || r->type().shape == dropShape)))
+      return shapeError(r);
   for (const Value* v : inputs)
     if (!supportedDtype(v->type().dtype)) return unsupported("input '", v->name(), "' is ", dtypeName(v->type().dtype));
 
   // Step 2.
-  for (const Node* n : nodes)
-    for (const Value* v : n->inputs())
+  std::unordered_set<const Value*> dropped;  // reduction results without their axes
+  for (const Node* n : nodes) {
+    for (const Value* v : kernelOperands(*n)) {
+      if (v && dropped.count(v))
+        return unsupported("the reduced value '", v->name(), "' (keepdims = 0) is read inside the group");
       if (v && !broadcastsTo(v->type().shape, shape))
         return unsupported("value '", v->name(), "' ", v->type().str(), " does not broadcast to the group's shape ",
-                           outputs.front()->type().str());
+                           shapeStr(shape));
+    }
+    if (isGeneratedReduction(*n) && n->output(0)->type().shape != shape && n->output(0)->type().shape != keepShape)
+      dropped.insert(n->output(0));
+  }
+  for (const Value* v : inputs)
+    if (!broadcastsTo(v->type().shape, shape))
+      return unsupported("input '", v->name(), "' ", v->type().str(), " does not broadcast to the group's shape");
 
   // Step 3.
+  int64_t rowLen = 1;
+  for (size_t j = shape.size() - axes; j < shape.size(); ++j) rowLen *= shape[j];
   Describer d(spec);
   std::unordered_map<const Value*, int> exprOf;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -288,9 +493,9 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
   }
   for (const Node* n : nodes) {
     std::vector<int> args;
-    for (const Value* v : n->inputs()) {
+    for (const Value* v : kernelOperands(*n)) {
       if (!v) {
-        if (n->op() == OpKind::Clip) {
+        if (n->op() == OpKind::Clip || isGeneratedReduction(*n)) {
           args.push_back(-1);
           continue;
         }
@@ -314,7 +519,7 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
       if (args.size() > 1 && args[1] >= 0) e = d.add(ScalarOp::kMax, t, {e, d.as(args[1], t)});
       if (args.size() > 2 && args[2] >= 0) e = d.add(ScalarOp::kMin, t, {e, d.as(args[2], t)});
     } else {
-      auto r = d.translate(*n, args);
+      auto r = isGeneratedReduction(*n) ? d.reduction(*n, args, rowLen) : d.translate(*n, args);
       if (!r.ok()) return unsupported(r.status().message(), " ('", n->name(), "')");
       e = *r;
     }
@@ -325,10 +530,10 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
     auto it = exprOf.find(outputs[k]);
     if (it == exprOf.end() || spec.exprs[it->second].op == ScalarOp::kInput)
       return unsupported("result ", k, " is not computed in the group");
-    spec.outputs.push_back(KernelOutput{outputs[k]->type(), it->second});
+    spec.outputs.push_back(KernelOutput{outputs[k]->type(), it->second, outputs[k]->type().shape != shape});
   }
 
-  // Step 4: strides over the full shape, then merge.
+  // Step 4: strides over the full shape, then merge (the reduced axes apart).
   std::vector<std::vector<int64_t>> strides;
   for (const KernelInput& in : spec.inputs) {
     const Dims& s = in.type.shape;
@@ -341,32 +546,62 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
     }
     strides.push_back(st);
   }
+  const size_t outerDims = shape.size() - axes;
   // Size-1 dims of the index space carry nothing: drop them first.
-  std::vector<int64_t> dims;
-  std::vector<std::vector<int64_t>> kept(strides.size());
-  for (size_t j = 0; j < shape.size(); ++j) {
-    if (shape[j] == 1) continue;
-    dims.push_back(shape[j]);
-    for (size_t k = 0; k < strides.size(); ++k) kept[k].push_back(strides[k][j]);
-  }
+  auto merge = [&](size_t from, size_t to, std::vector<int64_t>& mdims, std::vector<std::vector<int64_t>>& mst) {
+    size_t start = mdims.size();
+    for (size_t j = from; j < to; ++j) {
+      if (shape[j] == 1) continue;
+      bool chain = mdims.size() > start;
+      for (size_t k = 0; chain && k < strides.size(); ++k) {
+        int64_t prev = mst[k].back(), cur = strides[k][j];
+        chain = (prev == 0 && cur == 0) || (cur != 0 && prev == cur * shape[j]);
+      }
+      if (chain) {
+        mdims.back() *= shape[j];
+        for (size_t k = 0; k < strides.size(); ++k) mst[k].back() = strides[k][j];
+      } else {
+        mdims.push_back(shape[j]);
+        for (size_t k = 0; k < strides.size(); ++k) mst[k].push_back(strides[k][j]);
+      }
+    }
+    return mdims.size() - start;
+  };
   std::vector<int64_t> mdims;
   std::vector<std::vector<int64_t>> mst(strides.size());
-  for (size_t j = 0; j < dims.size(); ++j) {
-    bool chain = !mdims.empty();
-    for (size_t k = 0; chain && k < kept.size(); ++k) {
-      int64_t prev = mst[k].back(), cur = kept[k][j];
-      chain = (prev == 0 && cur == 0) || (cur != 0 && prev == cur * dims[j]);
+  merge(0, outerDims, mdims, mst);
+  if (red) {
+    // The reduced axes as one last dimension: every input must chain across them.
+    size_t made = merge(outerDims, shape.size(), mdims, mst);
+    if (made == 0) {  // a row of one point
+      mdims.push_back(1);
+      for (auto& m : mst) m.push_back(0);
+    } else if (made > 1) {
+      // Some input's strides do not chain across the axes (both chained or
+      // broadcast would have merged them).
+      size_t k = 0;
+      while (k + 1 < mst.size() &&
+             std::all_of(mst[k].end() - made, mst[k].end(), [](int64_t v) { return v == 0; }))
+        ++k;
+      return unsupported("input '", inputs[k]->name(), "' ", inputs[k]->type().str(),
+                         " is not contiguous along the reduced axes of ", shapeStr(shape));
     }
-    if (chain) {
-      mdims.back() *= dims[j];
-      for (size_t k = 0; k < kept.size(); ++k) mst[k].back() = kept[k][j];
-    } else {
-      mdims.push_back(dims[j]);
-      for (size_t k = 0; k < kept.size(); ++k) mst[k].push_back(kept[k][j]);
-    }
+    spec.reduces = true;
   }
   spec.dims = mdims;
   for (size_t k = 0; k < spec.inputs.size(); ++k) spec.inputs[k].strides = mst[k];
+
+  // Step 5.
+  if (spec.reduces) {
+    std::vector<bool> varies = spec.variesAlongRow();
+    for (size_t k = 0; k < spec.outputs.size(); ++k)
+      if (spec.outputs[k].perRow && varies[spec.outputs[k].expr])
+        return unsupported("result ", k, " ", outputs[k]->type().str(), " varies along the reduced axes");
+    if (spec.outputs[0].perRow && !spec.inputs.empty() && spec.inputs[0].type.bytes() == spec.outputs[0].type.bytes() &&
+        spec.inputs[0].strides.back() != 0)
+      return unsupported("its first result ", outputs[0]->type().str(), " may be planned over input 0 ",
+                         inputs[0]->type().str(), ", which it reads along the rows");
+  }
   return spec;
 }
 
@@ -384,7 +619,8 @@ std::string specKey(const KernelSpec& spec) {
     s += strCat("\n", i, " ", scalarOpName(e.op), " ", dtypeName(e.dtype), " ", e.input, " ", v);
     for (int a : e.args) s += strCat(" ", a);
   }
-  for (const KernelOutput& o : spec.outputs) s += strCat("\nout ", o.type.str(), " ", o.expr);
+  for (const KernelOutput& o : spec.outputs) s += strCat("\nout ", o.type.str(), " ", o.expr, o.perRow ? " row" : "");
+  if (spec.reduces) s += "\nreduces";
   return s;
 }
 

@@ -10,14 +10,14 @@
 // which every input is either contiguous or broadcast alike are merged, so a
 // same-shape group is one flat loop and a bias add is two loops.
 //
-// Reductions are the next step and fit this form: a description would gain
-// a reduction axis of the index space (the last one after merging, for
-// softmax, layer-norm, RMS-norm and Reduce* over trailing axes), and Expr
-// nodes of kind kReduceSum / kReduceMax whose operand is evaluated across
-// that axis and whose value is broadcast back along it; outputs then are
-// either over the whole index space or over the space without the axis.
-// Nothing below the kernel table changes: a reduction kernel is a LAUNCH like
-// any other.
+// A kernel may also reduce (Softmax, LogSoftmax, LayerNormalization,
+// RMSNormalization, ReduceSum/Mean/Max over trailing axes): its last merged
+// dimension is then the reduction axis, and Expr nodes of kind kReduceSum /
+// kReduceMax evaluate their operand at every point of the axis and give one
+// value per row (the other dimensions), broadcast back along the axis.
+// Outputs lie over the whole index space or over the rows (the space without
+// the axis). Nothing below the kernel table changes: a reduction kernel is a
+// LAUNCH like any other.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +42,14 @@ enum class ScalarOp : int8_t {
   // Unary
   kNeg, kAbs, kSqrt, kExp, kLog, kErf, kTanh, kSigmoid, kRelu, kReciprocal, kNot,
   kGeluErf, kGeluTanh, kSoftplus,
+  // Reductions along the axis of KernelSpec::reduces: args[0] evaluated at
+  // every point of the row, summed (float32, compensated) or maxed; the value
+  // is the row's, the same at every point of it.
+  kReduceSum, kReduceMax,
 };
+
+/// \returns whether `op` is a reduction along the row (kReduceSum, kReduceMax).
+inline bool isReduceOp(ScalarOp op) { return op == ScalarOp::kReduceSum || op == ScalarOp::kReduceMax; }
 
 /// \returns the name of `op` in the emitted source ("add" for pk_add).
 const char* scalarOpName(ScalarOp op);
@@ -63,8 +70,11 @@ struct KernelInput {
 };
 
 struct KernelOutput {
-  TensorType type;  ///< the parameter's type (its element count is the index space's)
+  TensorType type;  ///< the parameter's type (its element count is the index space's, or the rows')
   int expr = -1;    ///< the Expr it stores
+  /// Over the rows only (a reduction kernel's keepdims or dropped-axes
+  /// result): one element per row, stored at the row's index.
+  bool perRow = false;
 };
 
 /// A kernel: the fused group `group` as one loop over `dims`.
@@ -74,13 +84,26 @@ struct KernelSpec {
   std::vector<KernelInput> inputs;  ///< the fused node's inputs, in order
   std::vector<Expr> exprs;
   std::vector<KernelOutput> outputs;  ///< the fused node's outputs, in order
+  /// A reduction kernel: dims.back() is the reduction axis (never empty then).
+  bool reduces = false;
 
   /// \returns the number of points of the index space.
   int64_t numel() const;
+  /// \returns the length of a row: dims.back(), or 1 for an empty index space.
+  int64_t rowLength() const;
+  /// \returns the number of rows: numel() / rowLength() (0 for an empty space).
+  int64_t rows() const;
+  /// \returns for each Expr whether it varies along the row (reads an input
+  /// whose stride along the last dimension is not 0, other than through a
+  /// reduction); the rest are the row's.
+  std::vector<bool> variesAlongRow() const;
 };
 
 /// Describes Fused node `fused` (passes/fuse.cpp) whose body holds only
-/// elementwise ops on float32, int32, int64 and bool values.
+/// elementwise ops on float32, int32, int64 and bool values, and at most
+/// reductions over trailing axes on float32 (Softmax and LogSoftmax on the
+/// last axis, LayerNormalization, RMSNormalization, ReduceSum, ReduceMean,
+/// ReduceMax, GlobalAveragePool; all of one input shape and axes).
 /// \returns the description, or an unsupported error whose message says why
 /// the group cannot be generated (a reduction, a view, an anchor, an op or a
 /// dtype the emitters do not know, outputs of different shapes); the plan
@@ -95,9 +118,18 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
                                    const std::vector<const Value*>& outputs, const std::string& group);
 
 /// \returns whether `n` alone could be part of a generated kernel: an
-/// elementwise op with a generated form on supported dtypes (a cheap test
-/// before describeGroup).
+/// elementwise op with a generated form on supported dtypes, or a reduction
+/// with one on float32 (a cheap test before describeGroup).
 bool mayBeGenerated(const Node& n);
+
+/// \returns whether `n` is one of the reductions a kernel can describe
+/// (Softmax, LogSoftmax, LayerNormalization, RMSNormalization, ReduceSum,
+/// ReduceMean, ReduceMax, GlobalAveragePool), whatever its axes and types.
+bool isGeneratedReduction(const Node& n);
+
+/// \returns the operands of `n` a kernel reads as values: all its inputs,
+/// except the axes operand of a Reduce* (a constant the description reads).
+std::vector<const Value*> kernelOperands(const Node& n);
 
 /// \returns a text form of `spec` that is equal for two specs exactly when
 /// they compute the same function on the same types (the kernel's identity;

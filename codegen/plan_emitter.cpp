@@ -107,6 +107,9 @@ class ProgramEmitter {
         }
       } else if (n->op() == OpKind::Fused) {
         RETURN_IF_ERROR(emitFused(*n, bufferOf, prefix));
+      } else if (kernels_ && prefix.empty() && isGeneratedReduction(*n) && mayBeGenerated(*n) &&
+                 emitLoneReduction(*n, bufferOf)) {
+        // A reduction outside any fused group: one generated kernel of its own.
       } else {
         plan::Instruction* ins = prog_->add_instructions();
         ins->set_kind(collectiveKind(n->op()));
@@ -148,6 +151,32 @@ class ProgramEmitter {
   }
 
  private:
+  /// Emits reduction `n` of the program's own graph (no fused group holds
+  /// it) as a LAUNCH of a kernel of its own. \returns false, emitting
+  /// nothing, when describeGroup refuses it (it then runs on its kernel).
+  template <typename BufferOf>
+  bool emitLoneReduction(const Node& n, BufferOf& bufferOf) {
+    std::vector<const Value*> ins;
+    for (const Value* v : kernelOperands(n)) {
+      if (!v || (v->isConstant() && v->type().numel() == 1)) continue;
+      if (std::find(ins.begin(), ins.end(), v) == ins.end()) ins.push_back(v);
+    }
+    const std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+    auto spec = describeGroup({&n}, ins, {n.output(0)}, name);
+    if (!spec.ok()) return false;
+    plan::Instruction* ins0 = prog_->add_instructions();
+    ins0->set_kind(plan::Instruction::LAUNCH);
+    ins0->set_op(std::string(opName(OpKind::Fused)));
+    ins0->set_node(name);
+    ins0->set_kernel(kernels_->add(std::move(spec).value()));
+    plan::Computed* c = ins0->add_computes();
+    c->set_node(name);
+    *c->mutable_desc() = toDesc(n.output(0)->type());
+    for (const Value* v : ins) ins0->add_inputs(bufferOf(v));
+    ins0->add_outputs(bufferOf(n.output(0)));
+    return true;
+  }
+
   template <typename BufferOf>
   Status emitFused(const Node& n, BufferOf& bufferOf, const std::string& prefix) {
     const Graph& body = *n.body(0);
@@ -206,47 +235,66 @@ class ProgramEmitter {
   /// (at least kMinRunNodes; consecutive, so every input of a run is defined
   /// before its first node and the LAUNCH can stand there), describes each,
   /// and adds those that describeGroup accepts to the kernel table and runOf_.
+  /// A run with a reduction that is refused is tried again as its parts: the
+  /// runs between its reductions, and each reduction alone.
   /// \returns the number of runs generated.
   int planRuns(const Graph& body, const std::string& prefix) {
     std::vector<Node*> nodes = body.nodes();
-    std::set<const Value*> results(body.outputs().begin(), body.outputs().end());
-    std::set<const Value*> params(body.inputs().begin(), body.inputs().end());
     int made = 0;
     for (size_t i = 0; i < nodes.size();) {
       size_t j = i;
       while (j < nodes.size() && mayBeGenerated(*nodes[j])) ++j;
-      if (j - i >= kMinRunNodes) {
-        auto run = std::make_unique<Run>();
-        std::set<const Node*> members(nodes.begin() + i, nodes.begin() + j);
-        std::set<const Value*> produced, seen;
-        for (size_t k = i; k < j; ++k) {
-          run->nodes.push_back(nodes[k]);
-          for (const Value* v : nodes[k]->inputs()) {
-            if (!v || produced.count(v) || seen.count(v)) continue;
-            // Scalar constants of the body become literals; everything else is an operand.
-            if (v->isConstant() && !params.count(v) && v->type().numel() == 1) continue;
-            seen.insert(v);
-            run->inputs.push_back(v);
+      if (j - i >= kMinRunNodes && !planRun(body, nodes, i, j, prefix, made)) {
+        for (size_t a = i; a < j;) {
+          size_t b = a;
+          if (isGeneratedReduction(*nodes[a])) {
+            b = a + 1;
+          } else {
+            while (b < j && !isGeneratedReduction(*nodes[b])) ++b;
           }
-          produced.insert(nodes[k]->output(0));
-        }
-        for (size_t k = i; k < j; ++k) {
-          const Value* out = nodes[k]->output(0);
-          bool usedAfter = results.count(out) > 0;
-          for (const Node* u : out->uses()) usedAfter = usedAfter || !members.count(u);
-          if (usedAfter) run->outputs.push_back(out);
-        }
-        auto spec = describeGroup(run->nodes, run->inputs, run->outputs, prefix + nodes[i]->name());
-        if (spec.ok()) {
-          run->kernel = kernels_->add(std::move(spec).value());
-          for (const Node* m : run->nodes) runOf_[m] = run.get();
-          runs_.push_back(std::move(run));
-          ++made;
+          if (b - a >= kMinRunNodes) planRun(body, nodes, a, b, prefix, made);
+          a = b;
         }
       }
       i = j == i ? i + 1 : j;
     }
     return made;
+  }
+
+  /// Describes nodes [i, j) of `nodes` (a run of `body`) as one kernel and,
+  /// when describeGroup accepts it, adds it (counted in `made`).
+  /// \returns whether it was accepted.
+  bool planRun(const Graph& body, const std::vector<Node*>& nodes, size_t i, size_t j, const std::string& prefix,
+               int& made) {
+    std::set<const Value*> results(body.outputs().begin(), body.outputs().end());
+    std::set<const Value*> params(body.inputs().begin(), body.inputs().end());
+    auto run = std::make_unique<Run>();
+    std::set<const Node*> members(nodes.begin() + i, nodes.begin() + j);
+    std::set<const Value*> produced, seen;
+    for (size_t k = i; k < j; ++k) {
+      run->nodes.push_back(nodes[k]);
+      for (const Value* v : kernelOperands(*nodes[k])) {
+        if (!v || produced.count(v) || seen.count(v)) continue;
+        // Scalar constants of the body become literals; everything else is an operand.
+        if (v->isConstant() && !params.count(v) && v->type().numel() == 1) continue;
+        seen.insert(v);
+        run->inputs.push_back(v);
+      }
+      produced.insert(nodes[k]->output(0));
+    }
+    for (size_t k = i; k < j; ++k) {
+      const Value* out = nodes[k]->output(0);
+      bool usedAfter = results.count(out) > 0;
+      for (const Node* u : out->uses()) usedAfter = usedAfter || !members.count(u);
+      if (usedAfter) run->outputs.push_back(out);
+    }
+    auto spec = describeGroup(run->nodes, run->inputs, run->outputs, prefix + nodes[i]->name());
+    if (!spec.ok()) return false;
+    run->kernel = kernels_->add(std::move(spec).value());
+    for (const Node* m : run->nodes) runOf_[m] = run.get();
+    runs_.push_back(std::move(run));
+    ++made;
+    return true;
   }
 
   int rank_;

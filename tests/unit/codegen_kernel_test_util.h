@@ -1,0 +1,101 @@
+// Helpers of the generated-kernel tests (codegen_kernel_desc_test.cpp,
+// codegen_kernel_reduce_test.cpp): fuse a graph in text form, and compile a
+// graph with generated kernels, run it on CPU ranks and compare it with the
+// reference program.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "codegen/kernel_build.h"
+#include "codegen/kernel_desc.h"
+#include "codegen/plan_emitter.h"
+#include "compiler/ir/text.h"
+#include "passes/partition/partitioner.h"
+#include "passes/registry.h"
+#include "runtime/launcher.h"
+#include "runtime/plan_io.h"
+#include "runtime/support/compare.h"
+
+namespace pcc {
+
+/// Parses `text`, fuses it. \returns the graph (its Fused nodes in order).
+inline std::unique_ptr<Graph> fused(const std::string& text) {
+  auto g = parseGraph(text, "k.ir");
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  if (!g.ok()) return nullptr;
+  PassContext ctx;
+  auto changed = createPass("fuse")->run(**g, ctx);
+  EXPECT_TRUE(changed.ok()) << changed.status().message();
+  return std::move(g).value();
+}
+
+inline const Node* firstFused(const Graph& g) {
+  for (const Node* n : g.nodes())
+    if (n->op() == OpKind::Fused) return n;
+  return nullptr;
+}
+
+/// Compiles `text` on `gpus` CPU ranks with generated kernels, runs it, and
+/// compares with the reference program. \returns the emitted plan.
+inline plan::Plan runGenerated(const std::string& text, int gpus, const char* dirName) {
+  auto ref = parseGraph(text, "k.ir");
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  std::unique_ptr<Graph> g = (*ref)->clone();
+  PartitionOptions po;
+  po.gpus = gpus;
+  auto part = partitionGraph(*g, po);
+  EXPECT_TRUE(part.ok()) << part.status().message();
+  auto ranks = lowerToRanks(*g, *part);
+  EXPECT_TRUE(ranks.ok()) << ranks.status().message();
+  for (RankGraph& rg : *ranks) {
+    std::vector<std::string> in, out;
+    for (const IoBind& b : rg.inputs) in.push_back(b.value->name());
+    for (const IoBind& b : rg.outputs) out.push_back(b.value->name());
+    PassContext ctx;
+    EXPECT_TRUE(createPass("fuse")->run(*rg.graph, ctx).ok());
+    for (size_t i = 0; i < in.size(); ++i) rg.inputs[i].value = rg.graph->findValue(in[i]);
+    for (size_t i = 0; i < out.size(); ++i) rg.outputs[i].value = rg.graph->findValue(out[i]);
+  }
+  KernelTable table;
+  auto emitted = emitPlan(**ref, *g, *part, *ranks, "k.onnx", &table);
+  EXPECT_TRUE(emitted.ok()) << emitted.status().message();
+  KernelOptions ko;
+  ko.cacheDir = (std::filesystem::temp_directory_path() / "pcc_kernel_desc_cache").string();
+  Status built = buildKernels(table, ko, emitted->plan, &emitted->files);
+  EXPECT_TRUE(built.ok()) << built.message();
+  std::string dir = (std::filesystem::temp_directory_path() / dirName).string();
+  std::filesystem::remove_all(dir);
+  Status written = writeEmittedPlan(dir, *emitted);
+  EXPECT_TRUE(written.ok()) << written.message();
+  auto loaded = loadPlanBundle(dir);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+  if (!loaded.ok()) return emitted->plan;
+  std::vector<Tensor> inputs = randomInputsFor(loaded->plan, 5);
+  RunOptions ro;
+  ro.threadsPerRank = 1;
+  auto got = runPlan(*loaded, inputs, ro);
+  EXPECT_TRUE(got.ok()) << got.status().message();
+  auto want = runReference(*loaded, inputs);
+  EXPECT_TRUE(want.ok()) << want.status().message();
+  if (got.ok() && want.ok()) {
+    EXPECT_EQ(got->outputs.size(), want->size());
+    for (size_t i = 0; i < want->size() && i < got->outputs.size(); ++i) {
+      Diff d = compareTensors(got->outputs[i], (*want)[i], 1e-5, 1e-6);
+      EXPECT_TRUE(d.ok) << "output " << i << ": " << d.where;
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return emitted->plan;
+}
+
+inline int launches(const plan::RankProgram& prog) {
+  int n = 0;
+  for (const plan::Instruction& ins : prog.instructions()) n += ins.kind() == plan::Instruction::LAUNCH;
+  return n;
+}
+
+}  // namespace pcc
