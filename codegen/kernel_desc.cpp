@@ -63,6 +63,9 @@ StatusOr<double> scalarOf(const Value& v) {
   }
 }
 
+/// \returns the node's name for messages: its own, else its output's.
+std::string label(const Node& n) { return n.name().empty() && n.output(0) ? n.output(0)->name() : n.name(); }
+
 std::string shapeStr(const Dims& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += strCat(i ? "," : "", d[i]);
@@ -74,7 +77,7 @@ std::string shapeStr(const Dims& d) {
 StatusOr<size_t> trailingAxes(const Node& n) {
   const TensorType& x = n.input(0)->type();
   const int64_t rank = x.rank();
-  auto where = [&] { return strCat(" ('", n.name(), "')"); };
+  auto where = [&] { return strCat(" ('", label(n), "')"); };
   if (rank == 0) return unsupported(n.opName(), where(), " on a scalar");
   std::vector<bool> red(rank, false);
   auto norm = [&](int64_t a) -> StatusOr<int64_t> {
@@ -432,20 +435,20 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
     if (n->op() == OpKind::Fused || n->numBodies() > 0) return unsupported("it holds a region (", n->opName(), ")");
     bool isRed = isGeneratedReduction(*n);
     if (!isElementwiseOp(n->op()) && !isRed)
-      return unsupported("it holds ", n->opName(), " ('", n->name(), "'), which is not elementwise",
+      return unsupported("it holds ", n->opName(), " ('", label(*n), "'), which is not elementwise",
                          opClass(n->op()) == OpClass::kReduction ? " nor a generated reduction" : "");
     for (const Value* v : n->outputs())
       if (!supportedDtype(v->type().dtype))
         return unsupported("value '", v->name(), "' is ", dtypeName(v->type().dtype));
     if (!isRed) continue;
-    if (!n->input(0)) return unsupported(n->opName(), " ('", n->name(), "') without its data operand");
+    if (!n->input(0)) return unsupported(n->opName(), " ('", label(*n), "') without its data operand");
     for (const Value* v : kernelOperands(*n))
       if (v && v->type().dtype != DType::kF32)
-        return unsupported(n->opName(), " ('", n->name(), "') on ", dtypeName(v->type().dtype),
+        return unsupported(n->opName(), " ('", label(*n), "') on ", dtypeName(v->type().dtype),
                            ": reductions are generated on float32 only");
     ASSIGN_OR_RETURN(size_t k, trailingAxes(*n));
     if (red && (k != axes || n->input(0)->type().shape != red->input(0)->type().shape))
-      return unsupported("it holds reductions over different rows ('", red->name(), "' and '", n->name(), "')");
+      return unsupported("it holds reductions over different rows ('", label(*red), "' and '", label(*n), "')");
     red = n;
     axes = k;
   }
@@ -520,7 +523,7 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
       if (args.size() > 2 && args[2] >= 0) e = d.add(ScalarOp::kMin, t, {e, d.as(args[2], t)});
     } else {
       auto r = isGeneratedReduction(*n) ? d.reduction(*n, args, rowLen) : d.translate(*n, args);
-      if (!r.ok()) return unsupported(r.status().message(), " ('", n->name(), "')");
+      if (!r.ok()) return unsupported(r.status().message(), " ('", label(*n), "')");
       e = *r;
     }
     e = d.as(e, n->output(0)->type().dtype);
@@ -577,12 +580,15 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
       mdims.push_back(1);
       for (auto& m : mst) m.push_back(0);
     } else if (made > 1) {
-      // Some input's strides do not chain across the axes (both chained or
-      // broadcast would have merged them).
+      // Some input's strides do not chain across the axes (had all chained,
+      // the axes would be one dimension): name the first such input.
+      auto chains = [&](const std::vector<int64_t>& m) {
+        for (size_t j = m.size() - made + 1; j < m.size(); ++j)
+          if (!((m[j - 1] == 0 && m[j] == 0) || (m[j] != 0 && m[j - 1] == m[j] * mdims[j]))) return false;
+        return true;
+      };
       size_t k = 0;
-      while (k + 1 < mst.size() &&
-             std::all_of(mst[k].end() - made, mst[k].end(), [](int64_t v) { return v == 0; }))
-        ++k;
+      while (k + 1 < mst.size() && chains(mst[k])) ++k;
       return unsupported("input '", inputs[k]->name(), "' ", inputs[k]->type().str(),
                          " is not contiguous along the reduced axes of ", shapeStr(shape));
     }

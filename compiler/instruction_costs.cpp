@@ -4,8 +4,9 @@
 //  1. Walk each rank's graph in the order the plan emitter emits it
 //     (codegen/plan_emitter.cpp): a Fused node stands for one LAUNCH of its
 //     generated kernel, or else for its body's nodes in order, where a LAUNCH
-//     stands for the maximal run of generatable nodes (mayBeGenerated) it
-//     starts; every other node for one instruction.
+//     stands for the run of generatable nodes (mayBeGenerated) it starts, as
+//     many as it lists in `computes`; a reduction outside any group may be a
+//     LAUNCH of its own too; every other node for one instruction.
 //  2. Walk the rank program's instructions alongside, skipping FREE ones;
 //     each must run the op of the node it meets, else the two walks disagree
 //     (an internal error, never a silently shifted estimate).
@@ -17,6 +18,7 @@
 
 #include "codegen/kernel_desc.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "passes/partition/search.h"
@@ -49,9 +51,11 @@ class Annotator {
         continue;
       }
       if (launch && n->op() != OpKind::Fused && mayBeGenerated(*n)) {
-        // A run of a fused body (codegen/plan_emitter.cpp): the maximal run of generatable nodes from here.
+        // A run of a fused body, or a reduction of its own (codegen/plan_emitter.cpp): the LAUNCH lists the
+        // nodes it computes, in order.
+        const int len = std::max(1, prog_.instructions(next_).computes_size());
         double t = 0;
-        for (; i < nodes.size() && mayBeGenerated(*nodes[i]); ++i) t += cm_.nodeTime(*nodes[i]);
+        for (int k = 0; k < len && i < nodes.size(); ++k, ++i) t += cm_.nodeTime(*nodes[i]);
         --i;
         prog_.mutable_instructions(next_++)->set_estimated_seconds(t);
         continue;

@@ -10,8 +10,12 @@ kernels alone (oneDNN's float convolutions differ from the reference by more
 than 1e-5 on their own); the --gpus 1 plan also with `pcc-run --check` as
 users run it (oneDNN kernels, pcc-run's tolerances). The plans must actually launch generated kernels (the
 report counts them), and with --target cuda every PTX file of the --gpus 1
-plans must pass `ptxas` for its arch. NVRTC and the C++ compiler cache under
-the build folder.
+plans must pass `ptxas` for its arch. Reductions and norms (Softmax,
+LayerNormalization, RMSNormalization, Reduce* over trailing axes,
+GlobalAveragePool) are generated kernels too: no --gpus 1 plan may run one
+on its own kernel (`pcc-report --format costs` lists every instruction), and
+the plans must hold some reduction kernels. NVRTC and the C++ compiler cache
+under the build folder.
 """
 import glob
 import json
@@ -27,6 +31,8 @@ from test_exported import exports, has_symbolic_dim  # noqa: E402
 MODELS = ["mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx", "mobilenet_v2_bn.onnx"]
 CONFIGS = [["--gpus", "1"], ["--gpus", "2", "--strategy", "tp=2"], ["--gpus", "2", "--strategy", "dp=2,tp=1,pp=1"]]
 RTOL = "1e-5"
+# The reductions docs/kernels.md says are generated; on the e2e models and exports all of them are.
+GENERATED_REDUCTIONS = {"Softmax", "LogSoftmax", "LayerNormalization", "RMSNormalization", "GlobalAveragePool"}
 
 
 def ptxas_path():
@@ -70,6 +76,15 @@ def run_case(suite, tools, totals, name, model, batch, data_dir, config, target,
         if kernels["generated"]:
             suite.check(f"{case}: the CPU library is in the bundle",
                         os.path.isfile(os.path.join(plan, "kernels", "cpu.so")), "")
+            with open(os.path.join(plan, "kernels", "cpu.cc")) as f:
+                totals["reduction kernels"] += f.read().count("#pragma omp simd reduction(+")
+        if config == CONFIGS[0]:
+            r = tools.run("pcc-report", ["--format", "costs", plan])
+            if suite.check(f"{case}: pcc-report --format costs", r.returncode == 0, r.describe()):
+                left = sorted({f"{i['op']} {i['node']}" for rank in json.loads(r.stdout)["ranks"]
+                               for i in rank["instructions"] if i["kind"] == "kernel" and i["op"] in GENERATED_REDUCTIONS})
+                suite.check(f"{case}: every reduction runs as a generated kernel", not left,
+                            "  on their own kernels: " + ", ".join(left[:8]) + f"\n  fallbacks: {kernels['fallbacks'][:8]}")
         inputs = ["--inputs", data_dir] if data_dir else []
         if config == CONFIGS[0]:  # as users run it (test_models and test_exported cover the other meshes)
             r = tools.run("pcc-run", [plan, "--check", *inputs], timeout=600)
@@ -153,7 +168,7 @@ def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("kernels", args)
     tools = e2e.Tools(args.bin)
-    if not e2e.require_tools(suite, tools, ("pcc", "pcc-run")):
+    if not e2e.require_tools(suite, tools, ("pcc", "pcc-run", "pcc-report")):
         return suite.finish()
     os.environ["PCC_CACHE_DIR"] = os.path.join(tools.bin_dir, "kernel-cache")
     target = "cuda" if cuda_available(tools, suite) else "cpu"
@@ -161,7 +176,7 @@ def main():
     print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)
     suite.run_case("corrupt library", corrupt_library, suite, tools)
     suite.run_case("no compiler", no_compiler, suite, tools)
-    totals = {"launches": 0, "fallbacks": 0, "ptxas": 0}
+    totals = {"launches": 0, "fallbacks": 0, "ptxas": 0, "reduction kernels": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
     cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
     for name, model, batch, data in cases:
@@ -169,9 +184,11 @@ def main():
             suite.run_case(f"{name} {' '.join(config)}", run_case, suite, tools, totals, name, model, batch, data,
                            config, target, ptxas)
     print(f"generated-kernel launches in all plans: {totals['launches']}; fused groups not generated whole: "
-          f"{totals['fallbacks']}; PTX files accepted by ptxas: {totals['ptxas']}", flush=True)
+          f"{totals['fallbacks']}; PTX files accepted by ptxas: {totals['ptxas']}; "
+          f"compensated sums in the CPU libraries: {totals['reduction kernels']}", flush=True)
     if not args.filter:
         suite.check("the plans launch generated kernels", totals["launches"] > 0, f"  {totals}")
+        suite.check("the plans hold generated reduction kernels", totals["reduction kernels"] > 0, f"  {totals}")
         if target == "cuda" and ptxas:
             suite.check("ptxas checked some PTX", totals["ptxas"] > 0, f"  {totals}")
     return suite.finish()
