@@ -173,6 +173,10 @@ class RankLiveness {
   /// \returns the peers that died or, with `arrivals`, never arrived, as
   /// phrases.
   virtual std::vector<std::string> lost(bool arrivals) = 0;
+  /// Rank 0 after its success: waits (at most `limit`) until no peer is
+  /// still running, so that closing what rank 0 holds for the others (the TCP
+  /// store) cannot look like its death to a peer finishing its last send.
+  virtual void awaitPeers(std::chrono::milliseconds limit) {}
 
   /// \returns `s`, its message led by the peers that died or never arrived,
   /// when `s` is a communication failure (an environment error) and there
@@ -277,6 +281,17 @@ class StoreLiveness final : public RankLiveness {
         out.push_back(strCat("rank ", r, " never arrived"));
     }
     return out;
+  }
+
+  void awaitPeers(std::chrono::milliseconds limit) override {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto peers = client_->peers();
+      if (!peers.ok() || std::none_of(peers->begin(), peers->end(),
+                                      [](const PeerState& p) { return p.kind == PeerState::kAlive; }))
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
  private:
@@ -572,6 +587,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     }
   }
   live.ended();
+  live.awaitPeers(std::chrono::seconds(std::min(5, o.timeoutSeconds)));
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }

@@ -197,7 +197,7 @@ struct TcpStoreServer::State {
   std::string runId;
   int worldSize = 0;
   std::map<std::string, std::vector<char>> kv;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, maxBytes = kMaxStoreBytes;
   std::vector<PeerState> peers;
   std::vector<Conn> conns;
 
@@ -245,7 +245,7 @@ struct TcpStoreServer::State {
         }
         auto it = kv.find(f[0]);
         uint64_t old = it == kv.end() ? 0 : it->second.size() + it->first.size();
-        if (bytes - old + f[0].size() + f[1].size() > kMaxStoreBytes) {
+        if (bytes - old + f[0].size() + f[1].size() > maxBytes) {
           answer(kError, {"the store is full"});
           return true;
         }
@@ -328,7 +328,7 @@ struct TcpStoreServer::State {
 };
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress& addr, const std::string& runId,
-                                                                int worldSize) {
+                                                                int worldSize, uint64_t maxStoreBytes) {
   ASSIGN_OR_RETURN(in_addr host, resolve(addr.host));
   std::unique_ptr<TcpStoreServer> s(new TcpStoreServer());
   auto failed = [&](const std::string& what) {
@@ -354,6 +354,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress
   s->state_ = std::make_unique<State>();
   s->state_->runId = runId;
   s->state_->worldSize = worldSize;
+  s->state_->maxBytes = maxStoreBytes;
   s->state_->peers.assign(worldSize, PeerState{});
   s->thread_ = std::thread([srv = s.get()] { srv->serve(); });
   return s;

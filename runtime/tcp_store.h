@@ -58,10 +58,11 @@ class TcpStoreServer {
   /// loopback address when `host` is a loopback address, else on every
   /// interface (a machine's name often resolves to an address other machines
   /// cannot reach). Clients must say run id `runId` and world size
-  /// `worldSize`. \returns the running server, or an environment error naming
-  /// HOST:PORT when the port cannot be bound.
+  /// `worldSize`; all keys and values together take at most `maxStoreBytes`.
+  /// \returns the running server, or an environment error naming HOST:PORT
+  /// when the port cannot be bound.
   static StatusOr<std::unique_ptr<TcpStoreServer>> start(const TcpAddress& addr, const std::string& runId,
-                                                         int worldSize);
+                                                         int worldSize, uint64_t maxStoreBytes = kMaxStoreBytes);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

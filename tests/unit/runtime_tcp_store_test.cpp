@@ -198,12 +198,69 @@ TEST(TcpStore, EnforcesLimits) {
   EXPECT_FALSE(c->set("", bytes("v")).ok());
   EXPECT_FALSE(c->set("k", std::vector<char>(kMaxValueBytes + 1)).ok());
   EXPECT_TRUE(c->set("k", std::vector<char>(kMaxValueBytes)).ok());
-  // The store's total is bounded: 16 values of 16 MiB exceed 256 MiB.
+  auto v = c->get("k", Ms(1000));
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->size(), kMaxValueBytes);
+}
+
+/// \returns the frame `op` + fields, as the protocol lays it out.
+std::string rawFrame(char op, const std::vector<std::string>& fields) {
+  std::string body(1, op);
+  for (const std::string& f : fields) body += le32(static_cast<uint32_t>(f.size())) + f;
+  return le32(static_cast<uint32_t>(body.size())) + body;
+}
+
+/// \returns the body of the next frame the server sends on `fd` ("" on failure).
+std::string readFrame(int fd) {
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto readN = [&](size_t n) {
+    std::string out(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = recv(fd, out.data() + got, n - got, 0);
+      if (r <= 0) return std::string();
+      got += static_cast<size_t>(r);
+    }
+    return out;
+  };
+  std::string head = readN(4);
+  if (head.size() != 4) return "";
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<unsigned char>(head[i])) << (8 * i);
+  return readN(len);
+}
+
+TEST(TcpStore, ServerRefusesAnOversizedValueFromAClientThatSkipsItsChecks) {
+  Served s = serve("run", 2);
+  int fd = rawSocket(s.addr);
+  sendRaw(fd, rawFrame('H', {"run", "1", "2", "raw 1"}));
+  EXPECT_EQ(readFrame(fd), "O");
+  sendRaw(fd, rawFrame('S', {"z", std::string(kMaxValueBytes + 1, 'v')}));
+  std::string answer = readFrame(fd);
+  ASSERT_FALSE(answer.empty());
+  EXPECT_EQ(answer[0], 'E');
+  EXPECT_NE(answer.find("over the limit"), std::string::npos) << answer;
+  // Still served, and the value was not stored.
+  sendRaw(fd, rawFrame('G', {"z"}));
+  EXPECT_EQ(readFrame(fd), "M");
+  close(fd);
+}
+
+TEST(TcpStore, BoundsTheStoreTotal) {
+  auto started = TcpStoreServer::start({"127.0.0.1", 0}, "run", 1, /*maxStoreBytes=*/1 << 20);
+  ASSERT_TRUE(started.ok());
+  auto c = client({"127.0.0.1", (*started)->port()}, 0, 1);
+  ASSERT_TRUE(c);
   Status full;
-  for (int i = 0; i < 17 && full.ok(); ++i) full = c->set("big" + std::to_string(i), std::vector<char>(kMaxValueBytes));
+  int stored = 0;
+  for (; stored < 20 && full.ok(); ++stored) full = c->set("v" + std::to_string(stored), std::vector<char>(100000));
   ASSERT_FALSE(full.ok());
+  EXPECT_EQ(stored, 11);  // 10 values of 100 kB fit in 1 MiB, the 11th does not
   EXPECT_NE(full.message().find("full"), std::string::npos) << full.message();
-  EXPECT_TRUE(c->set("small", bytes("still served")).ok());
+  // Overwriting a value with a smaller one frees room.
+  EXPECT_TRUE(c->set("v0", bytes("small")).ok());
+  EXPECT_TRUE(c->set("v10", std::vector<char>(90000)).ok());
 }
 
 TEST(TcpStore, GarbageClosesOnlyThatConnection) {
