@@ -264,11 +264,14 @@ class StoreLiveness final : public RankLiveness {
   }
 
   std::vector<std::string> lost(bool arrivals) override {
-    std::vector<std::string> out;
+    std::vector<std::string> out, died;
     auto peers = client_->peers();
+    std::lock_guard<std::mutex> lock(mu_);
     if (!peers.ok()) {
+      // The store closes with rank 0: the deaths seen before still stand.
+      out = died_;
       // Once this rank ended, rank 0 may close the store at any time.
-      if (client_->rank() != 0 && !ended_)
+      if (client_->rank() != 0 && !ended_ && died_.empty())
         out.push_back(strCat("rank 0 (serving the rendezvous store at ", client_->address().str(), ") is gone"));
       return out;
     }
@@ -276,10 +279,12 @@ class StoreLiveness final : public RankLiveness {
       const PeerState& ps = (*peers)[r];
       if (static_cast<int>(r) == client_->rank()) continue;
       if (ps.kind == PeerState::kDied)
-        out.push_back(strCat("rank ", r, " (process ", ps.where, ") died without a message"));
+        died.push_back(strCat("rank ", r, " (process ", ps.where, ") died without a message"));
       else if (arrivals && ps.kind == PeerState::kNeverArrived)
         out.push_back(strCat("rank ", r, " never arrived"));
     }
+    died_ = died;
+    out.insert(out.begin(), died.begin(), died.end());
     return out;
   }
 
@@ -297,6 +302,8 @@ class StoreLiveness final : public RankLiveness {
  private:
   std::shared_ptr<TcpStoreClient> client_;
   std::atomic<bool> ended_{false};
+  std::mutex mu_;
+  std::vector<std::string> died_;  ///< as the store last told them
 };
 
 /// \returns the bytes of the weights rank program `prog` maps. Every one is

@@ -75,6 +75,16 @@ def finish(procs, limit):
     return out
 
 
+def cpu_seconds(pid):
+    """\returns the processor seconds process `pid` used (user + system)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def describe(results):
     return "\n".join(f"  rank {k}: exit {rc} after {t:.1f} s\n{e2e.indent(o + e)}"
                      for k, (rc, o, e, t) in sorted(results.items()))
@@ -225,7 +235,12 @@ def killed_rank(suite, tools):
     timeout, world, victim = 20, 4, 2
     procs = start_ranks(tools, plan, world, f"tcp:127.0.0.1:{free_port()}",
                         ["--timeout", timeout, "--iters", 10 ** 9])
-    time.sleep(4)
+    # Connected and running once each has computed for a while (waiting to
+    # connect takes next to no processor time).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            p.poll() is not None or cpu_seconds(p.pid) >= 1.0 for p in procs.values()):
+        time.sleep(0.1)
     running = all(p.poll() is None for p in procs.values())
     procs[victim].send_signal(signal.SIGKILL)
     procs[victim].wait()
