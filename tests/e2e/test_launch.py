@@ -21,9 +21,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 
-CASES = [  # (model, batch, compile flags)
-    ("mlp.onnx", 4, ["--gpus", 2, "--strategy", "tp=2"]),
-    ("gpt2_tiny.onnx", 4, ["--gpus", 4, "--strategy", "dp=2,tp=2"]),
+CASES = [  # (model, batch, compile flags, how gloo's address is chosen: pcc-run flags, environment)
+    ("mlp.onnx", 4, ["--gpus", 2, "--strategy", "tp=2"], ["--gloo-iface", "lo"], {}),
+    ("gpt2_tiny.onnx", 4, ["--gpus", 4, "--strategy", "dp=2,tp=2"], [], {"PCC_GLOO_HOST": "127.0.0.1"}),
 ]
 # Same kernel threads in every run, so that the numbers can be equal bit for bit.
 THREADS = ["--threads", "1"]
@@ -42,14 +42,14 @@ def base_env():
                          "LOCAL_WORLD_SIZE")}
 
 
-def start_ranks(tools, plan, world, rendezvous, extra, skip=(), run_id=None):
+def start_ranks(tools, plan, world, rendezvous, extra, skip=(), run_id=None, env_extra=None):
     """Starts the pcc-run processes of `world` ranks but those in `skip`
     (LOCAL_RANK = rank); \returns {rank: Popen}."""
     procs = {}
     for r in range(world):
         if r in skip:
             continue
-        env = dict(base_env(), RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
+        env = dict(base_env(), RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), **(env_extra or {}))
         if run_id:
             env["PCC_RUN_ID"] = run_id
         cmd = [tools.path("pcc-run"), plan, "--rendezvous", rendezvous] + [str(a) for a in extra]
@@ -117,8 +117,8 @@ def compile_case(suite, tools, d, model, batch, flags, name):
     return plan, data, outputs
 
 
-def tcp_case(suite, tools, model, batch, flags):
-    name = f"tcp {model} {' '.join(map(str, flags))}"
+def tcp_case(suite, tools, model, batch, flags, gloo_flags, gloo_env):
+    name = f"tcp {model} {' '.join(map(str, flags + gloo_flags))} {' '.join(f'{k}={v}' for k, v in gloo_env.items())}"
     d = suite.tempdir("launch")
     plan, data, outputs = compile_case(suite, tools, d, model, batch, flags, name)
     if not plan:
@@ -127,7 +127,8 @@ def tcp_case(suite, tools, model, batch, flags):
     procs_out = os.path.join(d, "procs")
     port = free_port()
     procs = start_ranks(tools, plan, world, f"tcp:127.0.0.1:{port}",
-                        ["--inputs", data, "--outputs", procs_out, "--check", "--profile", "--timeout", 60] + THREADS)
+                        ["--inputs", data, "--outputs", procs_out, "--check", "--profile", "--timeout", 60] + THREADS
+                        + gloo_flags, env_extra=gloo_env)
     results = finish(procs, 120)
     detail = describe(results)
     suite.check(f"{name}: every rank exits 0", all(rc == 0 for rc, _, _, _ in results.values()), detail)
@@ -213,6 +214,21 @@ def no_store(suite, tools):
         suite.check(f"{name}: rank {k} exits 4 within the timeout (+2 s), one line naming rank {k} and the address",
                     rc == 4 and t < timeout + 2 and len(lines) == 1 and f"rank {k}:" in lines[0]
                     and f"127.0.0.1:{port}" in lines[0], detail)
+    # An interface this machine does not have: every rank says so, exit 4.
+    procs = start_ranks(tools, plan, 4, f"tcp:127.0.0.1:{free_port()}",
+                        ["--timeout", timeout, "--gloo-iface", "nosuch0"])
+    results = finish(procs, 5 * timeout + 10)
+    detail = describe(results)
+    # Rank 0 fails at once and its store closes with it: a rank that had not
+    # reached the store yet says that instead, within the timeout.
+    for k, (rc, _, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        said = lines[0] if lines else ""
+        suite.check(f"{name}: --gloo-iface nosuch0: rank {k} exits 4 within the timeout, one line naming the "
+                    "interface" + (" (or, rank 0 gone, the store)" if k else ""),
+                    rc == 4 and t < timeout + 2 and len(lines) == 1
+                    and ("interface nosuch0" in said or (k > 0 and "cannot reach the rendezvous store" in said)),
+                    detail)
     # A bad address is a usage error before anything waits.
     env = dict(base_env(), RANK="1", WORLD_SIZE="4")
     for bad in ("tcp:127.0.0.1:0", "tcp:127.0.0.1", "tcp:127.0.0.1:99999"):
@@ -263,8 +279,8 @@ def main():
     suite = e2e.Suite("test_launch", args)
     tools = e2e.Tools(args.bin)
     if e2e.require_tools(suite, tools, needed=("pcc", "pcc-run")):
-        for model, batch, flags in CASES:
-            suite.run_case(f"tcp {model}", tcp_case, suite, tools, model, batch, flags)
+        for model, batch, flags, gloo_flags, gloo_env in CASES:
+            suite.run_case(f"tcp {model}", tcp_case, suite, tools, model, batch, flags, gloo_flags, gloo_env)
         suite.run_case("mpirun", mpirun_case, suite, tools)
         suite.run_case("no store", no_store, suite, tools)
         suite.run_case("killed rank", killed_rank, suite, tools)
