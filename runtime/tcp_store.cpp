@@ -25,9 +25,10 @@ using Ms = std::chrono::milliseconds;
 // Request ops and answer statuses (one byte each).
 constexpr char kHello = 'H', kSet = 'S', kGet = 'G', kCheck = 'C', kBye = 'B', kPeers = 'P';
 constexpr char kOk = 'O', kFound = 'F', kMissing = 'M', kError = 'E';
-// A server keeps at most this many connections and this many answer bytes
-// queued for one client that does not read them.
-constexpr size_t kMaxClients = 1024;
+// A server keeps at most this many connections (the process's limit on open
+// files may be lower) and this many answer bytes queued for one client that
+// does not read them.
+constexpr size_t kMaxClients = 1 << 16;
 constexpr size_t kMaxQueuedBytes = 64u << 20;
 
 void putU32(std::string& s, uint32_t v) {
