@@ -18,6 +18,7 @@
 #include <numeric>
 
 #include "runtime/support/memory_account.h"
+#include "runtime/tcp_store.h"
 
 namespace pcc {
 
@@ -400,17 +401,51 @@ StatusOr<std::shared_ptr<GlooStore>> GlooStore::inDirectory(const std::string& d
   }
 }
 
+namespace {
+
+/// gloo's Store over a TcpStoreClient: gloo expects errors as exceptions.
+class TcpGlooStore final : public gloo::rendezvous::Store {
+ public:
+  explicit TcpGlooStore(std::shared_ptr<TcpStoreClient> c) : client_(std::move(c)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    raise(client_->set(key, data));
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto v = client_->get(key, client_->requestTimeout());
+    raise(v.status());
+    return std::move(v).value();
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, client_->requestTimeout()); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    raise(client_->wait(keys, timeout));
+  }
+
+ private:
+  static void raise(const Status& s) {
+    if (!s.ok()) throw gloo::IoException(s.message());
+  }
+  std::shared_ptr<TcpStoreClient> client_;
+};
+
+}  // namespace
+
+std::shared_ptr<GlooStore> GlooStore::overTcp(std::shared_ptr<TcpStoreClient> client) {
+  return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<TcpGlooStore>(std::move(client))));
+}
+
 StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
                                 const std::vector<GlooGroup>& groups, bool withWorld,
                                 const GlooOptions& options) {
   std::shared_ptr<gloo::transport::Device> dev;
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = options.hostname;
+    if (options.iface.empty()) attr.hostname = options.hostname;
+    else attr.iface = options.iface;
     dev = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    return environmentError("rank ", rank, ": cannot create a gloo TCP device on ", options.hostname,
-                         ": ", e.what());
+    return environmentError("rank ", rank, ": cannot create a gloo TCP device on ",
+                            options.iface.empty() ? options.hostname : "interface " + options.iface, ": ",
+                            e.what());
   }
   // One deadline for every group: a peer that never arrives ends the rank
   // within the timeout, not within the timeout once per group.

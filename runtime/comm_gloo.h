@@ -19,6 +19,8 @@ class Store;
 
 namespace pcc {
 
+class TcpStoreClient;
+
 /// A rendezvous store shared by all ranks of one run. Use a fresh one per run:
 /// keys of an earlier run would be mistaken for this run's.
 class GlooStore {
@@ -27,8 +29,15 @@ class GlooStore {
   static std::shared_ptr<GlooStore> inProcess();
   /// \returns a store in directory `dir` (created if needed) for rank processes.
   static StatusOr<std::shared_ptr<GlooStore>> inDirectory(const std::string& dir);
+  /// \returns a store over a client of the TCP rendezvous store
+  /// (runtime/tcp_store.h), for rank processes on one or several machines.
+  /// Its waits are bounded by the client's request timeout.
+  static std::shared_ptr<GlooStore> overTcp(std::shared_ptr<TcpStoreClient> client);
 
   gloo::rendezvous::Store& store() { return *store_; }
+  /// \returns the gloo store, to share with other libraries' rendezvous (a
+  /// NCCL unique id) for as long as they need it.
+  std::shared_ptr<gloo::rendezvous::Store> shared() const { return store_; }
 
  private:
   explicit GlooStore(std::shared_ptr<gloo::rendezvous::Store> s) : store_(std::move(s)) {}
@@ -41,8 +50,12 @@ using GlooGroup = CommGroup;
 struct GlooOptions {
   /// Bound on connecting and on every collective or transfer.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  /// Address the rank listens on.
+  /// Address the rank listens on (and its peers connect to): loopback by
+  /// default, which only serves ranks on one machine.
   std::string hostname = "127.0.0.1";
+  /// When not empty, the network interface whose address the rank listens on
+  /// instead of `hostname` ("eth0").
+  std::string iface;
 };
 
 /// Connects global rank `rank` of `worldSize`: a communicator for every group

@@ -161,14 +161,48 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   return exec;
 }
 
+/// How a rank of a multi-process run learns that a peer died or never
+/// arrived, to name it when a collective fails (and to stop at once rather
+/// than at the timeout).
+class RankLiveness {
+ public:
+  virtual ~RankLiveness() = default;
+  /// Marks this rank as ended on its own (before its connections close, so
+  /// that a peer that sees them close does not take it for dead).
+  virtual void ended() = 0;
+  /// \returns the peers that died or, with `arrivals`, never arrived, as
+  /// phrases.
+  virtual std::vector<std::string> lost(bool arrivals) = 0;
+  /// Rank 0 after its success: waits (at most `limit`) until no peer is
+  /// still running, so that closing what rank 0 holds for the others (the TCP
+  /// store) cannot look like its death to a peer finishing its last send.
+  virtual void awaitPeers(std::chrono::milliseconds limit) {}
+
+  /// \returns `s`, its message led by the peers that died or never arrived,
+  /// when `s` is a communication failure (an environment error) and there
+  /// are some; else `s`.
+  Status explain(const Status& s) {
+    if (s.code() != StatusCode::kEnvironment) return s;
+    std::vector<std::string> dead = lost(/*arrivals=*/true);
+    if (dead.empty()) return s;
+    return Status(s.code(), strCat(join(dead), "; ", s.message()));
+  }
+
+  static std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+    return out;
+  }
+};
+
 /// What the processes of a multi-process run leave in the rendezvous folder,
 /// so that a survivor can name a rank that died (a SIGKILL, the OOM killer):
 /// `rank<R>.pid` ("<host> <pid>") when rank R starts, `rank<R>.end` when it
 /// ends on its own, with success or with an error it reports. A rank whose
 /// process is gone (or a zombie) on this host without an `.end` file died.
-class RankLiveness {
+class DirLiveness final : public RankLiveness {
  public:
-  RankLiveness(std::string dir, int rank, int worldSize) : dir_(std::move(dir)), rank_(rank), n_(worldSize) {
+  DirLiveness(std::string dir, int rank, int worldSize) : dir_(std::move(dir)), rank_(rank), n_(worldSize) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     host_ = host;
@@ -177,13 +211,9 @@ class RankLiveness {
     std::ofstream(file(rank_, "pid")) << host_ << " " << getpid() << "\n";
   }
 
-  /// Marks this rank as ended on its own (before its connections close, so
-  /// that a peer that sees them close does not take it for dead).
-  void ended() const { std::ofstream(file(rank_, "end")) << "\n"; }
+  void ended() override { std::ofstream(file(rank_, "end")) << "\n"; }
 
-  /// \returns the peers that died (their process is gone without an `.end`
-  /// file) or, with `arrivals`, never arrived (no `.pid` file), as phrases.
-  std::vector<std::string> lost(bool arrivals) const {
+  std::vector<std::string> lost(bool arrivals) override {
     std::vector<std::string> out;
     for (int r = 0; r < n_; ++r) {
       if (r == rank_ || std::filesystem::exists(file(r, "end"))) continue;
@@ -198,22 +228,6 @@ class RankLiveness {
       if (processGone(pid) && !std::filesystem::exists(file(r, "end")))
         out.push_back(strCat("rank ", r, " (process ", pid, ") died without a message"));
     }
-    return out;
-  }
-
-  /// \returns `s`, its message led by the peers that died or never arrived,
-  /// when `s` is a communication failure (an environment error) and there
-  /// are some; else `s`.
-  Status explain(const Status& s) const {
-    if (s.code() != StatusCode::kEnvironment) return s;
-    std::vector<std::string> dead = lost(/*arrivals=*/true);
-    if (dead.empty()) return s;
-    return Status(s.code(), strCat(join(dead), "; ", s.message()));
-  }
-
-  static std::string join(const std::vector<std::string>& v) {
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
     return out;
   }
 
@@ -235,6 +249,61 @@ class RankLiveness {
 
   std::string dir_, host_;
   int rank_, n_;
+};
+
+/// Liveness from the TCP store: it records a rank whose connection closed
+/// without a BYE as died, on any machine; when the store itself is gone,
+/// rank 0 (its host) is.
+class StoreLiveness final : public RankLiveness {
+ public:
+  explicit StoreLiveness(std::shared_ptr<TcpStoreClient> c) : client_(std::move(c)) {}
+
+  void ended() override {
+    if (ended_.exchange(true)) return;
+    client_->bye().ignore();  // the store may be gone with rank 0 already
+  }
+
+  std::vector<std::string> lost(bool arrivals) override {
+    std::vector<std::string> out, died;
+    auto peers = client_->peers();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!peers.ok()) {
+      // The store closes with rank 0: the deaths seen before still stand.
+      out = died_;
+      // Once this rank ended, rank 0 may close the store at any time.
+      if (client_->rank() != 0 && !ended_ && died_.empty())
+        out.push_back(strCat("rank 0 (serving the rendezvous store at ", client_->address().str(), ") is gone"));
+      return out;
+    }
+    for (size_t r = 0; r < peers->size(); ++r) {
+      const PeerState& ps = (*peers)[r];
+      if (static_cast<int>(r) == client_->rank()) continue;
+      if (ps.kind == PeerState::kDied)
+        died.push_back(strCat("rank ", r, " (process ", ps.where, ") died without a message"));
+      else if (arrivals && ps.kind == PeerState::kNeverArrived)
+        out.push_back(strCat("rank ", r, " never arrived"));
+    }
+    died_ = died;
+    out.insert(out.begin(), died.begin(), died.end());
+    return out;
+  }
+
+  void awaitPeers(std::chrono::milliseconds limit) override {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto peers = client_->peers();
+      if (!peers.ok() || std::none_of(peers->begin(), peers->end(),
+                                      [](const PeerState& p) { return p.kind == PeerState::kAlive; }))
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+ private:
+  std::shared_ptr<TcpStoreClient> client_;
+  std::atomic<bool> ended_{false};
+  std::mutex mu_;
+  std::vector<std::string> died_;  ///< as the store last told them
 };
 
 /// \returns the bytes of the weights rank program `prog` maps. Every one is
@@ -381,6 +450,13 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
 
 StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
                                 int rank, const std::string& rendezvousDir) {
+  Rendezvous rv;
+  rv.dir = rendezvousDir;
+  return runPlanRank(p, inputs, o, rank, rv);
+}
+
+StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
+                                int rank, const Rendezvous& rendezvous) {
   ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
   const int n = static_cast<int>(pr.progs.size());
   if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
@@ -389,10 +465,31 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, makeExecutor(p, *pr.progs[rank], o));
   exec->setProfiling(o.profile);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
-  ASSIGN_OR_RETURN(std::shared_ptr<GlooStore> store, GlooStore::inDirectory(rendezvousDir));
-  RankLiveness live(rendezvousDir, rank, n);
+  // Rank 0 serves the TCP store for the whole run: declared first, it is
+  // closed last.
+  std::unique_ptr<TcpStoreServer> server;
+  std::shared_ptr<GlooStore> store;
+  std::unique_ptr<RankLiveness> liveness;
+  const auto timeout = std::chrono::seconds(o.timeoutSeconds);
+  if (!rendezvous.dir.empty()) {
+    ASSIGN_OR_RETURN(store, GlooStore::inDirectory(rendezvous.dir));
+    liveness = std::make_unique<DirLiveness>(rendezvous.dir, rank, n);
+  } else {
+    if (rank == 0) {
+      auto served = TcpStoreServer::start(rendezvous.tcp, rendezvous.runId, n);
+      if (!served.ok()) return served.status().withContext("rank 0");
+      server = std::move(served).value();
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<TcpStoreClient> client,
+                     TcpStoreClient::connect(rendezvous.tcp, rendezvous.runId, rank, n, timeout));
+    store = GlooStore::overTcp(client);
+    liveness = std::make_unique<StoreLiveness>(client);
+  }
+  RankLiveness& live = *liveness;
   GlooOptions gopts;
-  gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
+  gopts.timeout = timeout;
+  if (!o.glooHost.empty()) gopts.hostname = o.glooHost;
+  gopts.iface = o.glooIface;
   // The world communicator also carries the output pieces to rank 0.
   auto connected = exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1);
   if (!connected.ok()) {
@@ -448,9 +545,10 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   // Rank times and memory figures, then pieces, go to rank 0 in rank order;
   // rank 0 assembles.
   RunResult::RankMemory mem = account ? rankMemory(*account, *pr.progs[rank], true) : RunResult::RankMemory{};
-  Tensor t = Tensor::fromVector<double>(DType::kF64, {6},
+  Tensor t = Tensor::fromVector<double>(DType::kF64, {7},
                                         {secs->seconds, secs->waitSeconds, double(mem.peakBytes),
-                                         double(mem.weightBytes), double(mem.arenaBytes), double(mem.processPeakRss)});
+                                         double(mem.weightBytes), double(mem.arenaBytes), double(mem.processPeakRss),
+                                         double(o.localRank)});
   RunResult result;
   if (rank != 0) {
     Status sent = comms.world->send(t, 0);
@@ -466,8 +564,9 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   result.rankSeconds.push_back(secs->seconds);
   result.rankWaitSeconds.push_back(secs->waitSeconds);
   if (account) result.memory.push_back(mem);
+  result.localRanks.push_back(o.localRank);
   for (int r = 1; r < n; ++r) {
-    Tensor s = Tensor::zeros(DType::kF64, {6});
+    Tensor s = Tensor::zeros(DType::kF64, {7});
     if (Status got = comms.world->recv(&s, r); !got.ok()) return failed(got);
     const double* f = s.data<double>();
     result.rankSeconds.push_back(f[0]);
@@ -475,6 +574,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     if (account)
       result.memory.push_back({static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3]), static_cast<int64_t>(f[4]),
                                static_cast<int64_t>(f[5])});
+    result.localRanks.push_back(static_cast<int>(f[6]));
     // A rank's pieces are its output bindings, with the types of their
     // buffers, in the order Executor::run makes them: per micro-batch the
     // batch's pieces, and the others once, with the last.
@@ -494,6 +594,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     }
   }
   live.ended();
+  live.awaitPeers(std::chrono::seconds(std::min(5, o.timeoutSeconds)));
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }

@@ -15,6 +15,7 @@
 #include "runtime/support/compare.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
+#include "runtime/tcp_store.h"
 
 namespace pcc {
 
@@ -52,6 +53,30 @@ struct RunOptions {
   /// connections close); `why` names the dead rank. A tool prints it and
   /// ends the process; unset, the rank waits for its timeout.
   std::function<void(const Status& why)> onStuckAfterPeerLost;
+  /// Process ranks only: this rank's index among the ranks on its machine
+  /// (LOCAL_RANK, or OMPI_COMM_WORLD_LOCAL_RANK under mpirun), for a backend
+  /// that picks a device per rank; -1: unknown (a backend may then use the
+  /// global rank). RunResult.localRanks reports it.
+  int localRank = -1;
+  /// Process ranks only: the address gloo's TCP device listens on and its
+  /// peers connect to (`pcc-run --gloo-host`); empty: 127.0.0.1, which only
+  /// serves ranks on one machine.
+  std::string glooHost;
+  /// Process ranks only: the network interface whose address gloo listens
+  /// on (`pcc-run --gloo-iface`); when set it wins over glooHost.
+  std::string glooIface;
+};
+
+/// Where the processes of a multi-process run meet (runPlanRank).
+struct Rendezvous {
+  /// A fresh directory every rank can see (a gloo FileStore), or empty.
+  std::string dir;
+  /// When dir is empty: the TCP store that rank 0 serves and every rank
+  /// uses (runtime/tcp_store.h).
+  TcpAddress tcp;
+  /// The run id every rank of one run shares: the TCP store refuses ranks
+  /// of another run (the directory holds it in its path).
+  std::string runId;
 };
 
 struct RunResult {
@@ -95,6 +120,8 @@ struct RunResult {
     int64_t processPeakRss = -1;
   };
   std::vector<RankMemory> memory;
+  /// runPlanRank on rank 0: every rank's RunOptions::localRank, in rank order.
+  std::vector<int> localRanks;
 };
 
 /// \returns an invalid-input error naming the input and both types when
@@ -109,11 +136,17 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
                             const RunOptions& o);
 
 /// Runs only rank `rank` of `p` in this process; the plan's other ranks run in
-/// other processes (started by mpirun, a job scheduler or by hand) that meet
-/// through a gloo FileStore in `rendezvousDir`, a fresh directory every rank
-/// can see. Every rank sends its output pieces and time to rank 0.
+/// other processes (started by mpirun, a job scheduler or by hand, on one
+/// machine or several) that meet through `rendezvous`: a gloo FileStore in a
+/// directory every rank can see, or the TCP store rank 0 serves. Every rank
+/// sends its output pieces and time to rank 0. A rank that dies (its process
+/// gone on this machine with the directory; its store connection closed with
+/// the TCP store) makes the others stop within the timeout, naming it.
 /// \returns on rank 0 the assembled outputs and every rank's time; on other
 /// ranks an empty result.
+StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
+                                int rank, const Rendezvous& rendezvous);
+/// The same with a directory rendezvous in `rendezvousDir`.
 StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
                                 int rank, const std::string& rendezvousDir);
 

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -49,7 +50,9 @@ struct Args {
 /// This process's place in a multi-process run, from the launcher's environment.
 struct ProcessRank {
   int rank = 0, worldSize = 1;
-  std::string dir;
+  /// LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK; -1 when neither is set.
+  int localRank = -1;
+  Rendezvous rendezvous;
 };
 
 
@@ -114,9 +117,20 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  "given by RANK/WORLD_SIZE or Open MPI's\n"
                  "OMPI_COMM_WORLD_RANK/SIZE; ranks meet in DIR/<run id>\n"
                  "(run id: PCC_RUN_ID, else PMIX_NAMESPACE under\n"
-                 "mpirun); rank 0 prints and checks (also\n"
-                 "$PCC_RENDEZVOUS)")
-      ->type_name("DIR");
+                 "mpirun), or, with tcp:HOST:PORT, through the store\n"
+                 "rank 0 serves on HOST:PORT (several machines); rank 0\n"
+                 "prints and checks (also $PCC_RENDEZVOUS)")
+      ->type_name("DIR|tcp:HOST:PORT");
+  app.add_option("--gloo-host", a.run.glooHost,
+                 "with --rendezvous: the address of this machine that gloo\n"
+                 "listens on and peers connect to (default 127.0.0.1: one\n"
+                 "machine only; also $PCC_GLOO_HOST)")
+      ->type_name("ADDR");
+  app.add_option("--gloo-iface", a.run.glooIface,
+                 "with --rendezvous: the network interface whose address\n"
+                 "gloo listens on, instead of --gloo-host (also\n"
+                 "$PCC_GLOO_IFACE)")
+      ->type_name("NAME");
   auto extras = [&](const std::vector<std::string>& rest) { return cli::describeExtras(rest, "plan", a.plan); };
   if (auto code = cli::parse(app, argc, argv, "pcc-run: error: ", extras)) return *code;
   std::vector<std::string> backends = backendNames();
@@ -126,6 +140,16 @@ std::variant<Args, int> parse(int argc, char** argv) {
     std::fprintf(stderr, "pcc-run: error: --backend: unknown backend '%s' (registered: %s)\n", a.run.backend.c_str(),
                  known.c_str());
     return cli::kExitUsage;
+  }
+  for (auto [flag, env, value] : {std::tuple{"--gloo-host", "PCC_GLOO_HOST", &a.run.glooHost},
+                                  std::tuple{"--gloo-iface", "PCC_GLOO_IFACE", &a.run.glooIface}}) {
+    const char* v = std::getenv(env);
+    if (value->empty() && v) *value = v;
+    if (value->find_first_of(" \t\n") != std::string::npos) {
+      std::fprintf(stderr, "pcc-run: error: %s (or $%s): '%s' is not an address or interface name\n", flag, env,
+                   value->c_str());
+      return cli::kExitUsage;
+    }
   }
   if (!a.profileJson.empty()) a.run.profile = true;
   a.run.measureMemory = a.run.profile;
@@ -334,12 +358,25 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
   ASSIGN_OR_RETURN(int64_t n, integer("WORLD_SIZE", size, 1));
   pr.rank = static_cast<int>(r);
   pr.worldSize = static_cast<int>(n);
+  std::string local = env("LOCAL_RANK").empty() ? env("OMPI_COMM_WORLD_LOCAL_RANK") : env("LOCAL_RANK");
+  if (!local.empty()) {
+    ASSIGN_OR_RETURN(int64_t l, integer("LOCAL_RANK", local, 0));
+    pr.localRank = static_cast<int>(std::min<int64_t>(l, std::numeric_limits<int>::max()));
+  }
   std::string base = a.rendezvous.empty() ? env("PCC_RENDEZVOUS") : a.rendezvous;
   std::string id = env("PCC_RUN_ID").empty() ? env("PMIX_NAMESPACE") : env("PCC_RUN_ID");
+  pr.rendezvous.runId = id;
+  if (base.rfind("tcp:", 0) == 0) {
+    // The store refuses ranks of another run id; none is needed when every
+    // run has its own port.
+    ASSIGN_OR_RETURN(pr.rendezvous.tcp, parseTcpAddress(base, /*allowPortZero=*/false));
+    return std::optional<ProcessRank>(pr);
+  }
   if (base.empty() || id.empty())
     return invalidInput("rank ", r, " of ", n, " from the environment: a multi-process run needs --rendezvous DIR "
-                        "(or PCC_RENDEZVOUS) and a run id shared by every rank (PCC_RUN_ID; set by mpirun)");
-  pr.dir = (std::filesystem::path(base) / id).string();
+                        "(or PCC_RENDEZVOUS) and a run id shared by every rank (PCC_RUN_ID; set by mpirun), "
+                        "or --rendezvous tcp:HOST:PORT");
+  pr.rendezvous.dir = (std::filesystem::path(base) / id).string();
   return std::optional<ProcessRank>(pr);
 }
 
@@ -363,6 +400,7 @@ int run(const Args& a) {
     return fail(invalidInput("the environment starts ", (*proc)->worldSize, " processes but the plan has ",
                              plan.ranks_size(), " ranks"));
   RunOptions ro = a.run;
+  if (*proc) ro.localRank = (*proc)->localRank;
   // A rank blocked on a live peer after another died: say why and end now,
   // rather than at the timeout (docs/runtime.md).
   ro.onStuckAfterPeerLost = [](const Status& why) {
@@ -370,11 +408,18 @@ int run(const Args& a) {
     std::cerr.flush();
     std::_Exit(why.exitCode());
   };
-  auto res = *proc ? runPlanRank(*lp, inputs, ro, (*proc)->rank, (*proc)->dir) : runPlan(*lp, inputs, a.run);
+  auto res = *proc ? runPlanRank(*lp, inputs, ro, (*proc)->rank, (*proc)->rendezvous) : runPlan(*lp, inputs, a.run);
   if (!res.ok()) return fail(res.status());
   if (*proc && (*proc)->rank != 0) return 0;  // rank 0 reports for everyone
-  for (size_t r = 0; r < res->rankSeconds.size(); ++r)
-    std::printf("rank %zu: %.3f ms\n", r, res->rankSeconds[r] * 1e3);
+  for (size_t r = 0; r < res->rankSeconds.size(); ++r) {
+    std::printf("rank %zu: %.3f ms", r, res->rankSeconds[r] * 1e3);
+    // Processes: where each rank ran on its machine (LOCAL_RANK).
+    if (a.run.profile && r < res->localRanks.size()) {
+      if (res->localRanks[r] >= 0) std::printf(" (local rank %d)", res->localRanks[r]);
+      else std::printf(" (local rank unknown)");
+    }
+    std::printf("\n");
+  }
   if (!a.profileJson.empty()) {
     Status st = writeProfileJson(a.profileJson, a, plan, *res, *proc ? (*proc)->rank : 0, *proc ? 0 : plan.ranks_size());
     if (!st.ok()) return fail(st);

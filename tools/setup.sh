@@ -9,12 +9,15 @@ build=${1:-$here/build}
 # ocl-icd-opencl-dev and opencl-c-headers: Debian builds oneDNN with its OpenCL GPU
 # runtime, so its CMake package (find_package(dnnl CONFIG)) requires OpenCL.
 # graphviz: its dot program draws pcc-report's HTML graph (and the tests run it).
+# openmpi-bin: mpirun starts pcc-run processes in tests/e2e/test_launch.py (only
+# as a launcher: gloo carries the collectives).
 debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev libbenchmark-dev
       libgloo-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers llvm-14-tools libonnx-testdata libssl-dev
       libcli11-dev nlohmann-json3-dev
       graphviz
+      openmpi-bin
       python3 python3-venv)
 # `make sanitize` and `make fuzz` (tools/setup.sh BUILD --sanitize): clang with
 # its sanitizer and libFuzzer runtimes, and the OpenMP header clang reads.

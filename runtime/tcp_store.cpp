@@ -1,0 +1,590 @@
+#include "runtime/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <optional>
+
+namespace pcc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::milliseconds;
+
+// Request ops and answer statuses (one byte each).
+constexpr char kHello = 'H', kSet = 'S', kGet = 'G', kCheck = 'C', kBye = 'B', kPeers = 'P';
+constexpr char kOk = 'O', kFound = 'F', kMissing = 'M', kError = 'E';
+// A server keeps at most this many connections (the process's limit on open
+// files may be lower) and this many answer bytes queued for one client that
+// does not read them.
+constexpr size_t kMaxClients = 1 << 16;
+constexpr size_t kMaxQueuedBytes = 64u << 20;
+
+void putU32(std::string& s, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+uint32_t getU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+/// \returns the frame of one message: its length, its op or status, its fields.
+std::string frame(char op, const std::vector<std::string>& fields) {
+  std::string body(1, op);
+  for (const std::string& f : fields) {
+    putU32(body, static_cast<uint32_t>(f.size()));
+    body += f;
+  }
+  std::string out;
+  putU32(out, static_cast<uint32_t>(body.size()));
+  return out + body;
+}
+
+/// Splits a frame's body into its op and fields. \returns false when a
+/// field's length runs past the body.
+bool parseBody(const char* p, size_t n, char* op, std::vector<std::string>* fields) {
+  if (n < 1) return false;
+  *op = p[0];
+  size_t pos = 1;
+  while (pos < n) {
+    if (n - pos < 4) return false;
+    uint32_t len = getU32(p + pos);
+    pos += 4;
+    if (len > n - pos) return false;
+    fields->emplace_back(p + pos, len);
+    pos += len;
+  }
+  return true;
+}
+
+/// \returns the integer in `s` when it is all decimal digits within [lo, hi].
+std::optional<int> parseInt(const std::string& s, int lo, int hi) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  int v = std::stoi(s);
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+std::string errnoText(int e) { return std::strerror(e); }
+
+/// \returns the IPv4 address of `host`, or an error text.
+StatusOr<in_addr> resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) return environmentError("cannot resolve '", host, "': ", gai_strerror(rc));
+  in_addr a = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return a;
+}
+
+Ms left(Clock::time_point deadline) {
+  return std::max(Ms(0), std::chrono::duration_cast<Ms>(deadline - Clock::now()));
+}
+
+/// Waits until `fd` is ready for `events` or `deadline` passes. \returns
+/// false on the deadline (errno ETIMEDOUT) or a poll error.
+bool waitFd(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int ms = static_cast<int>(std::min<int64_t>(left(deadline).count(), 1 << 30));
+    int rc = poll(&p, 1, ms);
+    if (rc > 0) return true;
+    if (rc == 0) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    if (errno != EINTR) return false;
+  }
+}
+
+/// Sends all of `data` on non-blocking `fd` by `deadline`. \returns false
+/// with errno set otherwise.
+bool sendAll(int fd, const std::string& data, Clock::time_point deadline) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!waitFd(fd, POLLOUT, deadline)) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+/// Receives exactly `n` bytes into `out` by `deadline`. \returns false with
+/// errno set otherwise (ECONNRESET for a closed connection).
+bool recvAll(int fd, char* out, size_t n, Clock::time_point deadline) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = recv(fd, out + done, n - done, 0);
+    if (got > 0) {
+      done += static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) {
+      errno = ECONNRESET;
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!waitFd(fd, POLLIN, deadline)) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+void setNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
+
+void setNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+}  // namespace
+
+StatusOr<TcpAddress> parseTcpAddress(const std::string& spec, bool allowPortZero) {
+  const std::string prefix = "tcp:";
+  auto bad = [&](const std::string& why) {
+    return invalidInput("rendezvous '", spec, "': ", why, " (expected tcp:HOST:PORT)");
+  };
+  if (spec.rfind(prefix, 0) != 0) return bad("not a tcp: address");
+  std::string rest = spec.substr(prefix.size());
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad("no HOST");
+  TcpAddress a;
+  a.host = rest.substr(0, colon);
+  if (a.host.find(':') != std::string::npos) return bad("HOST must be an IPv4 address or a name");
+  std::optional<int> port = parseInt(rest.substr(colon + 1), 0, 65535);
+  if (!port) return bad("PORT must be an integer in [0, 65535]");
+  if (*port == 0 && !allowPortZero) return bad("PORT 0 cannot be used: every rank must know the port");
+  a.port = *port;
+  return a;
+}
+
+// ---------------------------------------------------------------- server
+
+struct TcpStoreServer::State {
+  struct Conn {
+    int fd = -1;
+    std::string in, out;
+    int rank = -1;  ///< set by its HELLO
+    bool closed = false;
+  };
+  std::string runId;
+  int worldSize = 0;
+  std::map<std::string, std::vector<char>> kv;
+  uint64_t bytes = 0, maxBytes = kMaxStoreBytes;
+  std::vector<PeerState> peers;
+  std::vector<Conn> conns;
+
+  /// Closes `c`; its rank, if still alive, died.
+  void drop(Conn& c) {
+    if (c.closed) return;
+    close(c.fd);
+    c.closed = true;
+    if (c.rank >= 0 && peers[c.rank].kind == PeerState::kAlive) peers[c.rank].kind = PeerState::kDied;
+  }
+
+  /// Answers one request of `c`. \returns false when the request is malformed
+  /// (the connection is then dropped).
+  bool handle(Conn& c, char op, const std::vector<std::string>& f) {
+    auto answer = [&](char status, const std::vector<std::string>& fields) { c.out += frame(status, fields); };
+    if (op == kHello) {
+      if (f.size() != 4 || c.rank >= 0) return false;
+      std::optional<int> rank = parseInt(f[1], 0, (1 << 24)), world = parseInt(f[2], 1, (1 << 24));
+      if (!rank || !world) return false;
+      std::string why;
+      if (f[0] != runId)
+        why = "it serves run '" + runId + "', not '" + f[0] + "'";
+      else if (*world != worldSize)
+        why = "it serves a world of " + std::to_string(worldSize) + " ranks, not " + std::to_string(*world);
+      else if (*rank >= worldSize)
+        why = "rank " + std::to_string(*rank) + " is outside the world of " + std::to_string(worldSize);
+      else if (peers[*rank].kind != PeerState::kNeverArrived)
+        why = "rank " + std::to_string(*rank) + " already connected (from " + peers[*rank].where + ")";
+      if (!why.empty()) {
+        answer(kError, {why});
+        return true;
+      }
+      c.rank = *rank;
+      peers[c.rank] = {PeerState::kAlive, f[3].substr(0, 256)};
+      answer(kOk, {});
+      return true;
+    }
+    if (c.rank < 0) return false;  // HELLO first
+    switch (op) {
+      case kSet: {
+        if (f.size() != 2 || f[0].empty() || f[0].size() > kMaxKeyBytes) return false;
+        if (f[1].size() > kMaxValueBytes) {
+          answer(kError, {"a value of " + std::to_string(f[1].size()) + " bytes is over the limit"});
+          return true;
+        }
+        auto it = kv.find(f[0]);
+        uint64_t old = it == kv.end() ? 0 : it->second.size() + it->first.size();
+        if (bytes - old + f[0].size() + f[1].size() > maxBytes) {
+          answer(kError, {"the store is full"});
+          return true;
+        }
+        bytes = bytes - old + f[0].size() + f[1].size();
+        kv[f[0]] = std::vector<char>(f[1].begin(), f[1].end());
+        answer(kOk, {});
+        return true;
+      }
+      case kGet: {
+        if (f.size() != 1 || f[0].size() > kMaxKeyBytes) return false;
+        auto it = kv.find(f[0]);
+        if (it == kv.end()) answer(kMissing, {});
+        else answer(kFound, {std::string(it->second.begin(), it->second.end())});
+        return true;
+      }
+      case kCheck: {
+        if (f.empty()) return false;
+        bool all = true;
+        for (const std::string& k : f) {
+          if (k.size() > kMaxKeyBytes) return false;
+          all &= kv.count(k) > 0;
+        }
+        answer(all ? kFound : kMissing, {});
+        return true;
+      }
+      case kBye:
+        if (!f.empty()) return false;
+        if (peers[c.rank].kind == PeerState::kAlive) peers[c.rank].kind = PeerState::kEnded;
+        answer(kOk, {});
+        return true;
+      case kPeers: {
+        if (!f.empty()) return false;
+        std::vector<std::string> out;
+        for (const PeerState& p : peers) out.push_back(std::string(1, static_cast<char>(p.kind)) + p.where);
+        answer(kOk, out);
+        return true;
+      }
+      default: return false;
+    }
+  }
+
+  /// Reads what `c` sent and answers every whole request in it.
+  void readFrom(Conn& c) {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        c.in.append(buf, static_cast<size_t>(n));
+        // Answer as frames complete, so that a large burst is not held whole.
+        while (c.in.size() >= 4) {
+          uint32_t len = getU32(c.in.data());
+          if (len == 0 || len > kMaxFrameBytes) return drop(c);
+          if (c.in.size() < 4 + static_cast<size_t>(len)) break;
+          char op = 0;
+          std::vector<std::string> fields;
+          if (!parseBody(c.in.data() + 4, len, &op, &fields) || !handle(c, op, fields)) return drop(c);
+          c.in.erase(0, 4 + static_cast<size_t>(len));
+        }
+        if (c.out.size() > kMaxQueuedBytes) return drop(c);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      return drop(c);  // closed by the client, or an error
+    }
+  }
+
+  void writeTo(Conn& c) {
+    while (!c.out.empty()) {
+      ssize_t n = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.out.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      return drop(c);
+    }
+  }
+};
+
+StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress& addr, const std::string& runId,
+                                                                int worldSize, uint64_t maxStoreBytes) {
+  ASSIGN_OR_RETURN(in_addr host, resolve(addr.host));
+  std::unique_ptr<TcpStoreServer> s(new TcpStoreServer());
+  auto failed = [&](const std::string& what) {
+    return environmentError("cannot serve the rendezvous store on ", addr.str(), ": ", what, ": ",
+                            errnoText(errno));
+  };
+  s->listenFd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s->listenFd_ < 0) return failed("socket");
+  int one = 1;
+  setsockopt(s->listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(addr.port));
+  const bool loopback = (ntohl(host.s_addr) >> 24) == 127;
+  sa.sin_addr.s_addr = loopback ? host.s_addr : htonl(INADDR_ANY);
+  if (bind(s->listenFd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return failed("bind");
+  if (listen(s->listenFd_, 512) != 0) return failed("listen");
+  socklen_t len = sizeof sa;
+  getsockname(s->listenFd_, reinterpret_cast<sockaddr*>(&sa), &len);
+  s->port_ = ntohs(sa.sin_port);
+  setNonBlocking(s->listenFd_);
+  if (pipe2(s->wakeFd_, O_CLOEXEC | O_NONBLOCK) != 0) return failed("pipe");
+  s->state_ = std::make_unique<State>();
+  s->state_->runId = runId;
+  s->state_->worldSize = worldSize;
+  s->state_->maxBytes = maxStoreBytes;
+  s->state_->peers.assign(worldSize, PeerState{});
+  s->thread_ = std::thread([srv = s.get()] { srv->serve(); });
+  return s;
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  if (thread_.joinable()) {
+    char c = 0;
+    ssize_t ignored = write(wakeFd_[1], &c, 1);
+    (void)ignored;
+    thread_.join();
+  }
+  if (state_)
+    for (State::Conn& c : state_->conns)
+      if (!c.closed) close(c.fd);
+  for (int fd : {listenFd_, wakeFd_[0], wakeFd_[1]})
+    if (fd >= 0) close(fd);
+}
+
+void TcpStoreServer::serve() {
+  State& st = *state_;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({wakeFd_[0], POLLIN, 0});
+    fds.push_back({listenFd_, POLLIN, 0});
+    for (const State::Conn& c : st.conns)
+      fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents) return;
+    const size_t known = st.conns.size();  // fds[2 + i] is conns[i] for i < known
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        int fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (st.conns.size() >= kMaxClients) {
+          close(fd);
+          continue;
+        }
+        setNoDelay(fd);
+        State::Conn c;
+        c.fd = fd;
+        st.conns.push_back(std::move(c));
+      }
+    }
+    for (size_t i = 0; i < known; ++i) {
+      State::Conn& c = st.conns[i];
+      short ev = fds[2 + i].revents;
+      if (!c.closed && (ev & (POLLIN | POLLHUP | POLLERR))) st.readFrom(c);
+      if (!c.closed && !c.out.empty()) st.writeTo(c);
+    }
+    st.conns.erase(std::remove_if(st.conns.begin(), st.conns.end(), [](const State::Conn& c) { return c.closed; }),
+                   st.conns.end());
+  }
+}
+
+// ---------------------------------------------------------------- client
+
+StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(const TcpAddress& addr, const std::string& runId,
+                                                                  int rank, int worldSize, Ms timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  auto unreachable = [&](const std::string& why) {
+    return environmentError("rank ", rank, ": cannot reach the rendezvous store at ", addr.str(), " within ",
+                            timeout.count() / 1000.0, " s (", why, ")");
+  };
+  std::string lastError = "no attempt";
+  int fd = -1;
+  Ms pause(20);
+  while (fd < 0) {
+    auto host = resolve(addr.host);
+    if (host.ok()) {
+      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) return unreachable("socket: " + errnoText(errno));
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(static_cast<uint16_t>(addr.port));
+      sa.sin_addr = *host;
+      int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+      if (rc != 0 && errno == EINPROGRESS) {
+        rc = -1;
+        if (waitFd(fd, POLLOUT, std::min(deadline, Clock::now() + Ms(2000)))) {
+          int err = 0;
+          socklen_t len = sizeof err;
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+          if (err == 0) rc = 0;
+          else errno = err;
+        }
+      }
+      if (rc != 0) {
+        lastError = "connect: " + errnoText(errno);
+        close(fd);
+        fd = -1;
+      }
+    } else {
+      lastError = host.status().message();
+    }
+    if (fd >= 0) break;
+    if (Clock::now() + pause >= deadline) return unreachable(lastError);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(Ms(250), pause * 2);
+  }
+  setNoDelay(fd);
+  std::shared_ptr<TcpStoreClient> c(new TcpStoreClient());
+  c->fd_ = fd;
+  c->addr_ = addr;
+  c->rank_ = rank;
+  c->timeout_ = std::max(Ms(1), left(deadline));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  ASSIGN_OR_RETURN(auto hello, c->call(kHello, {runId, std::to_string(rank), std::to_string(worldSize),
+                                                std::string(host) + " " + std::to_string(getpid())}));
+  if (hello.first == kError)
+    return environmentError("rank ", rank, ": the rendezvous store at ", addr.str(), " refuses it: ",
+                            hello.second.empty() ? "" : hello.second[0]);
+  if (hello.first != kOk) return c->lost("an unexpected answer to HELLO");
+  c->timeout_ = timeout;
+  return c;
+}
+
+TcpStoreClient::~TcpStoreClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status TcpStoreClient::lost(const std::string& what) const {
+  return environmentError("rank ", rank_, ": lost the rendezvous store at ", addr_.str(), " (", what, ")");
+}
+
+StatusOr<std::pair<char, std::vector<std::string>>> TcpStoreClient::call(char op,
+                                                                         const std::vector<std::string>& fields) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return lost("the connection closed earlier");
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  // Any failure leaves the stream out of step: the connection is closed.
+  auto broken = [&](const std::string& what) {
+    std::string why = what + ": " + (errno == ECONNRESET ? std::string("closed by the server") : errnoText(errno));
+    close(fd_);
+    fd_ = -1;
+    return lost(why);
+  };
+  std::string req = frame(op, fields);
+  if (req.size() - 4 > kMaxFrameBytes) return invalidInput("a rendezvous store request of ", req.size(), " bytes is over the limit");
+  if (!sendAll(fd_, req, deadline)) return broken("sending");
+  char head[4];
+  if (!recvAll(fd_, head, 4, deadline)) return broken("receiving");
+  uint32_t len = getU32(head);
+  if (len == 0 || len > kMaxFrameBytes) {
+    errno = EPROTO;
+    return broken("an answer of " + std::to_string(len) + " bytes");
+  }
+  std::string body(len, '\0');
+  if (!recvAll(fd_, body.data(), len, deadline)) return broken("receiving");
+  std::pair<char, std::vector<std::string>> out;
+  if (!parseBody(body.data(), body.size(), &out.first, &out.second)) {
+    errno = EPROTO;
+    return broken("a malformed answer");
+  }
+  return out;
+}
+
+Status TcpStoreClient::set(const std::string& key, const std::vector<char>& value) {
+  if (key.empty() || key.size() > kMaxKeyBytes || value.size() > kMaxValueBytes)
+    return invalidInput("rendezvous store: key '", key.substr(0, 64), "' or its value of ", value.size(),
+                        " bytes is over the limits (", kMaxKeyBytes, " and ", kMaxValueBytes, " bytes)");
+  ASSIGN_OR_RETURN(auto a, call(kSet, {key, std::string(value.begin(), value.end())}));
+  if (a.first == kError)
+    return environmentError("rank ", rank_, ": the rendezvous store at ", addr_.str(), " refuses key '", key,
+                            "': ", a.second.empty() ? "" : a.second[0]);
+  return Status::OK();
+}
+
+StatusOr<bool> TcpStoreClient::has(const std::vector<std::string>& keys) {
+  ASSIGN_OR_RETURN(auto a, call(kCheck, keys));
+  return a.first == kFound;
+}
+
+Status TcpStoreClient::wait(const std::vector<std::string>& keys, Ms timeout) {
+  if (keys.empty()) return Status::OK();
+  for (const std::string& k : keys)
+    if (k.empty() || k.size() > kMaxKeyBytes) return invalidInput("rendezvous store: bad key '", k.substr(0, 64), "'");
+  const Clock::time_point deadline = Clock::now() + timeout;
+  Ms pause(1);
+  for (;;) {
+    ASSIGN_OR_RETURN(bool all, has(keys));
+    if (all) return Status::OK();
+    if (Clock::now() >= deadline) {
+      std::string missing;
+      for (const std::string& k : keys) {
+        ASSIGN_OR_RETURN(bool one, has({k}));
+        if (!one) {
+          missing = k;
+          break;
+        }
+      }
+      return environmentError("rank ", rank_, ": key '", missing, "' was not set in the rendezvous store at ",
+                              addr_.str(), " within ", timeout.count() / 1000.0, " s");
+    }
+    std::this_thread::sleep_for(std::min(pause, left(deadline) + Ms(1)));
+    pause = std::min(Ms(50), pause * 2);
+  }
+}
+
+StatusOr<std::vector<char>> TcpStoreClient::get(const std::string& key, Ms timeout) {
+  RETURN_IF_ERROR(wait({key}, timeout));
+  ASSIGN_OR_RETURN(auto a, call(kGet, {key}));
+  if (a.first != kFound || a.second.size() != 1) return lost("key '" + key + "' vanished");
+  return std::vector<char>(a.second[0].begin(), a.second[0].end());
+}
+
+Status TcpStoreClient::bye() {
+  ASSIGN_OR_RETURN(auto a, call(kBye, {}));
+  (void)a;
+  return Status::OK();
+}
+
+StatusOr<std::vector<PeerState>> TcpStoreClient::peers() {
+  ASSIGN_OR_RETURN(auto a, call(kPeers, {}));
+  if (a.first != kOk) return lost("an unexpected answer to PEERS");
+  std::vector<PeerState> out;
+  for (const std::string& f : a.second) {
+    if (f.empty()) return lost("an empty peer state");
+    PeerState p;
+    p.kind = static_cast<PeerState::Kind>(f[0]);
+    p.where = f.substr(1);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace pcc

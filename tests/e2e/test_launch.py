@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Launching ranks as processes on one machine as on several: pcc-run
+processes meet through the TCP store rank 0 serves (`--rendezvous
+tcp:127.0.0.1:PORT`) and under Open MPI's mpirun (directory and TCP
+rendezvous); their outputs equal the threaded run's bit for bit. LOCAL_RANK
+reaches rank 0's report. A store nobody serves makes every rank exit 4 within
+the timeout with one line naming its rank and HOST:PORT; a rank killed with
+SIGKILL makes the others exit 4 within the timeout, naming it.
+
+mpirun is required (tools/setup.sh installs openmpi-bin): without it the mpirun
+cases fail."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pcc_e2e as e2e  # noqa: E402
+
+CASES = [  # (model, batch, compile flags, how gloo's address is chosen: pcc-run flags, environment)
+    ("mlp.onnx", 4, ["--gpus", 2, "--strategy", "tp=2"], ["--gloo-iface", "lo"], {}),
+    ("gpt2_tiny.onnx", 4, ["--gpus", 4, "--strategy", "dp=2,tp=2"], [], {"PCC_GLOO_HOST": "127.0.0.1"}),
+]
+# Same kernel threads in every run, so that the numbers can be equal bit for bit.
+THREADS = ["--threads", "1"]
+
+
+def free_port():
+    """\returns a TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env():
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PCC_RUN_ID", "PMIX_NAMESPACE", "PCC_RENDEZVOUS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                         "LOCAL_WORLD_SIZE")}
+
+
+def start_ranks(tools, plan, world, rendezvous, extra, skip=(), run_id=None, env_extra=None):
+    """Starts the pcc-run processes of `world` ranks but those in `skip`
+    (LOCAL_RANK = rank); \returns {rank: Popen}."""
+    procs = {}
+    for r in range(world):
+        if r in skip:
+            continue
+        env = dict(base_env(), RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), **(env_extra or {}))
+        if run_id:
+            env["PCC_RUN_ID"] = run_id
+        cmd = [tools.path("pcc-run"), plan, "--rendezvous", rendezvous] + [str(a) for a in extra]
+        procs[r] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return procs
+
+
+def finish(procs, limit):
+    """Waits for every process at most `limit` s; \returns {rank: (rc, stdout, stderr, seconds)}
+    (rc None: still running at the limit, then killed here)."""
+    t0, ended = time.monotonic(), {}
+    while len(ended) < len(procs) and time.monotonic() - t0 < limit:
+        for r, p in procs.items():
+            if r not in ended and p.poll() is not None:
+                ended[r] = time.monotonic() - t0
+        time.sleep(0.05)
+    out = {}
+    for r, p in procs.items():
+        if r not in ended:
+            p.kill()
+        o, e = p.communicate()
+        out[r] = (p.returncode if r in ended else None, o, e, ended.get(r, time.monotonic() - t0))
+    return out
+
+
+def cpu_seconds(pid):
+    """\returns the processor seconds process `pid` used (user + system)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def describe(results):
+    return "\n".join(f"  rank {k}: exit {rc} after {t:.1f} s\n{e2e.indent(o + e)}"
+                     for k, (rc, o, e, t) in sorted(results.items()))
+
+
+def same_bytes(dir_a, dir_b, count):
+    """\returns '' when output_K.pb, K < count, are byte-identical in both dirs, else what differs."""
+    for k in range(count):
+        a, b = (os.path.join(d, f"output_{k}.pb") for d in (dir_a, dir_b))
+        if not os.path.exists(a) or not os.path.exists(b):
+            return f"output_{k}.pb missing in {a if not os.path.exists(a) else b}"
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            if fa.read() != fb.read():
+                return f"output_{k}.pb differs"
+    return ""
+
+
+def compile_case(suite, tools, d, model, batch, flags, name):
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path(model), "--batch", batch, "-o", plan, "--quiet"] + flags)
+    if not suite.check(f"{name}: compiles", r.returncode == 0, r.describe()):
+        return None, None, 0
+    data = os.path.join(d, "data")
+    e2e.write_case(data, e2e.model_path(model), batch, seed=5)
+    threaded = os.path.join(d, "threaded")
+    r = tools.run("pcc-run", [plan, "--inputs", data, "--outputs", threaded] + THREADS)
+    if not suite.check(f"{name}: the threaded run", r.returncode == 0, r.describe()):
+        return None, None, 0
+    outputs = len([f for f in os.listdir(threaded) if f.startswith("output_")])
+    return plan, data, outputs
+
+
+def tcp_case(suite, tools, model, batch, flags, gloo_flags, gloo_env):
+    name = f"tcp {model} {' '.join(map(str, flags + gloo_flags))} {' '.join(f'{k}={v}' for k, v in gloo_env.items())}"
+    d = suite.tempdir("launch")
+    plan, data, outputs = compile_case(suite, tools, d, model, batch, flags, name)
+    if not plan:
+        return
+    world = int(flags[flags.index("--gpus") + 1])
+    procs_out = os.path.join(d, "procs")
+    port = free_port()
+    procs = start_ranks(tools, plan, world, f"tcp:127.0.0.1:{port}",
+                        ["--inputs", data, "--outputs", procs_out, "--check", "--profile", "--timeout", 60] + THREADS
+                        + gloo_flags, env_extra=gloo_env)
+    results = finish(procs, 120)
+    detail = describe(results)
+    suite.check(f"{name}: every rank exits 0", all(rc == 0 for rc, _, _, _ in results.values()), detail)
+    out0 = results[0][1]
+    suite.check(f"{name}: rank 0 checked against the reference", "vs reference" in out0 and "MISMATCH" not in out0,
+                detail)
+    suite.check(f"{name}: rank 0 reports every rank's LOCAL_RANK",
+                all(f"(local rank {r})" in out0 for r in range(world)), detail)
+    diff = same_bytes(os.path.join(d, "threaded"), procs_out, outputs)
+    suite.check(f"{name}: outputs equal the threaded run's bit for bit", outputs > 0 and not diff, diff)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def mpirun_cmd():
+    """\returns mpirun's command prefix for 4 local processes, or None when it is not installed."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        return None
+    cmd = [mpirun, "--oversubscribe", "-np", "4"]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd
+
+
+def mpirun_case(suite, tools):
+    """dp=2,tp=2 on 4 processes started by mpirun: with the directory
+    rendezvous (run id: mpirun's PMIX_NAMESPACE) and with tcp:."""
+    name = "mpirun gpt2_tiny dp=2,tp=2"
+    cmd = mpirun_cmd()
+    if not suite.check("mpirun is installed (tools/setup.sh installs openmpi-bin)", cmd is not None,
+                       "  mpirun not found on PATH"):
+        return
+    d = suite.tempdir("launch")
+    plan, data, outputs = compile_case(suite, tools, d, "gpt2_tiny.onnx", 4,
+                                       ["--gpus", 4, "--strategy", "dp=2,tp=2"], name)
+    if not plan:
+        return
+    for kind, rendezvous in (("directory", os.path.join(d, "rdzv")), ("tcp", f"tcp:127.0.0.1:{free_port()}")):
+        out = os.path.join(d, f"mpi_{kind}")
+        argv = cmd + [tools.path("pcc-run"), plan, "--rendezvous", rendezvous, "--inputs", data, "--outputs", out,
+                      "--check", "--profile", "--timeout", "60"] + THREADS
+        try:
+            p = subprocess.run(argv, env=base_env(), capture_output=True, text=True, timeout=180)
+            rc, o, e = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as t:
+            rc, o, e = None, str(t.stdout or ""), str(t.stderr or "")
+        detail = f"  {' '.join(argv)}\n  exit {rc}\n{e2e.indent(o + e)}"
+        suite.check(f"{name} ({kind} rendezvous): exits 0", rc == 0, detail)
+        suite.check(f"{name} ({kind} rendezvous): one report, checked",
+                    o.count("vs reference") == outputs and "MISMATCH" not in o
+                    and all(f"rank {r}:" in o for r in range(4)), detail)
+        suite.check(f"{name} ({kind} rendezvous): OMPI_COMM_WORLD_LOCAL_RANK reaches the report",
+                    all(f"(local rank {r})" in o for r in range(4)), detail)
+        diff = same_bytes(os.path.join(d, "threaded"), out, outputs)
+        suite.check(f"{name} ({kind} rendezvous): outputs equal the threaded run's bit for bit",
+                    outputs > 0 and not diff, diff)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def compile_mlp4(suite, tools, d, name):
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", 4, "--gpus", 4, "--strategy", "dp=2,tp=2",
+                          "-o", plan, "--quiet"])
+    return plan if suite.check(f"{name}: compiles", r.returncode == 0, r.describe()) else None
+
+
+def no_store(suite, tools):
+    """Ranks 1-3 of 4 with no rank 0 (nothing serves the port): each exits 4
+    within the timeout with one line naming its rank and the address."""
+    name = "no store"
+    d = suite.tempdir("launch")
+    plan = compile_mlp4(suite, tools, d, name)
+    if not plan:
+        return
+    timeout, port = 3, free_port()
+    procs = start_ranks(tools, plan, 4, f"tcp:127.0.0.1:{port}", ["--timeout", timeout], skip=(0,))
+    results = finish(procs, 5 * timeout + 10)
+    detail = describe(results)
+    for k, (rc, _, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"{name}: rank {k} exits 4 within the timeout (+2 s), one line naming rank {k} and the address",
+                    rc == 4 and t < timeout + 2 and len(lines) == 1 and f"rank {k}:" in lines[0]
+                    and f"127.0.0.1:{port}" in lines[0], detail)
+    # An interface this machine does not have: every rank says so, exit 4.
+    port = free_port()
+    procs = start_ranks(tools, plan, 4, f"tcp:127.0.0.1:{port}", ["--timeout", timeout, "--gloo-iface", "nosuch0"])
+    results = finish(procs, 5 * timeout + 10)
+    detail = describe(results)
+    # Rank 0 fails at once and its store closes with it: a rank that had not
+    # reached the store yet, or was saying HELLO, names the store instead.
+    for k, (rc, _, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        said = lines[0] if lines else ""
+        suite.check(f"{name}: --gloo-iface nosuch0: rank {k} exits 4 within the timeout, one line naming the "
+                    "interface" + (" (or, rank 0 gone, the store)" if k else ""),
+                    rc == 4 and t < timeout + 4 and len(lines) == 1
+                    and ("interface nosuch0" in said or (k > 0 and f"rendezvous store at 127.0.0.1:{port}" in said)),
+                    detail)
+    # A bad address is a usage error before anything waits.
+    env = dict(base_env(), RANK="1", WORLD_SIZE="4")
+    for bad in ("tcp:127.0.0.1:0", "tcp:127.0.0.1", "tcp:127.0.0.1:99999"):
+        p = subprocess.run([tools.path("pcc-run"), plan, "--rendezvous", bad], env=env, capture_output=True,
+                           text=True, timeout=30)
+        suite.check(f"{name}: --rendezvous {bad}: exit 2, one line",
+                    p.returncode == 2 and "tcp:HOST:PORT" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                    f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def killed_rank(suite, tools):
+    """4 ranks of a long run meeting through the TCP store; rank 2 is killed
+    with SIGKILL once every rank runs: the store sees its connection close."""
+    name = "tcp killed rank"
+    d = suite.tempdir("launch")
+    plan = compile_mlp4(suite, tools, d, name)
+    if not plan:
+        return
+    timeout, world, victim = 20, 4, 2
+    procs = start_ranks(tools, plan, world, f"tcp:127.0.0.1:{free_port()}",
+                        ["--timeout", timeout, "--iters", 10 ** 9])
+    # Connected and running once each has computed for a while (waiting to
+    # connect takes next to no processor time).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            p.poll() is not None or cpu_seconds(p.pid) >= 1.0 for p in procs.values()):
+        time.sleep(0.1)
+    running = all(p.poll() is None for p in procs.values())
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    del procs[victim]
+    results = finish(procs, timeout + 10)
+    detail = describe(results)
+    suite.check(f"{name}: every rank was running when rank 2 was killed", running, detail)
+    print("  exit times after the kill: " + ", ".join(f"rank {k} {t:.2f} s" for k, (_, _, _, t) in results.items()))
+    for k, (rc, _, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"{name}: rank {k} exits 4 within half the timeout ({timeout} s), one line naming rank 2",
+                    rc == 4 and t < timeout / 2 and len(lines) == 1 and "rank 2 (process" in lines[0]
+                    and "died" in lines[0], detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    args = e2e.parse_args(__doc__)
+    suite = e2e.Suite("test_launch", args)
+    tools = e2e.Tools(args.bin)
+    if e2e.require_tools(suite, tools, needed=("pcc", "pcc-run")):
+        for model, batch, flags, gloo_flags, gloo_env in CASES:
+            suite.run_case(f"tcp {model}", tcp_case, suite, tools, model, batch, flags, gloo_flags, gloo_env)
+        suite.run_case("mpirun", mpirun_case, suite, tools)
+        suite.run_case("no store", no_store, suite, tools)
+        suite.run_case("killed rank", killed_rank, suite, tools)
+    return suite.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+// The TCP rendezvous store (runtime/tcp_store.h): a server on a free loopback
+// port and clients in this process; raw sockets stand for broken or hostile
+// peers.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "runtime/comm_gloo.h"
+#include "runtime/tcp_store.h"
+
+namespace pcc {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+struct Served {
+  std::unique_ptr<TcpStoreServer> server;
+  TcpAddress addr;
+};
+
+Served serve(const std::string& runId, int world) {
+  Served s;
+  auto started = TcpStoreServer::start({"127.0.0.1", 0}, runId, world);
+  EXPECT_TRUE(started.ok()) << started.status().message();
+  s.server = std::move(started).value();
+  s.addr = {"127.0.0.1", s.server->port()};
+  return s;
+}
+
+std::shared_ptr<TcpStoreClient> client(const TcpAddress& a, int rank, int world = 4, const std::string& id = "run") {
+  auto c = TcpStoreClient::connect(a, id, rank, world, Ms(5000));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : nullptr;
+}
+
+/// \returns a raw socket connected to `a`.
+int rawSocket(const TcpAddress& a) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(a.port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  return fd;
+}
+
+void sendRaw(int fd, const std::string& data) {
+  ASSERT_EQ(send(fd, data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(data.size()));
+}
+
+/// \returns true when the server closed `fd` (read returns 0 or an error) within 5 s.
+bool closedByServer(int fd) {
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return true;
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
+
+std::string le32(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
+
+TEST(TcpStore, ParsesAddresses) {
+  auto a = parseTcpAddress("tcp:node1.example:29500", false);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "node1.example");
+  EXPECT_EQ(a->port, 29500);
+  EXPECT_FALSE(parseTcpAddress("tcp:127.0.0.1:0", false).ok());
+  EXPECT_TRUE(parseTcpAddress("tcp:127.0.0.1:0", true).ok());
+  for (const char* bad : {"127.0.0.1:80", "tcp:", "tcp::80", "tcp:host", "tcp:host:", "tcp:host:65536",
+                          "tcp:host:-1", "tcp:host:8x", "tcp:::1:80"}) {
+    auto p = parseTcpAddress(bad, true);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(p.status().message().find("tcp:HOST:PORT"), std::string::npos) << p.status().message();
+  }
+}
+
+TEST(TcpStore, SetGetWaitAcrossClients) {
+  Served s = serve("run", 2);
+  auto a = client(s.addr, 0, 2), b = client(s.addr, 1, 2);
+  ASSERT_TRUE(a && b);
+  // b waits for a key a sets later.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(Ms(200));
+    EXPECT_TRUE(a->set("k1", bytes("hello")).ok());
+    EXPECT_TRUE(a->set("k2", std::vector<char>(100000, 'x')).ok());
+  });
+  EXPECT_TRUE(b->wait({"k1", "k2"}, Ms(5000)).ok());
+  setter.join();
+  auto v = b->get("k1", Ms(100));
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(std::string(v->begin(), v->end()), "hello");
+  auto big = b->get("k2", Ms(100));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->size(), 100000u);
+  // Overwrite, and an empty value.
+  EXPECT_TRUE(b->set("k1", {}).ok());
+  v = a->get("k1", Ms(100));
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->empty());
+}
+
+TEST(TcpStore, WaitAndGetTimeOutNamingTheKey) {
+  Served s = serve("run", 1);
+  auto c = client(s.addr, 0, 1);
+  ASSERT_TRUE(c);
+  auto t0 = Clock::now();
+  Status w = c->wait({"never"}, Ms(300));
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.code(), StatusCode::kEnvironment);
+  EXPECT_NE(w.message().find("'never'"), std::string::npos) << w.message();
+  EXPECT_NE(w.message().find(s.addr.str()), std::string::npos) << w.message();
+  EXPECT_GE(secs, 0.29);
+  EXPECT_LT(secs, 2.0);
+  EXPECT_FALSE(c->get("never", Ms(50)).ok());
+  // The client still works after a timeout.
+  EXPECT_TRUE(c->set("now", bytes("1")).ok());
+  EXPECT_TRUE(c->wait({"now"}, Ms(50)).ok());
+}
+
+TEST(TcpStore, UnreachableStoreFailsWithinTheTimeoutNamingRankAndAddress) {
+  // A port nobody serves: bind one, learn it, close it.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  socklen_t len = sizeof sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  TcpAddress a{"127.0.0.1", ntohs(sa.sin_port)};
+  close(fd);
+  auto t0 = Clock::now();
+  auto c = TcpStoreClient::connect(a, "run", 3, 4, Ms(700));
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kEnvironment);
+  EXPECT_NE(c.status().message().find("rank 3"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find(a.str()), std::string::npos) << c.status().message();
+  EXPECT_LT(secs, 2.0);
+}
+
+TEST(TcpStore, ClientConnectsBeforeTheServerStarts) {
+  // Learn a free port, then start the server on it after the client began.
+  Served probe = serve("run", 1);
+  TcpAddress a = probe.addr;
+  probe.server.reset();
+  std::unique_ptr<TcpStoreServer> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(Ms(300));
+    auto s = TcpStoreServer::start(a, "run", 1);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    late = std::move(s).value();
+  });
+  auto c = TcpStoreClient::connect(a, "run", 0, 1, Ms(5000));
+  starter.join();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE((*c)->set("k", bytes("v")).ok());
+}
+
+TEST(TcpStore, RefusesAnotherRunAWrongWorldAndARankTwice) {
+  Served s = serve("job1", 2);
+  auto other = TcpStoreClient::connect(s.addr, "job2", 0, 2, Ms(2000));
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("'job1', not 'job2'"), std::string::npos) << other.status().message();
+  EXPECT_FALSE(TcpStoreClient::connect(s.addr, "job1", 0, 3, Ms(2000)).ok());
+  EXPECT_FALSE(TcpStoreClient::connect(s.addr, "job1", 2, 2, Ms(2000)).ok());
+  auto first = client(s.addr, 1, 2, "job1");
+  ASSERT_TRUE(first);
+  auto twice = TcpStoreClient::connect(s.addr, "job1", 1, 2, Ms(2000));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("rank 1 already connected"), std::string::npos)
+      << twice.status().message();
+}
+
+TEST(TcpStore, EnforcesLimits) {
+  Served s = serve("run", 1);
+  auto c = client(s.addr, 0, 1);
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->set(std::string(kMaxKeyBytes + 1, 'k'), bytes("v")).ok());
+  EXPECT_FALSE(c->set("", bytes("v")).ok());
+  EXPECT_FALSE(c->set("k", std::vector<char>(kMaxValueBytes + 1)).ok());
+  EXPECT_TRUE(c->set("k", std::vector<char>(kMaxValueBytes)).ok());
+  auto v = c->get("k", Ms(1000));
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->size(), kMaxValueBytes);
+}
+
+/// \returns the frame `op` + fields, as the protocol lays it out.
+std::string rawFrame(char op, const std::vector<std::string>& fields) {
+  std::string body(1, op);
+  for (const std::string& f : fields) body += le32(static_cast<uint32_t>(f.size())) + f;
+  return le32(static_cast<uint32_t>(body.size())) + body;
+}
+
+/// \returns the body of the next frame the server sends on `fd` ("" on failure).
+std::string readFrame(int fd) {
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto readN = [&](size_t n) {
+    std::string out(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = recv(fd, out.data() + got, n - got, 0);
+      if (r <= 0) return std::string();
+      got += static_cast<size_t>(r);
+    }
+    return out;
+  };
+  std::string head = readN(4);
+  if (head.size() != 4) return "";
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<unsigned char>(head[i])) << (8 * i);
+  return readN(len);
+}
+
+TEST(TcpStore, ServerRefusesAnOversizedValueFromAClientThatSkipsItsChecks) {
+  Served s = serve("run", 2);
+  int fd = rawSocket(s.addr);
+  sendRaw(fd, rawFrame('H', {"run", "1", "2", "raw 1"}));
+  EXPECT_EQ(readFrame(fd), "O");
+  sendRaw(fd, rawFrame('S', {"z", std::string(kMaxValueBytes + 1, 'v')}));
+  std::string answer = readFrame(fd);
+  ASSERT_FALSE(answer.empty());
+  EXPECT_EQ(answer[0], 'E');
+  EXPECT_NE(answer.find("over the limit"), std::string::npos) << answer;
+  // Still served, and the value was not stored.
+  sendRaw(fd, rawFrame('G', {"z"}));
+  EXPECT_EQ(readFrame(fd), "M");
+  close(fd);
+}
+
+TEST(TcpStore, BoundsTheStoreTotal) {
+  auto started = TcpStoreServer::start({"127.0.0.1", 0}, "run", 1, /*maxStoreBytes=*/1 << 20);
+  ASSERT_TRUE(started.ok());
+  auto c = client({"127.0.0.1", (*started)->port()}, 0, 1);
+  ASSERT_TRUE(c);
+  Status full;
+  int stored = 0;
+  for (; stored < 20 && full.ok(); ++stored) full = c->set("v" + std::to_string(stored), std::vector<char>(100000));
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(stored, 11);  // 10 values of 100 kB fit in 1 MiB, the 11th does not
+  EXPECT_NE(full.message().find("full"), std::string::npos) << full.message();
+  // Overwriting a value with a smaller one frees room.
+  EXPECT_TRUE(c->set("v0", bytes("small")).ok());
+  EXPECT_TRUE(c->set("v10", std::vector<char>(90000)).ok());
+}
+
+TEST(TcpStore, GarbageClosesOnlyThatConnection) {
+  Served s = serve("run", 2);
+  auto good = client(s.addr, 0, 2);
+  ASSERT_TRUE(good);
+  std::mt19937 gen(7);
+  const std::vector<std::string> hostile = {
+      le32(0),                                       // an empty frame
+      le32(kMaxFrameBytes + 1),                      // an oversized frame
+      le32(0xFFFFFFFFu) + "xxxx",                    // a huge length
+      le32(3) + std::string("S\x01\x00", 3),       // a request before HELLO, field cut short
+      le32(5) + "Zabcd",                             // an unknown op
+      le32(9) + std::string("H") + le32(100) + "abcd",  // a field longer than its frame
+  };
+  for (const std::string& h : hostile) {
+    int fd = rawSocket(s.addr);
+    sendRaw(fd, h);
+    EXPECT_TRUE(closedByServer(fd)) << "frame of " << h.size() << " bytes";
+    close(fd);
+  }
+  for (int i = 0; i < 20; ++i) {  // random bytes
+    std::string junk(1 + gen() % 300, '\0');
+    for (char& ch : junk) ch = static_cast<char>(gen());
+    int fd = rawSocket(s.addr);
+    sendRaw(fd, junk);
+    shutdown(fd, SHUT_WR);
+    EXPECT_TRUE(closedByServer(fd));
+    close(fd);
+  }
+  // The honest client never noticed, and rank 1 can still arrive.
+  EXPECT_TRUE(good->set("k", bytes("v")).ok());
+  auto v = good->get("k", Ms(100));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(std::string(v->begin(), v->end()), "v");
+  EXPECT_TRUE(client(s.addr, 1, 2) != nullptr);
+}
+
+TEST(TcpStore, ClientDisconnectingMidMessage) {
+  Served s = serve("run", 2);
+  auto good = client(s.addr, 0, 2);
+  ASSERT_TRUE(good);
+  // Half a frame (length says 1000 bytes, 10 arrive), then the socket closes.
+  int fd = rawSocket(s.addr);
+  sendRaw(fd, le32(1000) + "S123456789");
+  close(fd);
+  // Half a frame that stays open: the server keeps serving others meanwhile.
+  int slow = rawSocket(s.addr);
+  sendRaw(slow, le32(1000) + "S12");
+  EXPECT_TRUE(good->set("k", bytes("v")).ok());
+  EXPECT_TRUE(good->wait({"k"}, Ms(100)).ok());
+  close(slow);
+  EXPECT_TRUE(good->set("k2", bytes("v")).ok());
+}
+
+TEST(TcpStore, PeersTellAliveEndedDiedAndNeverArrived) {
+  Served s = serve("run", 4);
+  auto r0 = client(s.addr, 0), r1 = client(s.addr, 1), r2 = client(s.addr, 2);
+  ASSERT_TRUE(r0 && r1 && r2);
+  EXPECT_TRUE(r1->bye().ok());
+  r1.reset();  // ended on its own: closing is no death
+  r2.reset();  // closed without BYE: died
+  std::vector<PeerState> p;
+  for (int i = 0; i < 100; ++i) {  // the server sees the close shortly
+    auto got = r0->peers();
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    p = *got;
+    if (p[2].kind == PeerState::kDied) break;
+    std::this_thread::sleep_for(Ms(20));
+  }
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].kind, PeerState::kAlive);
+  EXPECT_EQ(p[1].kind, PeerState::kEnded);
+  EXPECT_EQ(p[2].kind, PeerState::kDied);
+  EXPECT_EQ(p[3].kind, PeerState::kNeverArrived);
+  EXPECT_NE(p[2].where.find(std::to_string(getpid())), std::string::npos) << p[2].where;
+}
+
+TEST(TcpStore, ServerGoneIsAnErrorNotAHang) {
+  Served s = serve("run", 2);
+  auto c = client(s.addr, 1, 2);
+  ASSERT_TRUE(c);
+  s.server.reset();
+  auto t0 = Clock::now();
+  Status st = c->wait({"never"}, Ms(3000));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("lost the rendezvous store at " + s.addr.str()), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0);
+  EXPECT_FALSE(c->peers().ok());
+}
+
+TEST(TcpStore, PortInUseIsAnErrorNamingIt) {
+  Served s = serve("run", 1);
+  auto again = TcpStoreServer::start(s.addr, "run", 1);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find(s.addr.str()), std::string::npos) << again.status().message();
+}
+
+TEST(TcpStore, GlooConnectsThroughIt) {
+  // Two rank threads connect a gloo group through the TCP store and sum.
+  Served s = serve("run", 2);
+  std::vector<Status> st(2);
+  std::vector<float> sums(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto c = TcpStoreClient::connect(s.addr, "run", r, 2, Ms(10000));
+      if (!c.ok()) {
+        st[r] = c.status();
+        return;
+      }
+      std::shared_ptr<GlooStore> store = GlooStore::overTcp(*c);
+      GlooOptions o;
+      o.timeout = Ms(10000);
+      auto comms = connectGloo(*store, r, 2, {CommGroup{"tp", {0, 1}}}, /*withWorld=*/true, o);
+      if (!comms.ok()) {
+        st[r] = comms.status();
+        return;
+      }
+      Tensor t = Tensor::fromVector<float>(DType::kF32, {1}, {static_cast<float>(r + 1)});
+      st[r] = comms->groups[0]->allReduceSum(t);
+      sums[r] = t.data<float>()[0];
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(st[r].ok()) << st[r].message();
+    EXPECT_EQ(sums[r], 3.0f);
+  }
+}
+
+}  // namespace
+}  // namespace pcc
