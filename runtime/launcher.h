@@ -18,6 +18,8 @@
 
 namespace pcc {
 
+class InputPipeline;
+
 struct RunOptions {
   /// Check every weight's crc32 when mapping it.
   bool verifyChecksums = true;
@@ -52,6 +54,12 @@ struct RunOptions {
   /// connections close); `why` names the dead rank. A tool prints it and
   /// ends the process; unset, the rank waits for its timeout.
   std::function<void(const Status& why)> onStuckAfterPeerLost;
+  /// A streamed run (`pcc-run --batches K`, runtime/input_pipeline.h): when
+  /// set, every rank of this process runs the pipeline's K batches once each,
+  /// taking its inputs from it (the `inputs` argument is unused and
+  /// iters/warmup are ignored); RunResult.stream holds the outputs and times
+  /// of every batch. The pipeline must hold this process's rank programs.
+  InputPipeline* pipeline = nullptr;
 };
 
 struct RunResult {
@@ -95,6 +103,16 @@ struct RunResult {
     int64_t processPeakRss = -1;
   };
   std::vector<RankMemory> memory;
+  /// A streamed run (RunOptions.pipeline): per batch, the outputs, and per
+  /// rank (every rank, in both kinds of run) per batch, the seconds it waited
+  /// for the batch's inputs and the seconds it ran the batch.
+  struct Stream {
+    std::vector<std::vector<Tensor>> outputs;
+    std::vector<std::vector<double>> waitSeconds, runSeconds;
+    /// Per rank: from its first wait for a batch to the end of its last batch.
+    std::vector<double> totalSeconds;
+  };
+  Stream stream;
 };
 
 /// \returns an invalid-input error naming the input and both types when
