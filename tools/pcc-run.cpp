@@ -581,7 +581,8 @@ int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRa
     }
     std::string dir = perBatch ? batchDir(a.inputs, k) : a.inputs;
     if (!std::filesystem::is_directory(dir))
-      return invalidInput(dir, ": missing (", a.batches, " batches asked, ", a.inputs, "/batch_0 exists)");
+      return perBatch ? invalidInput(dir, ": missing (", a.batches, " batches asked, ", a.inputs, "/batch_0 exists)")
+                      : invalidInput(dir, ": no such folder");
     ASSIGN_OR_RETURN(in.tensors, readInputs(dir, plan, &in.sources));
     return in;
   };
