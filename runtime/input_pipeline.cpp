@@ -159,9 +159,10 @@ StatusOr<const RankSlices*> InputPipeline::acquire(int batch, int rank, double* 
     return cancelled_ || (slot.ready && slot.batch == batch) || (!error_.ok() && errorBatch_ <= batch);
   });
   if (waitSeconds) *waitSeconds = since(t0);
+  if (cancelled_)
+    return environmentError("rank ", rank, ": batch ", batch, ": the input pipeline stopped (another rank failed)");
   if (slot.ready && slot.batch == batch) return &slot.ranks[r];
-  if (!error_.ok()) return error_;
-  return environmentError("rank ", rank, ": batch ", batch, ": the input pipeline stopped (another rank failed)");
+  return error_;
 }
 
 void InputPipeline::release(int batch, int /*rank*/) {

@@ -426,7 +426,10 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
         cpu::setKernelThreads(kernelThreads);
         if (needComms) {
           auto c = execs[r]->backend().communicators(store, gopts)->connect(r, n, groups, withWorld);
-          if (!c.ok()) return fail(c.status());
+          if (!c.ok()) {
+            if (o.pipeline) o.pipeline->cancel();  // its batches would never be released
+            return fail(c.status());
+          }
           comms[r] = std::move(c).value();
         }
         if (o.pipeline) {
