@@ -306,6 +306,28 @@ void printPipelineProfile(const plan::Plan& plan, const RunResult& res) {
     std::printf("pipeline bubble: measured %.1f%%\n", measured);
 }
 
+/// With --profile: every rank's memory, rank 0's time per op and provider,
+/// and the pipeline stages.
+void printProfile(const Args& a, const plan::Plan& plan, const RunResult& res) {
+  for (size_t r = 0; r < res.memory.size(); ++r) {
+    const RunResult::RankMemory& m = res.memory[r];
+    std::printf("memory rank %zu: peak %s (weights %s, arena %s, other %s)", r, mib(m.peakBytes).c_str(),
+                mib(m.weightBytes).c_str(), mib(m.arenaBytes).c_str(),
+                mib(m.peakBytes - m.weightBytes - m.arenaBytes).c_str());
+    if (m.processPeakRss >= 0) std::printf("; process peak RSS %s", mib(m.processPeakRss).c_str());
+    std::printf("\n");
+  }
+  if (!a.run.profile) return;
+  std::vector<std::pair<std::string, RunResult::OpTime>> ops(res.profile.begin(), res.profile.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
+  double total = 0;
+  for (const auto& [op, t] : ops) total += t.seconds;
+  for (const auto& [op, t] : ops)
+    std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
+                total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+  printPipelineProfile(plan, res);
+}
+
 /// Writes --profile-json: per rank, every instruction with its mean seconds
 /// over the timed runs (docs/cli.md#pcc-run). `firstRank`: the rank of
 /// res.instructions[0] (this process's rank in a multi-process run);
@@ -438,24 +460,7 @@ int run(const Args& a) {
     Status st = writeProfileJson(a.profileJson, a, plan, *res, *proc ? (*proc)->rank : 0, *proc ? 0 : plan.ranks_size());
     if (!st.ok()) return fail(st);
   }
-  for (size_t r = 0; r < res->memory.size(); ++r) {
-    const RunResult::RankMemory& m = res->memory[r];
-    std::printf("memory rank %zu: peak %s (weights %s, arena %s, other %s)", r, mib(m.peakBytes).c_str(),
-                mib(m.weightBytes).c_str(), mib(m.arenaBytes).c_str(),
-                mib(m.peakBytes - m.weightBytes - m.arenaBytes).c_str());
-    if (m.processPeakRss >= 0) std::printf("; process peak RSS %s", mib(m.processPeakRss).c_str());
-    std::printf("\n");
-  }
-  if (a.run.profile) {
-    std::vector<std::pair<std::string, RunResult::OpTime>> ops(res->profile.begin(), res->profile.end());
-    std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
-    double total = 0;
-    for (const auto& [op, t] : ops) total += t.seconds;
-    for (const auto& [op, t] : ops)
-      std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
-                  total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
-    printPipelineProfile(plan, *res);
-  }
+  printProfile(a, plan, *res);
 
   bool ok = true;
   if (a.check) {
@@ -629,7 +634,7 @@ int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRa
                                  streamJson(f, a, po.prefetch, (*pipe)->stagingBytes()));
     if (!st.ok()) return fail(st);
   }
-  if (a.run.profile) printPipelineProfile(plan, *res);
+  printProfile(a, plan, *res);
 
   bool ok = true;
   for (int k = 0; k < a.batches; ++k) {
