@@ -97,6 +97,13 @@ class Backend {
   /// Copies device tensor `src` into device tensor `dst` (same type).
   virtual Status copy(const Tensor& src, const Tensor& dst) = 0;
 
+  /// \returns a host tensor of type `t` for the input pipeline's staging
+  /// buffers (runtime/input_pipeline.h): allocated once per run, written by
+  /// the reader thread and given to toDevice for every batch. The default is
+  /// ordinary host memory (what the cpu backend uses); a device backend
+  /// overrides it to return page-locked memory its copies can start from.
+  virtual StatusOr<Tensor> allocateStaging(const TensorType& t);
+
   /// \returns the kernel for `k`, or an error (unsupported op, or a plan whose
   /// types the op rejects) naming k.where.
   virtual StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) = 0;

@@ -317,6 +317,36 @@ StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
 
 Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
                      std::vector<OutputPiece>* outputs) {
+  return runAll(RunInputs{&inputs, nullptr}, comms, outputs);
+}
+
+Status Executor::runSlices(const std::vector<std::vector<Tensor>>& slices, RankComms* comms,
+                           std::vector<OutputPiece>* outputs) {
+  if (slices.size() != inputSlots_.size())
+    return invalidInput("rank ", prog_.rank(), ": ", slices.size(), " input slices for ", inputSlots_.size(),
+                        " input bindings");
+  return runAll(RunInputs{nullptr, &slices}, comms, outputs);
+}
+
+StatusOr<Tensor> Executor::boundInput(const RunInputs& inputs, size_t i, int64_t m) const {
+  const plan::IoBinding& b = prog_.inputs(static_cast<int>(i));
+  if (inputs.slices) {
+    const std::vector<Tensor>& runs = (*inputs.slices)[i];
+    if (runs.empty()) return invalidInput("rank ", prog_.rank(), ": input ", b.index(), " has no slice");
+    return runs[runs.size() == 1 ? 0 : std::min<size_t>(static_cast<size_t>(m), runs.size() - 1)];
+  }
+  const std::vector<Tensor>& whole = *inputs.whole;
+  if (b.index() >= static_cast<int>(whole.size()))
+    return invalidInput("rank ", prog_.rank(), ": model input ", b.index(), " was not given");
+  const Tensor& full = whole[b.index()];
+  if (b.split_dim() == -1) return full;
+  const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
+  auto sl = sliceAlong(full, b.split_dim(), offset, b.length());
+  if (!sl.ok()) return sl.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
+  return sl;
+}
+
+Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs) {
   if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
   waitSeconds_ = 0;
   outputs->clear();
@@ -334,24 +364,12 @@ Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
   return Status::OK();
 }
 
-Status Executor::runOnce(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs,
-                         bool last) {
+Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs, bool last) {
   const int64_t m = microbatch_;
   std::vector<Tensor> bufs = weights_;  // views: copying them copies no data
   for (size_t i = 0; i < inputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.inputs(static_cast<int>(i));
-    if (b.index() >= static_cast<int>(inputs.size()))
-      return invalidInput("rank ", prog_.rank(), ": model input ", b.index(), " was not given");
-    const Tensor& full = inputs[b.index()];
-    Tensor host;
-    if (b.split_dim() == -1) {
-      host = full;
-    } else {
-      const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
-      auto sl = sliceAlong(full, b.split_dim(), offset, b.length());
-      if (!sl.ok()) return sl.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
-      host = std::move(sl).value();
-    }
+    ASSIGN_OR_RETURN(Tensor host, boundInput(inputs, i, m));
     if (host.type() != types_[inputSlots_[i]])
       return invalidInput("rank ", prog_.rank(), ": input ", b.index(), " slice is ", host.type().str(),
                           ", the plan expects ", types_[inputSlots_[i]].str());

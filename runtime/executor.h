@@ -60,6 +60,13 @@ class Executor {
   /// \returns ok with this rank's output pieces in `*outputs`, or the first
   /// error, naming the rank and the instruction's node.
   Status run(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs);
+  /// Runs the program as run() does on inputs already sliced (the input
+  /// pipeline's staging buffers, runtime/input_pipeline.h): `slices` holds,
+  /// per input binding (RankProgram.inputs order), the host tensor of each
+  /// micro-batch run, or one tensor used by every run.
+  /// \returns as run().
+  Status runSlices(const std::vector<std::vector<Tensor>>& slices, RankComms* comms,
+                   std::vector<OutputPiece>* outputs);
 
   int rank() const { return prog_.rank(); }
   /// \returns the backend the program runs on.
@@ -124,8 +131,16 @@ class Executor {
       : plan_(p), prog_(prog), backend_(std::move(backend)) {}
 
   Status prepare(bool verifyChecksums);
+  /// The model inputs of a run: whole tensors to slice, or slices made already.
+  struct RunInputs {
+    const std::vector<Tensor>* whole = nullptr;
+    const std::vector<std::vector<Tensor>>* slices = nullptr;
+  };
+  Status runAll(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs);
   /// One run of the program for micro-batch `microbatch_`; `last`: the final one.
-  Status runOnce(const std::vector<Tensor>& inputs, RankComms* comms, std::vector<OutputPiece>* outputs, bool last);
+  Status runOnce(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs, bool last);
+  /// \returns the host tensor input binding `i` binds in micro-batch run `m`.
+  StatusOr<Tensor> boundInput(const RunInputs& inputs, size_t i, int64_t m) const;
   /// Checks the memory plan of every buffer and of every instruction.
   Status checkMemoryPlan(const std::string& rankName) const;
   /// Prepares the REGION steps (their bodies' kernels and weights).

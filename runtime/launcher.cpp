@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "runtime/comm_gloo.h"
 #include "runtime/cpu/fast_kernels.h"
 #include "runtime/executor.h"
+#include "runtime/input_pipeline.h"
 #include "runtime/plan_convert.h"
 #include "runtime/support/memory_account.h"
 #include "runtime/support/random.h"
@@ -109,7 +111,8 @@ struct Prepared {
 };
 
 StatusOr<Prepared> prepare(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o) {
-  RETURN_IF_ERROR(validateInputs(p.plan, inputs));
+  // A streamed run's batches are checked by the pipeline as they are read.
+  if (!o.pipeline) RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   const int n = p.plan.ranks_size();
   if (n == 0) return invalidInput(p.dir, ": the plan has no rank programs");
   if (o.iters < 1 || o.warmup < 0) return invalidInput("iters must be >= 1 and warmup >= 0");
@@ -376,6 +379,73 @@ StatusOr<RunTimes> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, 
   return t;
 }
 
+/// One rank's times in a streamed run, per batch.
+struct StreamTimes {
+  std::vector<double> wait, run, transferWait;
+  double total = 0;
+};
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+/// Runs every batch of `pipe` once on `exec`: waits for the batch, runs it on
+/// the pipeline's slices, keeps its output pieces in `(*batches)[k]`
+/// (copying any that shares bytes with a staging buffer, which the next batch
+/// overwrites) and releases the batch.
+/// \returns ok, or the first error (the reader's, the run's, or a lost peer).
+Status streamedRuns(Executor& exec, InputPipeline& pipe, RankComms* comms,
+                    std::vector<std::vector<OutputPiece>>* batches, StreamTimes* t,
+                    const std::atomic<bool>* lostPeer = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  const int n = pipe.batches();
+  batches->assign(n, {});
+  const Clock::time_point start = Clock::now();
+  for (int k = 0; k < n; ++k) {
+    if (lostPeer && *lostPeer) return environmentError("a peer rank is lost (stopped before batch ", k, ")");
+    double wait = 0;
+    ASSIGN_OR_RETURN(const RankSlices* slices, pipe.acquire(k, exec.rank(), &wait));
+    const Clock::time_point t0 = Clock::now();
+    Status st = exec.runSlices(*slices, comms, &(*batches)[k]);
+    const double ran = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (st.ok())
+      for (OutputPiece& piece : (*batches)[k])
+        if (pipe.holds(piece.tensor)) piece.tensor = piece.tensor.clone();
+    pipe.release(k, exec.rank());
+    RETURN_IF_ERROR(st.withContext(strCat("batch ", k)));
+    t->wait.push_back(wait);
+    t->run.push_back(ran);
+    t->transferWait.push_back(exec.waitSeconds());
+  }
+  t->total = std::chrono::duration<double>(Clock::now() - start).count();
+  return Status::OK();
+}
+
+/// Fills result->stream and the per-rank means from every rank's stream
+/// times and output pieces (`pieces[r][k]`: rank r's pieces of batch k).
+Status collectStream(const plan::Plan& plan, const std::vector<StreamTimes>& times,
+                     std::vector<std::vector<std::vector<OutputPiece>>>& pieces, RunResult* result) {
+  const size_t n = times.size();
+  const size_t batches = n ? times[0].run.size() : 0;
+  for (size_t r = 0; r < n; ++r) {
+    result->stream.waitSeconds.push_back(times[r].wait);
+    result->stream.runSeconds.push_back(times[r].run);
+    result->stream.totalSeconds.push_back(times[r].total);
+    result->rankSeconds[r] = mean(times[r].run);
+    result->rankWaitSeconds[r] = mean(times[r].transferWait);
+  }
+  for (size_t k = 0; k < batches; ++k) {
+    std::vector<std::vector<OutputPiece>> perRank(n);
+    for (size_t r = 0; r < n; ++r) perRank[r] = std::move(pieces[r][k]);
+    auto outs = assemble(plan, perRank);
+    if (!outs.ok()) return outs.status().withContext(strCat("batch ", k));
+    result->stream.outputs.push_back(std::move(outs).value());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inputs,
@@ -410,6 +480,8 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   // connections open while its peers still drain theirs.
   std::vector<RankComms> comms(n);
   std::vector<std::vector<OutputPiece>> pieces(n);
+  std::vector<std::vector<std::vector<OutputPiece>>> batchPieces(n);  // streamed: per rank, per batch
+  std::vector<StreamTimes> streamTimes(n);
   RunResult result;
   result.rankSeconds.assign(n, 0.0);
   result.rankWaitSeconds.assign(n, 0.0);
@@ -423,8 +495,20 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
         cpu::setKernelThreads(kernelThreads);
         if (needComms) {
           auto c = execs[r]->backend().communicators(store, gopts)->connect(r, n, groups, withWorld);
-          if (!c.ok()) return fail(c.status());
+          if (!c.ok()) {
+            if (o.pipeline) o.pipeline->cancel();  // its batches would never be released
+            return fail(c.status());
+          }
           comms[r] = std::move(c).value();
+        }
+        if (o.pipeline) {
+          Status st = streamedRuns(*execs[r], *o.pipeline, &comms[r], &batchPieces[r], &streamTimes[r]);
+          if (!st.ok()) {
+            fail(st);
+            o.pipeline->cancel();
+            comms[r].abortAll();
+          }
+          return;
         }
         auto secs = timedRuns(*execs[r], inputs, &comms[r], &pieces[r], o);
         if (!secs.ok()) {
@@ -438,12 +522,18 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
     }
     for (auto& t : threads) t.join();
   }
+  // A reader error is the cause of whatever the ranks saw after it.
+  if (!firstError.ok() && o.pipeline && !o.pipeline->error().ok()) return o.pipeline->error();
   if (!firstError.ok()) return firstError;
   for (const auto& [op, t] : execs[0]->opProfile()) result.profile[op] = {t.seconds, t.calls};
   if (o.profile)
     for (const auto& e : execs) result.instructions.push_back(instructionTimes(*e));
   if (o.measureMemory)
     for (int r = 0; r < n; ++r) result.memory.push_back(rankMemory(*accounts[r], *pr.progs[r], n == 1));
+  if (o.pipeline) {
+    RETURN_IF_ERROR(collectStream(p.plan, streamTimes, batchPieces, &result));
+    return result;
+  }
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
@@ -540,8 +630,32 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     return live.explain(s);
   };
   std::vector<OutputPiece> mine;
-  auto secs = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
-  if (!secs.ok()) return failed(secs.status().withContext(strCat("rank ", rank)));
+  // A streamed run: this rank's pieces and times per batch.
+  std::vector<std::vector<OutputPiece>> myBatches;
+  StreamTimes myTimes;
+  std::optional<RunTimes> secs;
+  if (o.pipeline) {
+    Status st = streamedRuns(*exec, *o.pipeline, &comms, &myBatches, &myTimes, &lostPeer);
+    if (!st.ok()) {
+      o.pipeline->cancel();
+      // Every process reads the same batches: a reader error is this rank's cause too.
+      Status reader = o.pipeline->error();
+      return failed(reader.ok() ? st.withContext(strCat("rank ", rank)) : reader);
+    }
+    secs = RunTimes{mean(myTimes.run), mean(myTimes.transferWait)};
+  } else {
+    auto timed = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
+    if (!timed.ok()) return failed(timed.status().withContext(strCat("rank ", rank)));
+    secs = *timed;
+  }
+  const int batches = o.pipeline ? o.pipeline->batches() : 0;
+  // A streamed run's times go to rank 0 as [total, waits..., runs...].
+  auto streamTensor = [&](const StreamTimes& st) {
+    std::vector<double> v{st.total};
+    v.insert(v.end(), st.wait.begin(), st.wait.end());
+    v.insert(v.end(), st.run.begin(), st.run.end());
+    return Tensor::fromVector<double>(DType::kF64, {static_cast<int64_t>(v.size())}, v);
+  };
   // Rank times and memory figures, then pieces, go to rank 0 in rank order;
   // rank 0 assembles.
   RunResult::RankMemory mem = account ? rankMemory(*account, *pr.progs[rank], true) : RunResult::RankMemory{};
@@ -552,6 +666,11 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   RunResult result;
   if (rank != 0) {
     Status sent = comms.world->send(t, 0);
+    if (o.pipeline) {
+      if (sent.ok()) sent = comms.world->send(streamTensor(myTimes), 0);
+      for (size_t k = 0; sent.ok() && k < myBatches.size(); ++k)
+        for (size_t i = 0; sent.ok() && i < myBatches[k].size(); ++i) sent = comms.world->send(myBatches[k][i].tensor, 0);
+    }
     for (size_t i = 0; sent.ok() && i < mine.size(); ++i) sent = comms.world->send(mine[i].tensor, 0);
     if (!sent.ok()) return failed(sent);
     live.ended();
@@ -559,6 +678,10 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   }
   std::vector<std::vector<OutputPiece>> pieces(n);
   pieces[0] = std::move(mine);
+  std::vector<std::vector<std::vector<OutputPiece>>> batchPieces(n);
+  std::vector<StreamTimes> streamTimes(n);
+  batchPieces[0] = std::move(myBatches);
+  streamTimes[0] = myTimes;
   for (const auto& [op, t] : exec->opProfile()) result.profile[op] = {t.seconds, t.calls};
   if (o.profile) result.instructions.push_back(instructionTimes(*exec));
   result.rankSeconds.push_back(secs->seconds);
@@ -575,26 +698,44 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
       result.memory.push_back({static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3]), static_cast<int64_t>(f[4]),
                                static_cast<int64_t>(f[5])});
     result.localRanks.push_back(static_cast<int>(f[6]));
+    if (o.pipeline) {
+      Tensor st = Tensor::zeros(DType::kF64, {1 + 2 * static_cast<int64_t>(batches)});
+      if (Status got = comms.world->recv(&st, r); !got.ok()) return failed(got);
+      const double* v = st.data<double>();
+      streamTimes[r].total = v[0];
+      streamTimes[r].wait.assign(v + 1, v + 1 + batches);
+      streamTimes[r].run.assign(v + 1 + batches, v + 1 + 2 * batches);
+      streamTimes[r].transferWait.assign(batches, f[1]);
+    }
     // A rank's pieces are its output bindings, with the types of their
     // buffers, in the order Executor::run makes them: per micro-batch the
-    // batch's pieces, and the others once, with the last.
+    // batch's pieces, and the others once, with the last; a streamed run
+    // sends those of every batch in order.
     const plan::RankProgram& prog = *pr.progs[r];
     const int runs = std::max(1, prog.microbatches());
-    for (int m = 0; m < runs; ++m) {
-      for (const plan::IoBinding& b : prog.outputs()) {
-        if (!b.per_microbatch() && m + 1 != runs) continue;
-        if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
-          return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
-        const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
-        OutputPiece piece{b.index(), b.split_dim(), offset, b.length(),
-                          Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
-        if (Status got = comms.world->recv(&piece.tensor, r); !got.ok()) return failed(got);
-        pieces[r].push_back(std::move(piece));
+    batchPieces[r].resize(batches);
+    for (int k = 0; k < std::max(1, batches); ++k) {
+      std::vector<OutputPiece>& into = o.pipeline ? batchPieces[r][k] : pieces[r];
+      for (int m = 0; m < runs; ++m) {
+        for (const plan::IoBinding& b : prog.outputs()) {
+          if (!b.per_microbatch() && m + 1 != runs) continue;
+          if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
+            return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
+          const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
+          OutputPiece piece{b.index(), b.split_dim(), offset, b.length(),
+                            Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
+          if (Status got = comms.world->recv(&piece.tensor, r); !got.ok()) return failed(got);
+          into.push_back(std::move(piece));
+        }
       }
     }
   }
   live.ended();
   live.awaitPeers(std::chrono::seconds(std::min(5, o.timeoutSeconds)));
+  if (o.pipeline) {
+    RETURN_IF_ERROR(collectStream(p.plan, streamTimes, batchPieces, &result));
+    return result;
+  }
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }

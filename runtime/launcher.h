@@ -19,6 +19,8 @@
 
 namespace pcc {
 
+class InputPipeline;
+
 struct RunOptions {
   /// Check every weight's crc32 when mapping it.
   bool verifyChecksums = true;
@@ -65,6 +67,12 @@ struct RunOptions {
   /// Process ranks only: the network interface whose address gloo listens
   /// on (`pcc-run --gloo-iface`); when set it wins over glooHost.
   std::string glooIface;
+  /// A streamed run (`pcc-run --batches K`, runtime/input_pipeline.h): when
+  /// set, every rank of this process runs the pipeline's K batches once each,
+  /// taking its inputs from it (the `inputs` argument is unused and
+  /// iters/warmup are ignored); RunResult.stream holds the outputs and times
+  /// of every batch. The pipeline must hold this process's rank programs.
+  InputPipeline* pipeline = nullptr;
 };
 
 /// Where the processes of a multi-process run meet (runPlanRank).
@@ -122,6 +130,16 @@ struct RunResult {
   std::vector<RankMemory> memory;
   /// runPlanRank on rank 0: every rank's RunOptions::localRank, in rank order.
   std::vector<int> localRanks;
+  /// A streamed run (RunOptions.pipeline): per batch, the outputs, and per
+  /// rank (every rank, in both kinds of run) per batch, the seconds it waited
+  /// for the batch's inputs and the seconds it ran the batch.
+  struct Stream {
+    std::vector<std::vector<Tensor>> outputs;
+    std::vector<std::vector<double>> waitSeconds, runSeconds;
+    /// Per rank: from its first wait for a batch to the end of its last batch.
+    std::vector<double> totalSeconds;
+  };
+  Stream stream;
 };
 
 /// \returns an invalid-input error naming the input and both types when

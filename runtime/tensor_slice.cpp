@@ -26,6 +26,27 @@ StatusOr<Tensor> sliceAlong(const Tensor& t, int dim, int64_t offset, int64_t le
   return sliceBlock(t, start, extent);
 }
 
+Status copyAlong(const Tensor& src, int dim, int64_t offset, Tensor& dst) {
+  if (dim < 0 || dim >= src.rank() || dst.rank() != src.rank() || dst.dtype() != src.dtype())
+    return invalidInput("cannot take ", dst.type().str(), " from ", src.type().str(), " along dim ", dim);
+  for (int i = 0; i < src.rank(); ++i)
+    if (i != dim && dst.shape()[i] != src.shape()[i])
+      return invalidInput("cannot take ", dst.type().str(), " from ", src.type().str(), " along dim ", dim,
+                          ": dim ", i, " differs");
+  int64_t extent = src.shape()[dim], length = dst.shape()[dim];
+  if (offset < 0 || offset + length > extent)
+    return invalidInput("slice [", offset, ", ", offset + length, ") along dim ", dim, " is outside ",
+                        src.type().str());
+  int64_t outer;
+  size_t row;
+  geometry(src.shape(), dim, src.dtype(), &outer, &row);
+  const uint8_t* in = static_cast<const uint8_t*>(src.raw());
+  uint8_t* out = dst.mutableData<uint8_t>();
+  for (int64_t o = 0; o < outer; ++o)
+    if (length > 0 && row > 0) std::memcpy(out + o * length * row, in + (o * extent + offset) * row, length * row);
+  return Status::OK();
+}
+
 Status insertAlong(Tensor& dst, const Tensor& piece, int dim, int64_t offset) {
   if (dim < 0 || dim >= dst.rank() || piece.rank() != dst.rank() || piece.dtype() != dst.dtype())
     return invalidInput("cannot place ", piece.type().str(), " into ", dst.type().str(),

@@ -16,6 +16,11 @@ StatusOr<Tensor> sliceAlong(const Tensor& t, int dim, int64_t offset, int64_t le
 /// Copies `piece` into rows [offset, offset + piece extent) of `dst` along
 /// `dim`; `dst` must own its buffer. \returns an invalid-input error when the
 /// types or the range do not fit.
+/// Copies rows [offset, offset + dst extent) of `src` along `dim` into `dst`,
+/// a writable tensor of the slice's type (a staging buffer reused per batch).
+/// \returns an invalid-input error when the types or the range do not fit.
+Status copyAlong(const Tensor& src, int dim, int64_t offset, Tensor& dst);
+
 Status insertAlong(Tensor& dst, const Tensor& piece, int dim, int64_t offset);
 
 }  // namespace pcc

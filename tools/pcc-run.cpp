@@ -22,6 +22,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/cpu/fast_kernels.h"
+#include "runtime/input_pipeline.h"
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
 #include "runtime/plan_convert.h"
@@ -45,6 +46,12 @@ struct Args {
   uint64_t seed = 0;
   RunOptions run;
   std::string rendezvous;
+  /// A streamed run (--batches K; 0: not one): its batches, the reader's
+  /// depth, and the testing aid --read-delay-ms.
+  int batches = 0;
+  int prefetch = 2;
+  bool noPrefetch = false;
+  int readDelayMs = 0;
 };
 
 /// This process's place in a multi-process run, from the launcher's environment.
@@ -83,10 +90,26 @@ std::variant<Args, int> parse(int argc, char** argv) {
   app.add_flag("--check", a.check, "compare outputs with the plan's reference program");
   cli::addNumber(app, "--rtol", 0, a.rtol, "relative tolerance (default 1e-4)", "R");
   cli::addNumber(app, "--atol", 0, a.atol, "absolute tolerance (default 1e-5)", "A");
-  cli::addInteger(app, "--iters", 1, kIntMax, [&](int64_t n) { a.run.iters = static_cast<int>(n); },
-                  "timed runs (default 1)");
-  cli::addInteger(app, "--warmup", 0, kIntMax, [&](int64_t n) { a.run.warmup = static_cast<int>(n); },
-                  "untimed runs first (default 0)");
+  CLI::Option* iters = cli::addInteger(app, "--iters", 1, kIntMax, [&](int64_t n) { a.run.iters = static_cast<int>(n); },
+                                       "timed runs (default 1)");
+  CLI::Option* warmup = cli::addInteger(app, "--warmup", 0, kIntMax, [&](int64_t n) { a.run.warmup = static_cast<int>(n); },
+                                        "untimed runs first (default 0)");
+  cli::addInteger(app, "--batches", 1, kIntMax, [&](int64_t n) { a.batches = static_cast<int>(n); },
+                  "stream K batches, each run once: with --inputs,\n"
+                  "DIR/batch_k/input_*.pb (k = 0..K-1; DIR/input_*.pb for\n"
+                  "every batch when there is no batch_0 folder), else K\n"
+                  "seeded random batches (seed + k); a reader thread\n"
+                  "prepares the next batches while the ranks compute;\n"
+                  "--outputs and --expect use DIR/batch_k/output_*.pb", "K");
+  CLI::Option* prefetch = cli::addInteger(app, "--prefetch", 1, 1024, [&](int64_t n) { a.prefetch = static_cast<int>(n); },
+                                          "batches read ahead of the one computing (default 2;\nwith --batches)");
+  CLI::Option* noPrefetch = app.add_flag("--no-prefetch", a.noPrefetch,
+                                         "read each batch only once the one before has run (no\n"
+                                         "overlap, for comparison; with --batches)");
+  // A testing aid, left out of --help: the reader sleeps this long per batch.
+  CLI::Option* readDelay = cli::addInteger(app, "--read-delay-ms", 0, 600000,
+                                           [&](int64_t n) { a.readDelayMs = static_cast<int>(n); }, "", "MS");
+  readDelay->group("");
   cli::addInteger(app, "--seed", 0, std::numeric_limits<int64_t>::max(),
                   [&](int64_t n) { a.seed = static_cast<uint64_t>(n); }, "seed of the random inputs (default 0)", "S");
   cli::addInteger(app, "--threads", 1, 4096, [&](int64_t n) { a.run.threadsPerRank = static_cast<int>(n); },
@@ -151,6 +174,24 @@ std::variant<Args, int> parse(int argc, char** argv) {
       return cli::kExitUsage;
     }
   }
+  if (a.batches == 0) {
+    for (CLI::Option* o : {prefetch, noPrefetch, readDelay})
+      if (o->count()) {
+        std::fprintf(stderr, "pcc-run: error: %s needs --batches\n", o->get_name().c_str());
+        return cli::kExitUsage;
+      }
+  } else {
+    for (CLI::Option* o : {iters, warmup})
+      if (o->count()) {
+        std::fprintf(stderr, "pcc-run: error: %s does not go with --batches (each batch runs once)\n",
+                     o->get_name().c_str());
+        return cli::kExitUsage;
+      }
+    if (prefetch->count() && a.noPrefetch) {
+      std::fprintf(stderr, "pcc-run: error: --prefetch and --no-prefetch exclude each other\n");
+      return cli::kExitUsage;
+    }
+  }
   if (!a.profileJson.empty()) a.run.profile = true;
   a.run.measureMemory = a.run.profile;
   if (a.plan.empty()) {
@@ -174,11 +215,11 @@ std::string tensorFile(const std::string& dir, const char* kind, int k) {
 /// Compares every output with `want`; prints one line per output.
 /// \returns false when any differs.
 bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vector<Tensor>& want,
-            const char* against, const Args& a) {
+            const char* against, const Args& a, const std::string& prefix = "") {
   bool allOk = true;
   for (size_t k = 0; k < got.size(); ++k) {
     Diff d = compareTensors(got[k], want[k], a.rtol, a.atol);
-    std::printf("output %zu '%s' %s vs %s: max abs %.3g, max rel %.3g: %s%s%s\n", k,
+    std::printf("%soutput %zu '%s' %s vs %s: max abs %.3g, max rel %.3g: %s%s%s\n", prefix.c_str(), k,
                 p.plan.outputs(static_cast<int>(k)).name().c_str(), got[k].type().str().c_str(),
                 against, d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",
                 d.where.empty() ? "" : ": ", d.where.c_str());
@@ -193,7 +234,9 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
 /// or whose names are none of the plan's inputs, are matched by position K.
 /// Refused: two files for one input, a mix of matching and unknown names, a
 /// plan input no file gives, and files beyond the plan's inputs by position.
-StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Plan& plan) {
+/// `sources` (a streamed run): receives each input's file, and read errors name the input.
+StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Plan& plan,
+                                         std::vector<std::string>* sources = nullptr) {
   struct File {
     std::string path, name;
     Tensor t;
@@ -201,7 +244,9 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
   std::vector<File> files;
   for (int k = 0; std::filesystem::exists(tensorFile(dir, "input", k)); ++k) {
     File f{tensorFile(dir, "input", k), "", Tensor()};
-    ASSIGN_OR_RETURN(f.t, readTensorFile(f.path, &f.name));
+    auto t = readTensorFile(f.path, &f.name);
+    if (!t.ok()) return sources ? t.status().withContext(strCat("input ", k)) : t.status();
+    f.t = std::move(t).value();
     files.push_back(std::move(f));
   }
   std::map<std::string, int> planIndex;
@@ -232,6 +277,7 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
       if (it == byName.end())
         return invalidInput(dir, ": no input_K.pb holds input '", in.name(), "' (the files are matched by name)");
       inputs.push_back(it->second->t);
+      if (sources) sources->push_back(it->second->path);
     }
     return inputs;
   }
@@ -240,6 +286,7 @@ StatusOr<std::vector<Tensor>> readInputs(const std::string& dir, const plan::Pla
       return invalidInput(tensorFile(dir, "input", k), ": missing (the plan has ", plan.inputs_size(),
                           " inputs; input ", k, " is '", plan.inputs(k).name(), "')");
     inputs.push_back(files[k].t);
+    if (sources) sources->push_back(files[k].path);
   }
   if (files.size() > static_cast<size_t>(plan.inputs_size()))
     return invalidInput(files[plan.inputs_size()].path, ": the plan has only ", plan.inputs_size(),
@@ -283,17 +330,41 @@ void printPipelineProfile(const plan::Plan& plan, const RunResult& res) {
     std::printf("pipeline bubble: measured %.1f%%\n", measured);
 }
 
+/// With --profile: every rank's memory, rank 0's time per op and provider,
+/// and the pipeline stages.
+void printProfile(const Args& a, const plan::Plan& plan, const RunResult& res) {
+  for (size_t r = 0; r < res.memory.size(); ++r) {
+    const RunResult::RankMemory& m = res.memory[r];
+    std::printf("memory rank %zu: peak %s (weights %s, arena %s, other %s)", r, mib(m.peakBytes).c_str(),
+                mib(m.weightBytes).c_str(), mib(m.arenaBytes).c_str(),
+                mib(m.peakBytes - m.weightBytes - m.arenaBytes).c_str());
+    if (m.processPeakRss >= 0) std::printf("; process peak RSS %s", mib(m.processPeakRss).c_str());
+    std::printf("\n");
+  }
+  if (!a.run.profile) return;
+  std::vector<std::pair<std::string, RunResult::OpTime>> ops(res.profile.begin(), res.profile.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
+  double total = 0;
+  for (const auto& [op, t] : ops) total += t.seconds;
+  for (const auto& [op, t] : ops)
+    std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
+                total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+  printPipelineProfile(plan, res);
+}
+
 /// Writes --profile-json: per rank, every instruction with its mean seconds
 /// over the timed runs (docs/cli.md#pcc-run). `firstRank`: the rank of
 /// res.instructions[0] (this process's rank in a multi-process run);
 /// `ranksHere`: the rank threads of this process (0 in a multi-process run).
+/// `stream`: a streamed run's figures (\"stream\"), or null.
 Status writeProfileJson(const std::string& path, const Args& a, const plan::Plan& plan, const RunResult& res,
-                        int firstRank, int ranksHere) {
+                        int firstRank, int ranksHere, const nlohmann::ordered_json& stream = nullptr) {
   using Json = nlohmann::ordered_json;
   Json doc;
   doc["plan"] = a.plan;
-  doc["warmup"] = a.run.warmup;
-  doc["iters"] = a.run.iters;
+  doc["warmup"] = a.batches ? 0 : a.run.warmup;
+  doc["iters"] = a.batches ? a.batches : a.run.iters;
+  if (!stream.is_null()) doc["stream"] = stream;
   // 0: each process's default (its processors / the ranks on its host).
   doc["threads_per_rank"] = a.run.threadsPerRank > 0 ? a.run.threadsPerRank
                             : ranksHere > 0         ? cpu::threadsPerRank(ranksHere)
@@ -380,10 +451,20 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
   return std::optional<ProcessRank>(pr);
 }
 
+int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRank>& proc);
+
 int run(const Args& a) {
   auto lp = loadPlanBundle(a.plan);
   if (!lp.ok()) return fail(lp.status());
   const plan::Plan& plan = lp->plan;
+  if (a.batches > 0) {
+    auto proc = processRank(a);
+    if (!proc.ok()) return fail(proc.status());
+    if (*proc && (*proc)->worldSize != plan.ranks_size())
+      return fail(invalidInput("the environment starts ", (*proc)->worldSize, " processes but the plan has ",
+                               plan.ranks_size(), " ranks"));
+    return runStream(a, *lp, *proc);
+  }
 
   std::vector<Tensor> inputs;
   if (a.inputs.empty()) {
@@ -424,24 +505,7 @@ int run(const Args& a) {
     Status st = writeProfileJson(a.profileJson, a, plan, *res, *proc ? (*proc)->rank : 0, *proc ? 0 : plan.ranks_size());
     if (!st.ok()) return fail(st);
   }
-  for (size_t r = 0; r < res->memory.size(); ++r) {
-    const RunResult::RankMemory& m = res->memory[r];
-    std::printf("memory rank %zu: peak %s (weights %s, arena %s, other %s)", r, mib(m.peakBytes).c_str(),
-                mib(m.weightBytes).c_str(), mib(m.arenaBytes).c_str(),
-                mib(m.peakBytes - m.weightBytes - m.arenaBytes).c_str());
-    if (m.processPeakRss >= 0) std::printf("; process peak RSS %s", mib(m.processPeakRss).c_str());
-    std::printf("\n");
-  }
-  if (a.run.profile) {
-    std::vector<std::pair<std::string, RunResult::OpTime>> ops(res->profile.begin(), res->profile.end());
-    std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
-    double total = 0;
-    for (const auto& [op, t] : ops) total += t.seconds;
-    for (const auto& [op, t] : ops)
-      std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
-                  total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
-    printPipelineProfile(plan, *res);
-  }
+  printProfile(a, plan, *res);
 
   bool ok = true;
   if (a.check) {
@@ -466,6 +530,186 @@ int run(const Args& a) {
       Status st = writeTensorFile(tensorFile(a.outputs, "output", k), res->outputs[k],
                                   plan.outputs(k).name());
       if (!st.ok()) return fail(st);
+    }
+  }
+  if (!ok) {
+    std::fprintf(stderr, "pcc-run: outputs differ (rtol %g, atol %g)\n", a.rtol, a.atol);
+    return 1;
+  }
+  return 0;
+}
+
+/// The folder of batch `k` of a streamed run: DIR/batch_k.
+std::string batchDir(const std::string& dir, int k) {
+  return (std::filesystem::path(dir) / ("batch_" + std::to_string(k))).string();
+}
+
+/// \returns the samples of one batch: the plan's batch, else the leading dim
+/// of its first input, else 1.
+int64_t samplesPerBatch(const plan::Plan& plan) {
+  if (plan.has_batch() && plan.batch().batch() > 0) return plan.batch().batch();
+  if (plan.inputs_size() > 0) {
+    TensorType t = fromDesc(plan.inputs(0).desc());
+    if (t.rank() > 0 && t.shape[0] > 0) return t.shape[0];
+  }
+  return 1;
+}
+
+/// The figures of a streamed run (docs/runtime.md#input-pipeline).
+struct StreamFigures {
+  std::vector<double> batchSeconds;  // per batch: the slowest rank's wait + run
+  std::vector<double> waitSeconds;   // per batch: the mean wait of the ranks this process's reader feeds
+  std::vector<double> readSeconds;   // per batch: the reader's busy time
+  double mean = 0, min = 0, max = 0, wall = 0, throughput = 0, read = 0, wait = 0, hidden = 0;
+  int64_t samples = 1;
+};
+
+/// \returns the figures of `res`; `readerRanks`: how many of its ranks (the
+/// first ones) the reader of this process fed.
+StreamFigures streamFigures(const plan::Plan& plan, const RunResult& res, const std::vector<double>& read,
+                            size_t readerRanks) {
+  StreamFigures f;
+  const RunResult::Stream& st = res.stream;
+  const size_t n = st.runSeconds.size(), batches = n ? st.runSeconds[0].size() : 0;
+  for (size_t k = 0; k < batches; ++k) {
+    double slowest = 0, wait = 0;
+    for (size_t r = 0; r < n; ++r) slowest = std::max(slowest, st.waitSeconds[r][k] + st.runSeconds[r][k]);
+    for (size_t r = 0; r < readerRanks && r < n; ++r) wait += st.waitSeconds[r][k];
+    f.batchSeconds.push_back(slowest);
+    f.waitSeconds.push_back(wait / static_cast<double>(std::max<size_t>(1, std::min(readerRanks, n))));
+  }
+  f.readSeconds = read;
+  if (!f.batchSeconds.empty()) {
+    f.min = *std::min_element(f.batchSeconds.begin(), f.batchSeconds.end());
+    f.max = *std::max_element(f.batchSeconds.begin(), f.batchSeconds.end());
+    for (double x : f.batchSeconds) f.mean += x / static_cast<double>(f.batchSeconds.size());
+  }
+  for (double x : st.totalSeconds) f.wall = std::max(f.wall, x);
+  f.samples = samplesPerBatch(plan);
+  f.throughput = f.wall > 0 ? static_cast<double>(f.samples * static_cast<int64_t>(batches)) / f.wall : 0.0;
+  for (double x : f.readSeconds) f.read += x;
+  for (double x : f.waitSeconds) f.wait += x;
+  // The share of the reader's busy time the ranks did not spend waiting.
+  f.hidden = f.read > 0 ? std::clamp(1.0 - f.wait / f.read, 0.0, 1.0) : 1.0;
+  return f;
+}
+
+nlohmann::ordered_json streamJson(const StreamFigures& f, const Args& a, int prefetch, int64_t stagingBytes) {
+  nlohmann::ordered_json j;
+  j["batches"] = a.batches;
+  j["prefetch"] = prefetch;
+  j["samples_per_batch"] = f.samples;
+  j["batch_seconds"] = f.batchSeconds;
+  j["read_seconds"] = f.readSeconds;
+  j["wait_seconds"] = f.waitSeconds;
+  j["mean_batch_seconds"] = f.mean;
+  j["min_batch_seconds"] = f.min;
+  j["max_batch_seconds"] = f.max;
+  j["total_seconds"] = f.wall;
+  j["samples_per_second"] = f.throughput;
+  j["read_seconds_total"] = f.read;
+  j["wait_seconds_total"] = f.wait;
+  j["hidden_fraction"] = f.hidden;
+  j["staging_bytes"] = stagingBytes;
+  return j;
+}
+
+/// `pcc-run --batches K`: streams K batches through an InputPipeline.
+/// Process ranks: every process reads the batch files itself and prepares
+/// only its own rank's slices (no traffic between ranks for inputs; see
+/// docs/runtime.md#input-pipeline); rank 0 reports and checks.
+int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRank>& proc) {
+  const plan::Plan& plan = lp.plan;
+  const bool perBatch = !a.inputs.empty() && std::filesystem::is_directory(batchDir(a.inputs, 0));
+  BatchReader read = [&a, &plan, perBatch](int k) -> StatusOr<BatchInputs> {
+    BatchInputs in;
+    if (a.inputs.empty()) {
+      in.tensors = randomInputsFor(plan, a.seed + static_cast<uint64_t>(k));
+      for (int i = 0; i < plan.inputs_size(); ++i)
+        in.sources.push_back(strCat("random input ", i, " (seed ", a.seed + static_cast<uint64_t>(k), ")"));
+      return in;
+    }
+    std::string dir = perBatch ? batchDir(a.inputs, k) : a.inputs;
+    if (!std::filesystem::is_directory(dir))
+      return perBatch ? invalidInput(dir, ": missing (", a.batches, " batches asked, ", a.inputs, "/batch_0 exists)")
+                      : invalidInput(dir, ": no such folder");
+    ASSIGN_OR_RETURN(in.tensors, readInputs(dir, plan, &in.sources));
+    return in;
+  };
+  std::vector<const plan::RankProgram*> progs;
+  for (const plan::RankProgram& r : plan.ranks())
+    if (!proc || r.rank() == proc->rank) progs.push_back(&r);
+  // The staging buffers come from the backend the ranks run on (a device
+  // backend pins them).
+  auto backend = makeBackend(a.run.backend, BackendOptions{});
+  if (!backend.ok()) return fail(backend.status());
+  std::shared_ptr<Backend> staging(std::move(backend).value());
+  StagingAllocator allocate = [staging](const TensorType& t) { return staging->allocateStaging(t); };
+  PipelineOptions po;
+  po.batches = a.batches;
+  po.prefetch = a.noPrefetch ? 0 : a.prefetch;
+  po.readDelayMs = a.readDelayMs;
+  auto pipe = InputPipeline::start(plan, progs, read, allocate, po);
+  if (!pipe.ok()) return fail(pipe.status());
+  RunOptions ro = a.run;
+  ro.pipeline = pipe->get();
+  ro.onStuckAfterPeerLost = [](const Status& why) {
+    fail(why);
+    std::cerr.flush();
+    std::_Exit(why.exitCode());
+  };
+  auto res = proc ? runPlanRank(lp, {}, ro, proc->rank, proc->dir) : runPlan(lp, {}, ro);
+  (*pipe)->stop();
+  if (!res.ok()) return fail(res.status());
+  if (proc && proc->rank != 0) return 0;  // rank 0 reports for everyone
+
+  const size_t readerRanks = proc ? 1 : static_cast<size_t>(plan.ranks_size());
+  StreamFigures f = streamFigures(plan, *res, (*pipe)->readSeconds(), readerRanks);
+  for (size_t r = 0; r < res->rankSeconds.size(); ++r)
+    std::printf("rank %zu: %.3f ms per batch\n", r, res->rankSeconds[r] * 1e3);
+  std::printf("stream: %d batches of %lld samples, prefetch %d: time per batch mean %.3f ms, min %.3f ms, "
+              "max %.3f ms; throughput %.1f samples/s (%.3f ms in all)\n",
+              a.batches, static_cast<long long>(f.samples), po.prefetch, f.mean * 1e3, f.min * 1e3, f.max * 1e3,
+              f.throughput, f.wall * 1e3);
+  std::printf("stream input: reader busy %.3f ms per batch, ranks waited %.3f ms per batch%s; hidden %.1f%% "
+              "(1 - wait / read)\n",
+              f.read / a.batches * 1e3, f.wait / a.batches * 1e3, proc ? " (rank 0)" : "", 100 * f.hidden);
+  if (!a.profileJson.empty()) {
+    Status st = writeProfileJson(a.profileJson, a, plan, *res, proc ? proc->rank : 0, proc ? 0 : plan.ranks_size(),
+                                 streamJson(f, a, po.prefetch, (*pipe)->stagingBytes()));
+    if (!st.ok()) return fail(st);
+  }
+  printProfile(a, plan, *res);
+
+  bool ok = true;
+  for (int k = 0; k < a.batches; ++k) {
+    const std::vector<Tensor>& got = res->stream.outputs[k];
+    const std::string prefix = strCat("batch ", k, " ");
+    if (a.check) {
+      // The batch again, read the same way, through the reference program.
+      auto in = read(k);
+      if (!in.ok()) return fail(in.status().withContext(strCat("batch ", k)));
+      auto ref = runReference(lp, in->tensors, a.run.timeoutSeconds);
+      if (!ref.ok()) return fail(ref.status().withContext(strCat("batch ", k)));
+      ok &= report(lp, got, *ref, "reference", a, prefix);
+    }
+    if (!a.expect.empty()) {
+      std::vector<Tensor> want;
+      for (int i = 0; i < plan.outputs_size(); ++i) {
+        auto t = readTensorFile(tensorFile(batchDir(a.expect, k), "output", i));
+        if (!t.ok()) return fail(t.status());
+        want.push_back(std::move(t).value());
+      }
+      ok &= report(lp, got, want, "expected", a, prefix);
+    }
+    if (!a.outputs.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(batchDir(a.outputs, k), ec);
+      if (ec) return fail(invalidInput(batchDir(a.outputs, k), ": cannot create directory: ", ec.message()));
+      for (int i = 0; i < plan.outputs_size(); ++i) {
+        Status st = writeTensorFile(tensorFile(batchDir(a.outputs, k), "output", i), got[i], plan.outputs(i).name());
+        if (!st.ok()) return fail(st);
+      }
     }
   }
   if (!ok) {
