@@ -155,7 +155,10 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   BackendOptions bo;
   if (o.referenceKernels) bo.kernelProviders = {Provider::kReference};
   bo.poisonMemory = o.poisonMemory;
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
+  bo.rank = prog.rank();
+  auto made = makeBackend(o.backend, bo);
+  if (!made.ok()) return made.status().withContext(strCat("rank ", prog.rank()));
+  std::unique_ptr<Backend> backend = std::move(made).value();
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums));
   exec->setTimeLimit(o.timeoutSeconds);
   return exec;
