@@ -127,6 +127,11 @@ struct BackendOptions {
   bool poisonMemory = false;
   /// The global rank the backend runs (a device backend picks its device by it).
   int rank = 0;
+  /// A device backend waits for every kernel to finish before returning from
+  /// DeviceKernel::run, so that per-instruction times (`pcc-run --profile`)
+  /// are the device's, not the time to enqueue. The launcher sets it with
+  /// RunOptions::profile; the cpu backend is synchronous anyway.
+  bool synchronize = false;
 };
 
 using BackendMaker = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

@@ -156,6 +156,7 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   if (o.referenceKernels) bo.kernelProviders = {Provider::kReference};
   bo.poisonMemory = o.poisonMemory;
   bo.rank = prog.rank();
+  bo.synchronize = o.profile;
   auto made = makeBackend(o.backend, bo);
   if (!made.ok()) return made.status().withContext(strCat("rank ", prog.rank()));
   std::unique_ptr<Backend> backend = std::move(made).value();

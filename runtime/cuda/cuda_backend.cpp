@@ -74,6 +74,23 @@ class NoOpKernel : public DeviceKernel {
   std::string_view provider() const override { return "none"; }
 };
 
+/// A kernel that waits for the device after each run (BackendOptions::synchronize).
+class SyncKernel : public DeviceKernel {
+ public:
+  SyncKernel(std::shared_ptr<Device> dev, std::unique_ptr<DeviceKernel> k, std::string where)
+      : dev_(std::move(dev)), k_(std::move(k)), where_(std::move(where)) {}
+  Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
+    RETURN_IF_ERROR(k_->run(inputs, outputs));
+    return dev_->check(dev_->api().cuStreamSynchronize(dev_->compute()), "cuStreamSynchronize", where_);
+  }
+  std::string_view provider() const override { return k_->provider(); }
+
+ private:
+  std::shared_ptr<Device> dev_;
+  std::unique_ptr<DeviceKernel> k_;
+  std::string where_;
+};
+
 /// Step 3: a LAUNCH of the plan's CUDA image.
 class GeneratedKernel : public DeviceKernel {
  public:
@@ -331,6 +348,13 @@ class CudaBackend : public Backend {
   }
 
   StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernel> kernel, prepareAsync(k));
+    if (!options_.synchronize) return kernel;
+    return std::unique_ptr<DeviceKernel>(new SyncKernel(dev_, std::move(kernel), k.where));
+  }
+
+  /// \returns the kernel for `k`, enqueued on the compute stream when it runs.
+  StatusOr<std::unique_ptr<DeviceKernel>> prepareAsync(const KernelDesc& k) {
     RETURN_IF_ERROR(dev_->makeCurrent());
     const plan::Kernel* entry = nullptr;
     if (k.plan && k.kernelIndex >= 0 && k.kernelIndex < k.plan->plan.kernels_size())
