@@ -135,7 +135,8 @@ class NcclComm : public Communicator {
                              lens[r] * innerBytes, outer, what));
       offset += lens[r];
     }
-    return Status::OK();
+    // The scratch buffers go when this returns: the copies out of them first.
+    return dev_->check(dev_->api().cuStreamSynchronize(dev_->compute()), "cuStreamSynchronize", what);
   }
 
   Status reduceScatterSum(const Tensor& in, int dim, Tensor* out) override {
@@ -180,8 +181,9 @@ class NcclComm : public Communicator {
       return nccl_->ncclAllReduce(reinterpret_cast<void*>(src.ptr), reinterpret_cast<void*>(full.base), in.numel(), dt,
                                   ncclSum, comm_, dev_->comm());
     }));
-    return copy2d(static_cast<CUdeviceptr>(full.base) + offset * innerBytes, extent * innerBytes, dptr(out->raw()),
-                  lens[rank_] * innerBytes, lens[rank_] * innerBytes, outer, what);
+    RETURN_IF_ERROR(copy2d(static_cast<CUdeviceptr>(full.base) + offset * innerBytes, extent * innerBytes,
+                           dptr(out->raw()), lens[rank_] * innerBytes, lens[rank_] * innerBytes, outer, what));
+    return dev_->check(dev_->api().cuStreamSynchronize(dev_->compute()), "cuStreamSynchronize", what);
   }
 
   Status send(const Tensor& t, int peer) override {

@@ -187,8 +187,7 @@ class BlasKernel : public DeviceKernel {
     }
     float alpha = d_.alpha;
     return checkBlas(a.cublasLtMatmul(blas_->handle, op_, &alpha, A->raw(), la_, B->raw(), lb_, &beta,
-                                      reinterpret_cast<const void*>(c), lc_, outputs[0].raw() ? const_cast<void*>(outputs[0].raw()) : nullptr,
-                                      lc_, &algo_, reinterpret_cast<void*>(blas_->workspace.base), Blas::kWorkspace,
+                                      reinterpret_cast<const void*>(c), lc_, const_cast<void*>(outputs[0].raw()), lc_, &algo_, reinterpret_cast<void*>(blas_->workspace.base), Blas::kWorkspace,
                                       dev_->compute()),
                      "cublasLtMatmul", where_);
   }

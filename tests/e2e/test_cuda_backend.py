@@ -8,21 +8,64 @@
 2. `--backend auto` runs on CPU ranks, checked against the reference
    program (`--check`), and says so in one line, for each of those reasons;
    in a multi-process run (--rendezvous) every rank falls back the same way.
-3. `--backend cpu` prints no such line.
+3. On a host stand-in for the driver and cuBLASLt (tests/unit/fake_cuda_host.cpp):
+   `--backend auto` picks cuda and the bundled models pass `--check` with
+   MatMul/Gemm through the backend's cuBLASLt calls and the other ops on its CPU
+   fallback; a module that cannot load fails naming rank, node, op and call.
+   This exercises the backend's code, not a GPU.
+4. `--backend cpu` prints no such line.
+5. pcc-run links no CUDA library (ldd): it starts where there is none.
 This machine has no GPU: the cuda backend itself is not run here (tests/gpu/run.sh does).
 """
 import os
 import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 
 
-def has_cuda_backend(tools):
-    """\returns whether pcc-run was built with the CUDA backend (its --help says cuda)."""
-    r = tools.run("pcc-run", ["--help"])
-    return "cuda" in r.stdout
+def has_cuda_backend(tools, plan):
+    """\returns whether pcc-run was built with the CUDA backend (else --backend cuda says it was not)."""
+    r = tools.run("pcc-run", [plan, "--backend", "cuda"])
+    return "built without the CUDA toolkit" not in r.stderr
+
+
+def stand_in(suite, tools, work):
+    """The cuda backend's own code end to end on the host stand-in driver and cuBLASLt
+    (tests/unit/fake_cuda_host.cpp: device memory is tracked host memory, copies are
+    memcpy, cublasLtMatmul a column-major GEMM reading the backend's descriptors)."""
+    lib = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda_host.so")
+    os.environ.update(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib)
+    for model in ("mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"):
+        plan = os.path.join(work, model + ".cpu.pcc")
+        r = tools.run("pcc", [e2e.model_path(model), "--batch", "4", "--gpus", "1", "--target", "cpu", "-o", plan,
+                              "--quiet"])
+        if not suite.check(f"stand-in {model}: compiles", r.returncode == 0, r.describe()):
+            continue
+        r = tools.run("pcc-run", [plan, "--backend", "auto", "--check", "--profile", "--poison-memory"])
+        suite.check(f"stand-in {model}: --backend auto picks cuda, --check passes (poisoned memory)",
+                    r.returncode == 0 and "no usable GPU" not in r.stderr and "(cpu fallback)" in r.stdout,
+                    r.describe())
+        if model != "cnn_small.onnx":
+            suite.check(f"stand-in {model}: MatMul/Gemm ran on cuBLASLt", "(cublaslt)" in r.stdout, r.describe())
+    # A plan with CUDA images: the stand-in cannot load modules, and the error
+    # names the rank, the node, the op and the call.
+    plan = os.path.join(work, "mlp.cuda.pcc")
+    r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", "4", "--gpus", "1", "--target", "cuda", "-o",
+                          plan, "--quiet"])
+    if r.returncode == 0:
+        r = tools.run("pcc-run", [plan, "--backend", "cuda"])
+        suite.check("stand-in: a module that does not load is one line naming rank, node, op and call",
+                    r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+                    and "rank 0" in r.stderr and "(Fused)" in r.stderr and "cuModuleLoadData" in r.stderr,
+                    r.describe())
+    else:
+        suite.check("stand-in: --target cuda refused only for want of the toolkit",
+                    "without the CUDA toolkit" in r.stderr, r.describe())
+    os.environ.pop("PCC_CUDA_DRIVER_LIB", None)
+    os.environ.pop("PCC_CUBLASLT_LIB", None)
 
 
 def main():
@@ -33,7 +76,8 @@ def main():
         return suite.finish()
     work = suite.tempdir("cuda-backend")
     fake = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda.so")
-    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_FAKE_CUDA_INIT", "PCC_FAKE_CUDA_DEVICES")}
+    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_FAKE_CUDA_INIT",
+                                            "PCC_FAKE_CUDA_DEVICES")}
 
     def setenv(**kv):
         for k in saved:
@@ -50,7 +94,7 @@ def main():
         r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", "4", "--gpus", "2", "-o", plan2, "--quiet"])
         if not suite.check("compiles mlp --gpus 2", r.returncode == 0, r.describe()):
             return suite.finish()
-        built = has_cuda_backend(tools)
+        built = has_cuda_backend(tools, plan)
         print(f"pcc-run has the CUDA backend: {built}", flush=True)
         if built:
             reasons = [
@@ -84,7 +128,6 @@ def main():
             rdv = os.path.join(work, "rdv")
             os.makedirs(rdv)
             procs = []
-            import subprocess
             for rank in range(2):
                 env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", PCC_RUN_ID="cuda-auto")
                 procs.append(subprocess.Popen([tools.path("pcc-run"), plan2, "--backend", "auto", "--check",
@@ -105,6 +148,13 @@ def main():
             r = tools.run("pcc-run", [plan, "--backend", "auto", "--check"])
             suite.check("--backend auto without the CUDA backend: runs on CPU ranks, saying so",
                         r.returncode == 0 and "running on CPU ranks" in r.stderr, r.describe())
+        if built:
+            suite.run_case("host stand-in", stand_in, suite, tools, work)
+        ldd = subprocess.run(["ldd", tools.path("pcc-run")], capture_output=True, text=True)
+        cuda_libs = [line.strip() for line in ldd.stdout.splitlines()
+                     if any(n in line for n in ("libcuda.", "libcudart", "libcublas", "libnccl", "libcudnn"))]
+        suite.check("pcc-run links no CUDA library (they are loaded at run time)",
+                    ldd.returncode == 0 and not cuda_libs, "\n".join(cuda_libs) or ldd.stderr)
         setenv()
         r = tools.run("pcc-run", [plan, "--backend", "cpu", "--check"])
         suite.check("--backend cpu: no fallback line", r.returncode == 0 and "no usable GPU" not in r.stderr,
