@@ -157,9 +157,7 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   bo.poisonMemory = o.poisonMemory;
   bo.rank = prog.rank();
   bo.synchronize = o.profile;
-  auto made = makeBackend(o.backend, bo);
-  if (!made.ok()) return made.status().withContext(strCat("rank ", prog.rank()));
-  std::unique_ptr<Backend> backend = std::move(made).value();
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums));
   exec->setTimeLimit(o.timeoutSeconds);
   return exec;

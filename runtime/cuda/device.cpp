@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "runtime/support/memory_account.h"
+
 namespace pcc::cuda {
 
 int deviceIndexFor(int rank, int devices) {
@@ -72,8 +74,10 @@ Device::~Device() {
 
 Status Device::check(CUresult r, const char* call, std::string_view where) const {
   if (r == CUDA_SUCCESS) return Status::OK();
-  return environmentError("rank ", rank_, where.empty() ? "" : ": ", where, ": ", call, " failed on CUDA device ",
-                          index_, ": ", api_->errorText(r));
+  // An instruction's `where` names the rank already ("rank R: node 'N' (Op)").
+  const bool named = where.substr(0, 5) == "rank ";
+  return environmentError(named ? std::string(where) : strCat("rank ", rank_, where.empty() ? "" : ": ", where), ": ",
+                          call, " failed on CUDA device ", index_, ": ", api_->errorText(r));
 }
 
 Status Device::makeCurrent() const { return check(api_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
@@ -91,11 +95,15 @@ StatusOr<DeviceMemory> Device::allocate(uint64_t bytes, bool poison) {
     }
   }
   std::shared_ptr<Device> self = shared_from_this();
+  // Charged to the allocating thread's memory account, if any (the rank's),
+  // as the cpu backend's allocations are: the rank's memory is device memory.
+  std::shared_ptr<MemoryAccount> account = chargeAllocation(static_cast<int64_t>(n));
   DeviceMemory m;
   // Freed with the context current (the last view may die on any thread).
-  m.owner = std::shared_ptr<const void>(reinterpret_cast<const void*>(p), [self, p](const void*) {
+  m.owner = std::shared_ptr<const void>(reinterpret_cast<const void*>(p), [self, p, account, n](const void*) {
     self->api_->cuCtxSetCurrent(self->ctx_);
     self->api_->cuMemFree(p);
+    if (account) account->sub(static_cast<int64_t>(n));
   });
   m.base = static_cast<uintptr_t>(p);
   m.bytes = bytes;
