@@ -10,7 +10,7 @@
 //     work and wait for the copy; copy() is a device-to-device copy on the
 //     compute stream, in order with the kernels.
 //  3. Kernels (placementOf): a LAUNCH with CUDA images loads the image for
-//     the device's arch (cubin, else PTX JIT) once and launches it on the
+//     the device's arch (cubin, else PTX JIT) once per kernel and rank, and launches it on the
 //     compute stream with the kernel table's configuration; MatMul / Gemm
 //     that gemm_desc.h describes run on cuBLASLt; everything else runs on the
 //     CPU fallback: the compute stream is drained, the inputs copied to the
@@ -21,6 +21,7 @@
 #include "runtime/cuda/cuda_backend.h"
 
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -91,15 +92,24 @@ class SyncKernel : public DeviceKernel {
   std::string where_;
 };
 
+/// A kernel's CUDA image loaded on one device, shared by the LAUNCH
+/// instructions of that kernel (the layers of a transformer share theirs).
+struct LoadedModule {
+  std::shared_ptr<Device> dev;
+  CUmodule module = nullptr;
+  CUfunction fn = nullptr;
+  ~LoadedModule() {
+    if (module && dev->makeCurrent().ok()) dev->api().cuModuleUnload(module);
+  }
+};
+
 /// Step 3: a LAUNCH of the plan's CUDA image.
 class GeneratedKernel : public DeviceKernel {
  public:
-  GeneratedKernel(std::shared_ptr<Device> dev, CUmodule module, CUfunction fn, LaunchConfig cfg, size_t params,
+  GeneratedKernel(std::shared_ptr<Device> dev, std::shared_ptr<LoadedModule> module, LaunchConfig cfg, size_t params,
                   std::string where)
-      : dev_(std::move(dev)), module_(module), fn_(fn), cfg_(cfg), params_(params), where_(std::move(where)) {}
-  ~GeneratedKernel() override {
-    if (dev_->makeCurrent().ok()) dev_->api().cuModuleUnload(module_);
-  }
+      : dev_(std::move(dev)), module_(std::move(module)), fn_(module_->fn), cfg_(cfg), params_(params),
+        where_(std::move(where)) {}
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
     RETURN_IF_ERROR(dev_->makeCurrent());
     ptrs_.clear();
@@ -123,7 +133,7 @@ class GeneratedKernel : public DeviceKernel {
 
  private:
   std::shared_ptr<Device> dev_;
-  CUmodule module_;
+  std::shared_ptr<LoadedModule> module_;
   CUfunction fn_;
   LaunchConfig cfg_;
   size_t params_;
@@ -379,6 +389,12 @@ class CudaBackend : public Backend {
 
  private:
   StatusOr<std::unique_ptr<DeviceKernel>> prepareLaunch(const KernelDesc& k, const plan::Kernel& entry) {
+    auto cfg = launchConfig(entry.cuda_block(), entry.cuda_grid(), dev_->maxThreadsPerBlock());
+    if (!cfg.ok()) return cfg.status().withContext(strCat(k.where, ": kernel '", entry.name(), "'"));
+    const size_t params = static_cast<size_t>(entry.inputs_size() + entry.outputs_size());
+    auto cached = modules_.find(k.kernelIndex);
+    if (cached != modules_.end())
+      return std::unique_ptr<DeviceKernel>(new GeneratedKernel(dev_, cached->second, *cfg, params, k.where));
     std::vector<ImageChoice> choices;
     for (const plan::CudaImage& im : entry.cuda())
       choices.push_back({im.arch(), !im.cubin_file().empty(), !im.ptx_file().empty()});
@@ -390,20 +406,14 @@ class CudaBackend : public Backend {
     if (!bytes.ok()) return bytes.status().withContext(k.where);
     std::string image = std::move(bytes).value();
     image.push_back('\0');  // PTX is text: cuModuleLoadData reads up to the NUL
-    auto cfg = launchConfig(entry.cuda_block(), entry.cuda_grid(), dev_->maxThreadsPerBlock());
-    if (!cfg.ok()) return cfg.status().withContext(strCat(k.where, ": kernel '", entry.name(), "'"));
-    CUmodule module = nullptr;
-    RETURN_IF_ERROR(dev_->check(dev_->api().cuModuleLoadData(&module, image.data()),
+    auto loaded = std::make_shared<LoadedModule>();
+    loaded->dev = dev_;
+    RETURN_IF_ERROR(dev_->check(dev_->api().cuModuleLoadData(&loaded->module, image.data()),
                                 chosen->ptx ? "cuModuleLoadData (PTX JIT)" : "cuModuleLoadData (cubin)", k.where));
-    CUfunction fn = nullptr;
-    Status got = dev_->check(dev_->api().cuModuleGetFunction(&fn, module, entry.name().c_str()), "cuModuleGetFunction",
-                             k.where);
-    if (!got.ok()) {
-      dev_->api().cuModuleUnload(module);
-      return got;
-    }
-    const size_t params = static_cast<size_t>(entry.inputs_size() + entry.outputs_size());
-    return std::unique_ptr<DeviceKernel>(new GeneratedKernel(dev_, module, fn, *cfg, params, k.where));
+    RETURN_IF_ERROR(dev_->check(dev_->api().cuModuleGetFunction(&loaded->fn, loaded->module, entry.name().c_str()),
+                                "cuModuleGetFunction", k.where));
+    modules_[k.kernelIndex] = loaded;
+    return std::unique_ptr<DeviceKernel>(new GeneratedKernel(dev_, std::move(loaded), *cfg, params, k.where));
   }
 
   StatusOr<std::shared_ptr<Blas>> blasState() {
@@ -423,6 +433,7 @@ class CudaBackend : public Backend {
   BackendOptions options_;
   std::unique_ptr<Backend> cpu_;
   std::shared_ptr<Blas> blas_;
+  std::map<int, std::shared_ptr<LoadedModule>> modules_;  // by kernel index
 };
 
 }  // namespace
