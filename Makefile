@@ -37,6 +37,15 @@ models: setup
 # decoder, ...) compiled at 1 and 4 devices, run on CPU ranks and compared with
 # onnxruntime; torch is installed on demand into $(BUILD)/parity-venv. Slow and
 # large, so not part of `make test`. PARITY_MODELS=resnet,bert picks models.
+# The GPU check (tests/gpu/run.sh) on a machine with one NVIDIA GPU: builds
+# pcc with the CUDA toolkit into $(GPU_BUILD), runs every e2e model and
+# committed export on the cuda backend with --check, measures bandwidth and
+# GEMM throughput, prints one table. Exits 2 where there is no GPU.
+GPU_BUILD ?= build-gpu
+.PHONY: gpu-check
+gpu-check:
+	bash tests/gpu/run.sh $(GPU_BUILD)
+
 .PHONY: parity
 parity: build
 	bash tools/parity.sh $(BUILD)

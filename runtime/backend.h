@@ -26,6 +26,7 @@ namespace pcc {
 
 class GlooStore;
 struct GlooOptions;
+struct LoadedPlan;
 
 /// A block of a backend's memory. `base` is a device address: the executor
 /// only offsets it, never dereferences it.
@@ -62,6 +63,11 @@ struct KernelDesc {
   /// kernel_library.h) and name; null for a KERNEL instruction.
   CpuKernelEntry cpuEntry = nullptr;
   std::string kernelName;
+  /// A LAUNCH instruction: the plan (its kernel table and bundle, where a
+  /// device backend finds the kernel's CUDA images) and the kernel's index
+  /// in Plan.kernels; null and -1 otherwise.
+  const LoadedPlan* plan = nullptr;
+  int kernelIndex = -1;
 };
 
 /// A kernel instruction prepared for one backend.
@@ -126,6 +132,13 @@ struct BackendOptions {
   /// leaving it undefined, so that an output element a kernel never writes
   /// shows in the results (`pcc-run --poison-memory`, a check, not a mode to run in).
   bool poisonMemory = false;
+  /// The global rank the backend runs (a device backend picks its device by it).
+  int rank = 0;
+  /// A device backend waits for every kernel to finish before returning from
+  /// DeviceKernel::run, so that per-instruction times (`pcc-run --profile`)
+  /// are the device's, not the time to enqueue. The launcher sets it with
+  /// RunOptions::profile; the cpu backend is synchronous anyway.
+  bool synchronize = false;
 };
 
 using BackendMaker = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
@@ -140,5 +153,29 @@ StatusOr<std::unique_ptr<Backend>> makeBackend(std::string_view name, const Back
 
 /// \returns the names makeBackend knows, sorted ("cpu" always).
 std::vector<std::string> backendNames();
+
+/// Checks that backend `name` can run on this machine (a device backend:
+/// its driver, libraries and a device are there). \returns ok, or an error
+/// saying what is missing.
+using BackendProbe = std::function<Status()>;
+
+/// Makes a backend or says why it cannot (a device backend without its device).
+using BackendMakerOr = std::function<StatusOr<std::unique_ptr<Backend>>(const BackendOptions&)>;
+
+/// Registers `name` with a maker that may fail and a probe that
+/// resolveBackend asks before choosing it.
+void registerBackendOr(const std::string& name, BackendMakerOr make, BackendProbe probe);
+
+/// Resolves a `--backend` request to the backend the ranks run on:
+///  - "auto": "cuda" when it is registered and its probe succeeds, else
+///    "cpu", with `*note` set to one line saying why ("--backend auto: no
+///    usable GPU (cannot load libcuda.so.1 (...)); running on CPU ranks");
+///  - "cuda" (or any registered name): itself when its probe succeeds;
+///  - "cpu": itself.
+/// \returns the name, or an environment error saying what is missing
+/// ("--backend cuda: this build has no CUDA backend (built without the CUDA
+/// toolkit)", "--backend cuda: cuInit failed: ..."), or an invalid-input
+/// error for an unknown name.
+StatusOr<std::string> resolveBackend(const std::string& requested, std::string* note);
 
 }  // namespace pcc

@@ -175,6 +175,8 @@ Status Executor::prepare(bool verifyChecksums) {
       if (!entry.ok()) return entry.status().withContext(where(s));
       k.cpuEntry = *entry;
       k.kernelName = plan_.plan.kernels(s.ins->kernel()).name();
+      k.plan = &plan_;
+      k.kernelIndex = s.ins->kernel();
     }
     k.attrs = &s.attrs;
     k.where = where(s);

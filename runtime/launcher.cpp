@@ -158,6 +158,8 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   BackendOptions bo;
   if (o.referenceKernels) bo.kernelProviders = {Provider::kReference};
   bo.poisonMemory = o.poisonMemory;
+  bo.rank = prog.rank();
+  bo.synchronize = o.profile;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums));
   exec->setTimeLimit(o.timeoutSeconds);

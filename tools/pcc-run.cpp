@@ -28,6 +28,9 @@
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
 #include "tools/cli.h"
+#ifdef PCC_HAVE_CUDA_RUNTIME
+#include "runtime/cuda/cuda_backend.h"
+#endif
 
 namespace {
 
@@ -117,8 +120,9 @@ std::variant<Args, int> parse(int argc, char** argv) {
                   "(default: the processors this process may use / the\n"
                   "ranks on this machine)");
   app.add_option("--backend", a.run.backend,
-                 "the backend every rank runs on (default cpu; unknown\n"
-                 "names are refused with the list of registered ones)")
+                 "the backend every rank runs on: cpu (default), cuda\n"
+                 "(one NVIDIA GPU per rank; exit 2 when none is usable),\n"
+                 "or auto (cuda when a GPU is usable, else cpu, saying so)")
       ->type_name("NAME");
   app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
   app.add_flag("--poison-memory", a.run.poisonMemory,
@@ -156,14 +160,16 @@ std::variant<Args, int> parse(int argc, char** argv) {
       ->type_name("NAME");
   auto extras = [&](const std::vector<std::string>& rest) { return cli::describeExtras(rest, "plan", a.plan); };
   if (auto code = cli::parse(app, argc, argv, "pcc-run: error: ", extras)) return *code;
-  std::vector<std::string> backends = backendNames();
-  if (std::find(backends.begin(), backends.end(), a.run.backend) == backends.end()) {
-    std::string known;
-    for (const std::string& n : backends) known += (known.empty() ? "" : ", ") + n;
-    std::fprintf(stderr, "pcc-run: error: --backend: unknown backend '%s' (registered: %s)\n", a.run.backend.c_str(),
-                 known.c_str());
+  // auto | cuda | cpu (or another registered name): one line and exit 2 when
+  // the backend asked for cannot run here; auto says when it falls back to CPU.
+  std::string note;
+  auto resolved = resolveBackend(a.run.backend, &note);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "pcc-run: error: %s\n", resolved.status().message().c_str());
     return cli::kExitUsage;
   }
+  if (!note.empty()) std::fprintf(stderr, "pcc-run: %s\n", note.c_str());
+  a.run.backend = *resolved;
   for (auto [flag, env, value] : {std::tuple{"--gloo-host", "PCC_GLOO_HOST", &a.run.glooHost},
                                   std::tuple{"--gloo-iface", "PCC_GLOO_IFACE", &a.run.glooIface}}) {
     const char* v = std::getenv(env);
@@ -728,5 +734,8 @@ int toolMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+#ifdef PCC_HAVE_CUDA_RUNTIME
+  pcc::cuda::registerCudaBackend();  // loads nothing until a rank asks for it
+#endif
   return pcc::cli::finishStdout("pcc-run", pcc::cli::guardedMain("pcc-run", [&] { return toolMain(argc, argv); }));
 }

@@ -42,6 +42,8 @@ ALLOWED = {
     # --target cuda compiles generated kernels through the NVRTC driver.
     "pcc_codegen": {"pcc_ir", "pcc_runtime", "pcc_report", "pcc_cuda_codegen"},
     "pcc_cuda_codegen": {"pcc_support"},
+    # The CUDA backend (runtime/cuda): a Backend over the runtime, CUDA loaded with dlopen.
+    "pcc_cuda_runtime": {"pcc_runtime"},
     "pcc_cli": {"pcc_support"},                        # the tools' option rules (header only)
     "pcc_driver": {"pcc_onnx", "pcc_passes", "pcc_codegen"},
 }
@@ -64,6 +66,7 @@ FORBIDDEN = {
     "pcc_report": COMPILER,
     "pcc_codegen": {"pcc_passes", "pcc_onnx", "pcc_driver", "pcc_eval"},
     "pcc_cuda_codegen": COMPILER | DEVICE,
+    "pcc_cuda_runtime": COMPILER | {"onnx"},
     "pcc_cli": COMPILER | DEVICE,
 }
 

@@ -1,0 +1,173 @@
+"""pcc-run's backend choice (docs/runtime.md#cuda-backend) on a machine without a usable GPU.
+
+1. `--backend cuda` exits 2 with one line saying what is missing: the
+   driver library (here libcuda.so.1 is not installed, or
+   PCC_CUDA_DRIVER_LIB names one that is not there), cuInit's error, no
+   device (a stand-in driver, build/tests/libpcc_fake_cuda.so, whose cuInit
+   and device count the test sets), or a build without the CUDA backend.
+2. `--backend auto` runs on CPU ranks, checked against the reference
+   program (`--check`), and says so in one line, for each of those reasons;
+   in a multi-process run (--rendezvous) every rank falls back the same way.
+3. On a host stand-in for the driver and cuBLASLt (tests/unit/fake_cuda_host.cpp):
+   `--backend auto` picks cuda and the bundled models pass `--check` with
+   MatMul/Gemm through the backend's cuBLASLt calls and the other ops on its CPU
+   fallback; a module that cannot load fails naming rank, node, op and call.
+   This exercises the backend's code, not a GPU.
+4. `--backend cpu` prints no such line.
+5. pcc-run links no CUDA library (ldd): it starts where there is none.
+This machine has no GPU: the cuda backend itself is not run here (tests/gpu/run.sh does).
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pcc_e2e as e2e  # noqa: E402
+
+
+def has_cuda_backend(tools, plan):
+    """\returns whether pcc-run was built with the CUDA backend (else --backend cuda says it was not)."""
+    r = tools.run("pcc-run", [plan, "--backend", "cuda"])
+    return "built without the CUDA toolkit" not in r.stderr
+
+
+def stand_in(suite, tools, work):
+    """The cuda backend's own code end to end on the host stand-in driver and cuBLASLt
+    (tests/unit/fake_cuda_host.cpp: device memory is tracked host memory, copies are
+    memcpy, cublasLtMatmul a column-major GEMM reading the backend's descriptors)."""
+    lib = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda_host.so")
+    os.environ.update(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib)
+    for model in ("mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"):
+        plan = os.path.join(work, model + ".cpu.pcc")
+        r = tools.run("pcc", [e2e.model_path(model), "--batch", "4", "--gpus", "1", "--target", "cpu", "-o", plan,
+                              "--quiet"])
+        if not suite.check(f"stand-in {model}: compiles", r.returncode == 0, r.describe()):
+            continue
+        r = tools.run("pcc-run", [plan, "--backend", "auto", "--check", "--profile", "--poison-memory"])
+        suite.check(f"stand-in {model}: --backend auto picks cuda, --check passes (poisoned memory)",
+                    r.returncode == 0 and "no usable GPU" not in r.stderr and "(cpu fallback)" in r.stdout,
+                    r.describe())
+        if model != "cnn_small.onnx":
+            suite.check(f"stand-in {model}: MatMul/Gemm ran on cuBLASLt", "(cublaslt)" in r.stdout, r.describe())
+    # A plan with CUDA images: the stand-in cannot load modules, and the error
+    # names the rank, the node, the op and the call.
+    plan = os.path.join(work, "mlp.cuda.pcc")
+    r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", "4", "--gpus", "1", "--target", "cuda", "-o",
+                          plan, "--quiet"])
+    if r.returncode == 0:
+        r = tools.run("pcc-run", [plan, "--backend", "cuda"])
+        suite.check("stand-in: a module that does not load is one line naming rank, node, op and call",
+                    r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+                    and "rank 0" in r.stderr and "(Fused)" in r.stderr and "cuModuleLoadData" in r.stderr,
+                    r.describe())
+    else:
+        suite.check("stand-in: --target cuda refused only for want of the toolkit",
+                    "without the CUDA toolkit" in r.stderr, r.describe())
+    os.environ.pop("PCC_CUDA_DRIVER_LIB", None)
+    os.environ.pop("PCC_CUBLASLT_LIB", None)
+
+
+def main():
+    args = e2e.parse_args(__doc__)
+    suite = e2e.Suite("cuda_backend", args)
+    tools = e2e.Tools(args.bin)
+    if not e2e.require_tools(suite, tools, ("pcc", "pcc-run")):
+        return suite.finish()
+    work = suite.tempdir("cuda-backend")
+    fake = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda.so")
+    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_FAKE_CUDA_INIT",
+                                            "PCC_FAKE_CUDA_DEVICES")}
+
+    def setenv(**kv):
+        for k in saved:
+            os.environ.pop(k, None)
+        for k, v in kv.items():
+            os.environ[k] = v
+
+    try:
+        plan = os.path.join(work, "mlp.pcc")
+        plan2 = os.path.join(work, "mlp2.pcc")
+        r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", "4", "-o", plan, "--quiet"])
+        if not suite.check("compiles mlp", r.returncode == 0, r.describe()):
+            return suite.finish()
+        r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", "4", "--gpus", "2", "-o", plan2, "--quiet"])
+        if not suite.check("compiles mlp --gpus 2", r.returncode == 0, r.describe()):
+            return suite.finish()
+        built = has_cuda_backend(tools, plan)
+        print(f"pcc-run has the CUDA backend: {built}", flush=True)
+        if built:
+            reasons = [
+                ("no driver library", {"PCC_CUDA_DRIVER_LIB": "libpcc-no-such-driver.so.1"},
+                 "cannot load libpcc-no-such-driver.so.1"),
+                ("cuInit error", {"PCC_CUDA_DRIVER_LIB": fake, "PCC_FAKE_CUDA_INIT": "100"},
+                 "cuInit failed: CUDA_ERROR_NO_DEVICE 100"),
+                ("no device", {"PCC_CUDA_DRIVER_LIB": fake, "PCC_FAKE_CUDA_INIT": "0", "PCC_FAKE_CUDA_DEVICES": "0"},
+                 "no CUDA device"),
+            ]
+            # This machine's own driver, if any (none here: no libcuda.so.1).
+            reasons.append(("this machine", {}, ""))
+            for name, env, text in reasons:
+                setenv(**env)
+                r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check"])
+                if name == "this machine" and r.returncode == 0:
+                    print("this machine has a usable GPU: --backend cuda ran", flush=True)
+                    continue
+                lines = r.stderr.strip().splitlines()
+                suite.check(f"--backend cuda, {name}: exit 2, one line naming it",
+                            r.returncode == 2 and len(lines) == 1 and "--backend cuda:" in r.stderr
+                            and text in r.stderr, r.describe())
+                r = tools.run("pcc-run", [plan, "--backend", "auto", "--check"])
+                suite.check(f"--backend auto, {name}: runs on CPU ranks and --check passes, saying so",
+                            r.returncode == 0 and "--backend auto: no usable GPU" in r.stderr
+                            and "running on CPU ranks" in r.stderr and text in r.stderr, r.describe())
+            setenv(PCC_CUDA_DRIVER_LIB="libpcc-no-such-driver.so.1")
+            r = tools.run("pcc-run", [plan2, "--backend", "auto", "--check"])
+            suite.check("--backend auto, 2 ranks: runs on CPU ranks and --check passes",
+                        r.returncode == 0 and "running on CPU ranks" in r.stderr, r.describe())
+            rdv = os.path.join(work, "rdv")
+            os.makedirs(rdv)
+            procs = []
+            for rank in range(2):
+                env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", PCC_RUN_ID="cuda-auto")
+                procs.append(subprocess.Popen([tools.path("pcc-run"), plan2, "--backend", "auto", "--check",
+                                               "--rendezvous", rdv], env=env, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True))
+            outs = [p.communicate(timeout=300) for p in procs]
+            suite.check("--backend auto, 2 rank processes: both fall back and rank 0's --check passes",
+                        all(p.returncode == 0 for p in procs)
+                        and all("running on CPU ranks" in err for _, err in outs),
+                        "\n".join(f"  rank {i}: exit {p.returncode}\n{e2e.indent(outs[i][1][-1500:])}"
+                                  for i, p in enumerate(procs)))
+        else:
+            setenv()
+            r = tools.run("pcc-run", [plan, "--backend", "cuda"])
+            suite.check("--backend cuda without the CUDA backend: exit 2, one line",
+                        r.returncode == 2 and "built without the CUDA toolkit" in r.stderr
+                        and len(r.stderr.strip().splitlines()) == 1, r.describe())
+            r = tools.run("pcc-run", [plan, "--backend", "auto", "--check"])
+            suite.check("--backend auto without the CUDA backend: runs on CPU ranks, saying so",
+                        r.returncode == 0 and "running on CPU ranks" in r.stderr, r.describe())
+        if built:
+            suite.run_case("host stand-in", stand_in, suite, tools, work)
+        ldd = subprocess.run(["ldd", tools.path("pcc-run")], capture_output=True, text=True)
+        cuda_libs = [line.strip() for line in ldd.stdout.splitlines()
+                     if any(n in line for n in ("libcuda.", "libcudart", "libcublas", "libnccl", "libcudnn"))]
+        suite.check("pcc-run links no CUDA library (they are loaded at run time)",
+                    ldd.returncode == 0 and not cuda_libs, "\n".join(cuda_libs) or ldd.stderr)
+        setenv()
+        r = tools.run("pcc-run", [plan, "--backend", "cpu", "--check"])
+        suite.check("--backend cpu: no fallback line", r.returncode == 0 and "no usable GPU" not in r.stderr,
+                    r.describe())
+    finally:
+        setenv()
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return suite.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
