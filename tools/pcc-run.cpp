@@ -439,5 +439,6 @@ int toolMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  pcc::cpu::preferSleepingOpenMpThreads(argv);  // may execute pcc-run again, with OMP_WAIT_POLICY set
   return pcc::cli::finishStdout("pcc-run", pcc::cli::guardedMain("pcc-run", [&] { return toolMain(argc, argv); }));
 }

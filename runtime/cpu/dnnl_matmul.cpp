@@ -29,9 +29,9 @@ int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
 
 /// A matmul primitive with the descriptors it was made for.
 struct Prepared {
-  std::string key;      ///< input shapes it was made for; empty: nothing yet
+  ShapeKey key;         ///< input shapes it was made for
   bool supported = false;
-  dnnl::matmul prim;
+  BoundPrimitive prim;
   memory::desc a, b, c;
   Dims out;             ///< the op's output shape
 };
@@ -42,7 +42,10 @@ void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr) {
   try {
     dnnl::matmul::desc d(p.a, p.b, p.c);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
-    p.prim = dnnl::matmul(pd);
+    p.prim = BoundPrimitive(dnnl::matmul(pd));
+    p.prim.bind(DNNL_ARG_SRC, p.a);
+    p.prim.bind(DNNL_ARG_WEIGHTS, p.b);
+    p.prim.bind(DNNL_ARG_DST, p.c);
     p.supported = true;
   } catch (const dnnl::error&) {
     p.supported = false;
@@ -54,23 +57,20 @@ class MatMulKernel : public KernelOverride {
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
-    std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape());
-    if (key != p_.key) prepare(a.shape(), b.shape(), key);
+    if (!p_.key.matches({&a.shape(), &b.shape()})) prepare(a.shape(), b.shape());
     if (!p_.supported) return false;
-    Tensor y = outputTensor(out, 0, DType::kF32, p_.out);
-    RETURN_IF_ERROR(runPrimitive(p_.prim,
-                                 {{DNNL_ARG_SRC, wrap(p_.a, a)},
-                                  {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
-                                  {DNNL_ARG_DST, wrap(p_.c, y)}},
-                                 "matmul"));
-    setOutput(out, 0, std::move(y));
+    Tensor& y = outputRef(out, 0, p_.out);
+    p_.prim.set(DNNL_ARG_SRC, a.raw());
+    p_.prim.set(DNNL_ARG_WEIGHTS, b.raw());
+    p_.prim.set(DNNL_ARG_DST, y.mutableData());
+    RETURN_IF_ERROR(p_.prim.run("matmul"));
     return true;
   }
 
  private:
-  void prepare(const Dims& shapeA, const Dims& shapeB, const std::string& key) {
+  void prepare(const Dims& shapeA, const Dims& shapeB) {
     p_ = Prepared{};
-    p_.key = key;
+    p_.key.set({&shapeA, &shapeB});
     Dims sa = shapeA, sb = shapeB;
     bool vecA = sa.size() == 1, vecB = sb.size() == 1;
     if (vecA) sa.insert(sa.begin(), 1);
@@ -119,18 +119,16 @@ class GemmKernel : public KernelOverride {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
     const Tensor* c = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
-    std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape()) + "+" + (c ? dimsToString(c->shape()) : "");
-    if (key != p_.key) prepare(a.shape(), b.shape(), c != nullptr, key);
+    if (!p_.key.matches({&a.shape(), &b.shape(), c ? &c->shape() : nullptr}))
+      prepare(a.shape(), b.shape(), c ? &c->shape() : nullptr);
     if (!p_.supported) return false;
     int64_t m = p_.out[0], n = p_.out[1];
-    Tensor y = outputTensor(out, 0, DType::kF32, p_.out);
-    if (c) fillBroadcast(*c, m, n, y.mutableData<float>());
-    RETURN_IF_ERROR(runPrimitive(p_.prim,
-                                 {{DNNL_ARG_SRC, wrap(p_.a, a)},
-                                  {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
-                                  {DNNL_ARG_DST, wrap(p_.c, y)}},
-                                 "gemm"));
-    setOutput(out, 0, std::move(y));
+    float* y = outputRef(out, 0, p_.out).mutableData<float>();
+    if (c) fillBroadcast(*c, m, n, y);
+    p_.prim.set(DNNL_ARG_SRC, a.raw());
+    p_.prim.set(DNNL_ARG_WEIGHTS, b.raw());
+    p_.prim.set(DNNL_ARG_DST, y);
+    RETURN_IF_ERROR(p_.prim.run("gemm"));
     return true;
   }
 
@@ -152,9 +150,10 @@ class GemmKernel : public KernelOverride {
     }
   }
 
-  void prepare(const Dims& sa, const Dims& sb, bool withC, const std::string& key) {
+  void prepare(const Dims& sa, const Dims& sb, const Dims* sc) {
     p_ = Prepared{};
-    p_.key = key;
+    p_.key.set({&sa, &sb, sc});
+    bool withC = sc != nullptr;
     int64_t m = transA_ ? sa[1] : sa[0], k = transA_ ? sa[0] : sa[1];
     int64_t n = transB_ ? sb[0] : sb[1];
     p_.out = {m, n};
