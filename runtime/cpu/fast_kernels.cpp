@@ -26,6 +26,7 @@ Status registerOneDnnKernels() {
     };
     const Row rows[] = {
         {OpKind::Add, &makeAddKernel, true},
+        {OpKind::Attention, &makeAttentionKernel, false},
         {OpKind::AveragePool, &makeAveragePoolKernel, false},
         {OpKind::Conv, &makeConvKernel, false},
         {OpKind::Div, &makeDivKernel, true},
