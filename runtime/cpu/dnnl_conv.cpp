@@ -163,8 +163,10 @@ class ConvKernel : public KernelOverride {
           po.append_sum(1.0f);
           attr.set_post_ops(po);
         }
+        const int threads = n * m * c * spatialSize < kSerialWork ? 1 : 0;  // small: one thread
+        ScopedThreads scoped(threads);
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mmW_, mmX_, mmY_), attr, cpuEngine());
-        mm_ = BoundPrimitive(dnnl::matmul(pd));
+        mm_ = BoundPrimitive(dnnl::matmul(pd), threads);
         mm_.bind(DNNL_ARG_SRC, mmW_);
         mm_.bind(DNNL_ARG_WEIGHTS, mmX_);
         mm_.bind(DNNL_ARG_DST, mmY_);

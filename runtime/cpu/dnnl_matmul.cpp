@@ -10,7 +10,8 @@
 // Gemm: A and B are described with strides, so transA/transB need no copy;
 // alpha is oneDNN's output scale; beta*C is a sum post-op over an output that
 // is first filled with C broadcast to [M, N].
-// A primitive is made once per input shapes and kept by the instruction's kernel.
+// A primitive is made once per input shapes and kept by the instruction's kernel;
+// a product of fewer than kSerialWork multiply-adds runs on one thread.
 #include <cstring>
 
 #include "runtime/cpu/dnnl_kernels.h"
@@ -38,11 +39,15 @@ struct Prepared {
 
 /// \returns a primitive for a x b -> c with `attr`, or supported = false when
 /// oneDNN has no implementation for it.
-void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr) {
+/// `work`: the product's multiply-adds; below kSerialWork it is made (and
+/// runs) on the calling thread alone.
+void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr, int64_t work) {
   try {
+    const int threads = work < kSerialWork ? 1 : 0;
+    ScopedThreads scoped(threads);
     dnnl::matmul::desc d(p.a, p.b, p.c);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
-    p.prim = BoundPrimitive(dnnl::matmul(pd));
+    p.prim = BoundPrimitive(dnnl::matmul(pd), threads);
     p.prim.bind(DNNL_ARG_SRC, p.a);
     p.prim.bind(DNNL_ARG_WEIGHTS, p.b);
     p.prim.bind(DNNL_ARG_DST, p.c);
@@ -101,7 +106,7 @@ class MatMulKernel : public KernelOverride {
       p_.b = plainDesc(db);
       p_.c = plainDesc(dc);
     }
-    makePrimitive(p_, dnnl::primitive_attr());
+    makePrimitive(p_, dnnl::primitive_attr(), product(batch, 0, r) * m * k * n);
   }
 
   Prepared p_;
@@ -169,7 +174,7 @@ class GemmKernel : public KernelOverride {
       po.append_sum(beta_);
       attr.set_post_ops(po);
     }
-    makePrimitive(p_, attr);
+    makePrimitive(p_, attr, m * k * n);
   }
 
   bool transA_, transB_;

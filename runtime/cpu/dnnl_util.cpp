@@ -1,5 +1,7 @@
 #include "runtime/cpu/dnnl_util.h"
 
+#include <omp.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -82,7 +84,18 @@ void BoundPrimitive::set(int arg, const void* data) { args_.at(arg).set_data_han
 
 const dnnl::memory& BoundPrimitive::memoryOf(int arg) const { return args_.at(arg); }
 
+ScopedThreads::ScopedThreads(int n) {
+  if (n <= 0) return;
+  previous_ = omp_get_max_threads();
+  omp_set_num_threads(n);
+}
+
+ScopedThreads::~ScopedThreads() {
+  if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
 Status BoundPrimitive::run(const char* what) const {
+  ScopedThreads threads(threads_);
   try {
     prim_.execute(threadStream(), args_);
     threadStream().wait();
@@ -92,7 +105,10 @@ Status BoundPrimitive::run(const char* what) const {
   return Status::OK();
 }
 
-void BoundPrimitive::enqueue() const { prim_.execute(threadStream(), args_); }
+void BoundPrimitive::enqueue() const {
+  ScopedThreads threads(threads_);
+  prim_.execute(threadStream(), args_);
+}
 
 void* threadScratch(int slot, size_t bytes) {
   struct Block {

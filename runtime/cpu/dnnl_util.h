@@ -67,12 +67,33 @@ class ShapeKey {
   double scalar_ = 0;
 };
 
+/// Work (multiply-adds) below which a GEMM-like primitive is made and run on
+/// the calling thread alone: waking a sleeping OpenMP team costs more than it
+/// saves on a product this small (docs/runtime.md "Where the CPU time goes").
+constexpr int64_t kSerialWork = int64_t{1} << 20;
+
+/// Sets this thread's OpenMP thread count to `n` for the guard's lifetime
+/// (n <= 0: leaves it alone). oneDNN reads it when it makes a primitive and
+/// when it runs one, so both must happen under the same guard.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 /// A primitive with its argument memories, made once when the primitive is:
 /// a call points them at its tensors and executes, creating nothing.
 class BoundPrimitive {
  public:
   BoundPrimitive() = default;
-  explicit BoundPrimitive(dnnl::primitive p) : prim_(std::move(p)) {}
+  /// `threads` > 0: the OpenMP thread count `p` was made under, which every
+  /// run uses too (ScopedThreads); 0: the caller's.
+  explicit BoundPrimitive(dnnl::primitive p, int threads = 0) : prim_(std::move(p)), threads_(threads) {}
   bool defined() const { return static_cast<bool>(prim_); }
   /// Adds argument `arg` with layout `d` (its buffer is set per call).
   void bind(int arg, const dnnl::memory::desc& d);
@@ -87,6 +108,7 @@ class BoundPrimitive {
 
  private:
   dnnl::primitive prim_;
+  int threads_ = 0;
   std::unordered_map<int, dnnl::memory> args_;
 };
 
