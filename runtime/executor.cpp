@@ -119,7 +119,7 @@ Status Executor::prepare(bool verifyChecksums) {
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
     const plan::Instruction& ins = prog_.instructions(i);
-    Step s{&ins, i, {}, {}, {}, nullptr, nullptr};
+    Step s{&ins, i, {}, {}, {}, nullptr, nullptr, {}, {}};
     std::string ctx = where(s);
     // Kernels and regions may name absent operands (-1).
     bool kernel = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;
@@ -380,7 +380,7 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
     bufs[inputSlots_[i]] = std::move(dev).value();
   }
   for (size_t i = 0; i < steps_.size(); ++i) {
-    const Step& s = steps_[i];
+    Step& s = steps_[i];
     const bool recv = s.ins->kind() == plan::Instruction::RECV;
     if (!recv && (!profiling_ || s.ins->kind() == plan::Instruction::FREE)) {
       RETURN_IF_ERROR(execute(s, bufs, comms));
@@ -415,7 +415,7 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
   return Status::OK();
 }
 
-Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
+Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
   const plan::Instruction& ins = *s.ins;
   auto input = [&](size_t k) -> StatusOr<const Tensor*> {
     int slot = s.in[k];
@@ -476,12 +476,34 @@ Status Executor::execute(const Step& s, std::vector<Tensor>& bufs, RankComms* co
   switch (ins.kind()) {
     case plan::Instruction::KERNEL:
     case plan::Instruction::LAUNCH: {
-      ASSIGN_OR_RETURN(Operands ops, operands());
+      // The per-instruction path: the step's own operand lists, no strings
+      // unless profiling or failing.
+      s.args.resize(s.in.size());
+      for (size_t k = 0; k < s.in.size(); ++k) {
+        ASSIGN_OR_RETURN(s.args[k], input(k));
+      }
+      s.outs.resize(s.out.size());
+      for (size_t k = 0; k < s.out.size(); ++k) {
+        const int slot = s.out[k];
+        if (slot < 0) {
+          s.outs[k] = Tensor();
+        } else if (homes_[slot] == Home::kArena) {
+          bufs[slot] = arenaViews_[slot];
+          s.outs[k] = arenaViews_[slot];
+        } else {
+          ASSIGN_OR_RETURN(s.outs[k], outputOf(slot, bufs));
+        }
+      }
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status st = s.kernel->run(ops.args, ops.outs);
-      std::string_view provider = s.kernel->provider();
-      if (profiling_) record(provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")"), t0);
-      return st.withContext(where(s));
+      Status st = s.kernel->run(s.args, s.outs);
+      if (profiling_) {
+        std::string_view provider = s.kernel->provider();
+        record(provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")"), t0);
+      }
+      for (size_t k = 0; k < s.out.size(); ++k)
+        if (s.out[k] >= 0 && homes_[s.out[k]] != Home::kArena) s.outs[k] = Tensor();
+      if (!st.ok()) return st.withContext(where(s));
+      return Status::OK();
     }
     case plan::Instruction::ALL_REDUCE: {
       ASSIGN_OR_RETURN(Communicator * c, group());

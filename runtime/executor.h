@@ -125,6 +125,11 @@ class Executor {
     std::vector<int> in, out;  // slots; -1 for an absent optional input
     std::unique_ptr<DeviceKernel> kernel;  // KERNEL steps
     std::unique_ptr<RegionRunner> region;  // REGION steps
+    // A KERNEL's or LAUNCH's operand lists, kept between runs so that a run
+    // allocates no vectors per instruction (outputs that are not arena views
+    // are dropped after each call).
+    std::vector<const Tensor*> args;
+    std::vector<Tensor> outs;
   };
 
   Executor(const LoadedPlan& p, const plan::RankProgram& prog, std::shared_ptr<Backend> backend)
@@ -145,7 +150,7 @@ class Executor {
   Status checkMemoryPlan(const std::string& rankName) const;
   /// Prepares the REGION steps (their bodies' kernels and weights).
   Status prepareRegions(bool verifyChecksums);
-  Status execute(const Step& s, std::vector<Tensor>& bufs, RankComms* comms);
+  Status execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms);
   /// \returns the memory output `slot` is written to in this run (and marks it written).
   StatusOr<Tensor> outputOf(int slot, std::vector<Tensor>& bufs);
   /// \returns "rank R: node 'N' (OP)" or the instruction's index and kind.

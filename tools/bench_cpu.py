@@ -110,6 +110,7 @@ def main():
         head += " pcc --no-kernels ms | --no-kernels / onnxruntime |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
+    ratios = []  # (pcc / onnxruntime, model)
     for m in models:
         name = os.path.relpath(m, ROOT)
         work = tempfile.mkdtemp(prefix="pcc-bench-")
@@ -130,9 +131,10 @@ def main():
             t_ort = ort_time(m, arrays, args)
             cells = [name, str(batch)]
             if isinstance(t_pcc, str):
-                cells += [t_pcc, f"{t_ort * 1e3:.1f}", "-"]
+                cells += [t_pcc, f"{t_ort * 1e3:.3f}", "-"]
             else:
-                cells += [f"{t_pcc * 1e3:.1f}", f"{t_ort * 1e3:.1f}", f"{t_pcc / t_ort:.2f}"]
+                cells += [f"{t_pcc * 1e3:.3f}", f"{t_ort * 1e3:.3f}", f"{t_pcc / t_ort:.2f}"]
+                ratios.append((t_pcc / t_ort, name))
             if args.reference:
                 t_ref = pcc_time(tools, plan, data, args, ["--reference-kernels"])
                 cells.append(t_ref if isinstance(t_ref, str) else f"{t_ref * 1e3:.1f}")
@@ -146,6 +148,11 @@ def main():
             print("| " + " | ".join(cells) + " |", flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    if ratios:
+        geo = float(np.exp(np.mean([np.log(r) for r, _ in ratios])))
+        worst = max(ratios)
+        print(f"\ngeometric mean of pcc / onnxruntime over {len(ratios)} models: {geo:.2f}; "
+              f"worst {worst[0]:.2f} ({worst[1]})")
     return 0
 
 

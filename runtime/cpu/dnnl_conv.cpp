@@ -7,7 +7,9 @@
 //      that no window reaches is dropped; the result is the same).
 //   2. Source, weights and destination are left to oneDNN's choice of layout
 //      (blocked layouts are what its fast implementations use); the plain
-//      NCDHW input is reordered in, the output reordered back.
+//      NCDHW input is reordered in, the output reordered back, through the
+//      thread's two scratch blocks (threadScratch: no allocation per call).
+//      The primitives, reorders included, are made once per input shapes.
 //   3. A constant weight (a plan weight, same buffer every call) is reordered
 //      once and kept; any other weight is reordered on every call.
 //   4. A pointwise convolution (1x1 kernel, stride 1, no pads, one group) is a
@@ -36,10 +38,10 @@ class ConvKernel : public KernelOverride {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &x = *in[0], &w = *in[1];
     const Tensor* bias = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
-    std::string key = dimsToString(x.shape()) + "*" + dimsToString(w.shape()) + (bias ? "+b" : "");
-    if (key != key_) prepare(x.shape(), w.shape(), bias != nullptr, key);
+    if (!key_.matches({&x.shape(), &w.shape(), bias ? &bias->shape() : nullptr}))
+      prepare(x.shape(), w.shape(), bias ? &bias->shape() : nullptr);
     if (!supported_) return false;
-    Tensor y = outputTensor(out, 0, DType::kF32, outShape_);
+    Tensor& y = outputRef(out, 0, outShape_);
     if (pointwise_) {
       if (bias) {
         float* py = y.mutableData<float>();
@@ -47,24 +49,26 @@ class ConvKernel : public KernelOverride {
         int64_t n = outShape_[0], m = outShape_[1], spatial = y.numel() / (n * m);
         for (int64_t i = 0; i < n * m; ++i) std::fill(py + i * spatial, py + (i + 1) * spatial, pb[i % m]);
       }
-      RETURN_IF_ERROR(runPrimitive(mm_,
-                                   {{DNNL_ARG_SRC, wrap(mmW_, w)},
-                                    {DNNL_ARG_WEIGHTS, wrap(mmX_, x)},
-                                    {DNNL_ARG_DST, wrap(mmY_, y)}},
-                                   "matmul (pointwise convolution)"));
-      setOutput(out, 0, std::move(y));
+      mm_.set(DNNL_ARG_SRC, w.raw());
+      mm_.set(DNNL_ARG_WEIGHTS, x.raw());
+      mm_.set(DNNL_ARG_DST, y.mutableData());
+      RETURN_IF_ERROR(mm_.run("matmul (pointwise convolution)"));
       return true;
     }
-    // oneDNN's reorder buffers, charged to the rank's memory account (if
-    // any) while they live; the kept weight for as long as the kernel keeps it.
+    // The reorder buffers are the thread's scratch blocks, charged to the
+    // rank's memory account (if any) while the call uses them; the kept
+    // weight for as long as the kernel keeps it.
     MemoryCharge srcCharge, weiCharge, dstCharge;
     try {
       dnnl::stream& s = threadStream();
-      memory src = wrap(userSrc_, x);
-      if (pd_.src_desc() != userSrc_) {
-        srcCharge = MemoryCharge(static_cast<int64_t>(pd_.src_desc().get_size()));
-        memory t(pd_.src_desc(), cpuEngine());
-        dnnl::reorder(src, t).execute(s, src, t);
+      const void* src = x.raw();
+      if (srcReorder_.defined()) {
+        void* t = threadScratch(0, srcBytes_);
+        if (!t) return internalError("cannot allocate ", srcBytes_, " bytes for a convolution's input");
+        srcCharge = MemoryCharge(static_cast<int64_t>(srcBytes_));
+        srcReorder_.set(DNNL_ARG_SRC, src);
+        srcReorder_.set(DNNL_ARG_DST, t);
+        srcReorder_.enqueue();
         src = t;
       }
       memory wei;
@@ -72,46 +76,49 @@ class ConvKernel : public KernelOverride {
         wei = cachedWeight_;
       } else {
         wei = wrap(userWei_, w);
-        if (pd_.weights_desc() != userWei_) {
+        if (pd_.weights_desc() != userWei_ || constWeight_) {
+          // Keep a copy the kernel owns when the weight is constant: the plain
+          // weight may be a view.
           weiCharge = MemoryCharge(static_cast<int64_t>(pd_.weights_desc().get_size()));
           memory t(pd_.weights_desc(), cpuEngine());
           dnnl::reorder(wei, t).execute(s, wei, t);
           wei = t;
         }
         if (constWeight_) {
-          s.wait();
-          // Keep a copy the kernel owns: the plain weight may be a view.
-          if (pd_.weights_desc() == userWei_) {
-            weiCharge = MemoryCharge(static_cast<int64_t>(pd_.weights_desc().get_size()));
-            memory t(pd_.weights_desc(), cpuEngine());
-            dnnl::reorder(wei, t).execute(s, wei, t);
-            wei = t;
-          }
           cachedWeight_ = wei;
           cachedWeightData_ = w.raw();
           cachedCharge_ = std::move(weiCharge);
         }
       }
-      memory dstUser = wrap(userDst_, y);
-      bool direct = pd_.dst_desc() == userDst_;
-      if (!direct) dstCharge = MemoryCharge(static_cast<int64_t>(pd_.dst_desc().get_size()));
-      memory dst = direct ? dstUser : memory(pd_.dst_desc(), cpuEngine());
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
-      if (bias) args[DNNL_ARG_BIAS] = wrap(biasDesc_, *bias);
-      prim_.execute(s, args);
-      if (!direct) dnnl::reorder(dst, dstUser).execute(s, dst, dstUser);
+      void* dst = y.mutableData();
+      if (dstReorder_.defined()) {
+        dst = threadScratch(1, dstBytes_);
+        if (!dst) return internalError("cannot allocate ", dstBytes_, " bytes for a convolution's output");
+        dstCharge = MemoryCharge(static_cast<int64_t>(dstBytes_));
+      }
+      prim_.set(DNNL_ARG_SRC, src);
+      prim_.set(DNNL_ARG_WEIGHTS, wei.get_data_handle());
+      prim_.set(DNNL_ARG_DST, dst);
+      if (bias) prim_.set(DNNL_ARG_BIAS, bias->raw());
+      prim_.enqueue();
+      if (dstReorder_.defined()) {
+        dstReorder_.set(DNNL_ARG_SRC, dst);
+        dstReorder_.set(DNNL_ARG_DST, y.mutableData());
+        dstReorder_.enqueue();
+      }
       s.wait();
     } catch (const dnnl::error& e) {
       return dnnlError("convolution", e);
     }
-    setOutput(out, 0, std::move(y));
     return true;
   }
 
  private:
-  void prepare(const Dims& xs, const Dims& ws, bool withBias, const std::string& key) {
-    key_ = key;
+  void prepare(const Dims& xs, const Dims& ws, const Dims* bs) {
+    key_.set({&xs, &ws, bs});
+    bool withBias = bs != nullptr;
     supported_ = false;
+    srcReorder_ = dstReorder_ = BoundPrimitive();
     cachedWeight_ = memory();
     cachedWeightData_ = nullptr;
     cachedCharge_.reset();
@@ -156,8 +163,13 @@ class ConvKernel : public KernelOverride {
           po.append_sum(1.0f);
           attr.set_post_ops(po);
         }
+        const int threads = n * m * c * spatialSize < kSerialWork ? 1 : 0;  // small: one thread
+        ScopedThreads scoped(threads);
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mmW_, mmX_, mmY_), attr, cpuEngine());
-        mm_ = dnnl::matmul(pd);
+        mm_ = BoundPrimitive(dnnl::matmul(pd), threads);
+        mm_.bind(DNNL_ARG_SRC, mmW_);
+        mm_.bind(DNNL_ARG_WEIGHTS, mmX_);
+        mm_.bind(DNNL_ARG_DST, mmY_);
         pointwise_ = supported_ = true;
         return;
       } catch (const dnnl::error&) {
@@ -180,7 +192,25 @@ class ConvKernel : public KernelOverride {
                                                      dnnl::algorithm::convolution_direct, any(xs), any(wdims),
                                                      any(outShape_), strides, dil, padL, padR);
       pd_ = dnnl::convolution_forward::primitive_desc(d, cpuEngine());
-      prim_ = dnnl::convolution_forward(pd_);
+      prim_ = BoundPrimitive(dnnl::convolution_forward(pd_));
+      prim_.bind(DNNL_ARG_SRC, pd_.src_desc());
+      prim_.bind(DNNL_ARG_WEIGHTS, pd_.weights_desc());
+      prim_.bind(DNNL_ARG_DST, pd_.dst_desc());
+      if (withBias) prim_.bind(DNNL_ARG_BIAS, biasDesc_);
+      if (pd_.src_desc() != userSrc_) {
+        srcReorder_ = BoundPrimitive(dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), userSrc_, cpuEngine(),
+                                                                                 pd_.src_desc())));
+        srcReorder_.bind(DNNL_ARG_SRC, userSrc_);
+        srcReorder_.bind(DNNL_ARG_DST, pd_.src_desc());
+        srcBytes_ = pd_.src_desc().get_size();
+      }
+      if (pd_.dst_desc() != userDst_) {
+        dstReorder_ = BoundPrimitive(dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), pd_.dst_desc(),
+                                                                                 cpuEngine(), userDst_)));
+        dstReorder_.bind(DNNL_ARG_SRC, pd_.dst_desc());
+        dstReorder_.bind(DNNL_ARG_DST, userDst_);
+        dstBytes_ = pd_.dst_desc().get_size();
+      }
       supported_ = true;
     } catch (const dnnl::error&) {
       supported_ = false;
@@ -189,15 +219,17 @@ class ConvKernel : public KernelOverride {
 
   AttrMap attrs_;
   bool constWeight_;
-  std::string key_;
+  ShapeKey key_;
   bool supported_ = false;
   Dims outShape_;
   memory::desc userSrc_, userWei_, userDst_, biasDesc_;
   dnnl::convolution_forward::primitive_desc pd_;
-  dnnl::convolution_forward prim_;
+  BoundPrimitive prim_;
+  BoundPrimitive srcReorder_, dstReorder_;  ///< plain to oneDNN's layout and back (undefined: same layout)
+  size_t srcBytes_ = 0, dstBytes_ = 0;      ///< their scratch sizes
   bool pointwise_ = false;
   memory::desc mmW_, mmX_, mmY_;
-  dnnl::matmul mm_;
+  BoundPrimitive mm_;
   memory cachedWeight_;
   const void* cachedWeightData_ = nullptr;
   MemoryCharge cachedCharge_;  // cachedWeight_'s bytes

@@ -25,24 +25,21 @@ class BinaryKernel : public KernelOverride {
 
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
-    std::string key = dimsToString(in[0]->shape()) + "," + dimsToString(in[1]->shape());
-    if (key != key_) prepare(in[0]->shape(), in[1]->shape(), key);
+    if (!key_.matches({&in[0]->shape(), &in[1]->shape()})) prepare(in[0]->shape(), in[1]->shape());
     if (!supported_) return false;
     const Tensor& s0 = swap_ ? *in[1] : *in[0];
     const Tensor& s1 = swap_ ? *in[0] : *in[1];
-    Tensor y = outputTensor(out, 0, DType::kF32, outShape_);
-    RETURN_IF_ERROR(runPrimitive(prim_,
-                                 {{DNNL_ARG_SRC_0, wrap(d0_, s0)},
-                                  {DNNL_ARG_SRC_1, wrap(d1_, s1)},
-                                  {DNNL_ARG_DST, wrap(d0_, y)}},
-                                 "binary"));
-    setOutput(out, 0, std::move(y));
+    Tensor& y = outputRef(out, 0, outShape_);
+    prim_.set(DNNL_ARG_SRC_0, s0.raw());
+    prim_.set(DNNL_ARG_SRC_1, s1.raw());
+    prim_.set(DNNL_ARG_DST, y.mutableData());
+    RETURN_IF_ERROR(prim_.run("binary"));
     return true;
   }
 
  private:
-  void prepare(const Dims& a, const Dims& b, const std::string& key) {
-    key_ = key;
+  void prepare(const Dims& a, const Dims& b) {
+    key_.set({&a, &b});
     supported_ = swap_ = false;
     size_t r = std::max<size_t>({a.size(), b.size(), 1});
     Dims pa = a, pb = b;
@@ -62,7 +59,10 @@ class BinaryKernel : public KernelOverride {
     d1_ = plainDesc(pb);
     try {
       dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg_, d0_, d1_, d0_), cpuEngine());
-      prim_ = dnnl::binary(pd);
+      prim_ = BoundPrimitive(dnnl::binary(pd));
+      prim_.bind(DNNL_ARG_SRC_0, d0_);
+      prim_.bind(DNNL_ARG_SRC_1, d1_);
+      prim_.bind(DNNL_ARG_DST, d0_);
       supported_ = true;
     } catch (const dnnl::error&) {
     }
@@ -70,11 +70,11 @@ class BinaryKernel : public KernelOverride {
 
   dnnl::algorithm alg_;
   bool commutes_;
-  std::string key_;
+  ShapeKey key_;
   bool supported_ = false, swap_ = false;
   Dims outShape_;
   memory::desc d0_, d1_;
-  dnnl::binary prim_;
+  BoundPrimitive prim_;
 };
 
 /// A unary dnnl::eltwise op: Relu (NaN-compatible with the reference, tested),
@@ -95,26 +95,25 @@ class EltwiseKernel : public KernelOverride {
       beta = in[1]->data<float>()[0];
       if (!std::isfinite(beta)) return false;
     }
-    std::string key = dimsToString(x.shape()) + "^" + std::to_string(beta);
-    if (key != key_) {
-      key_ = key;
+    if (!key_.matches({&x.shape()}, beta)) {
+      key_.set({&x.shape()}, beta);
       supported_ = false;
       desc_ = plainDesc(x.rank() ? x.shape() : Dims{1});
       try {
         dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, desc_, pow_ ? 1.0f : alpha_,
                                       beta);
-        prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, cpuEngine()));
+        prim_ = BoundPrimitive(dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, cpuEngine())));
+        prim_.bind(DNNL_ARG_SRC, desc_);
+        prim_.bind(DNNL_ARG_DST, desc_);
         supported_ = true;
       } catch (const dnnl::error&) {
       }
     }
     if (!supported_) return false;
-    Tensor y = outputTensor(out, 0, DType::kF32, x.shape());
-    RETURN_IF_ERROR(runPrimitive(prim_,
-                                 {{DNNL_ARG_SRC, wrap(desc_, x)},
-                                  {DNNL_ARG_DST, wrap(desc_, y)}},
-                                 "eltwise"));
-    setOutput(out, 0, std::move(y));
+    Tensor& y = outputRef(out, 0, x.shape());
+    prim_.set(DNNL_ARG_SRC, x.raw());
+    prim_.set(DNNL_ARG_DST, y.mutableData());
+    RETURN_IF_ERROR(prim_.run("eltwise"));
     return true;
   }
 
@@ -122,10 +121,10 @@ class EltwiseKernel : public KernelOverride {
   dnnl::algorithm alg_;
   bool pow_;
   float alpha_;
-  std::string key_;
+  ShapeKey key_;
   bool supported_ = false;
   memory::desc desc_;
-  dnnl::eltwise_forward prim_;
+  BoundPrimitive prim_;
 };
 
 }  // namespace

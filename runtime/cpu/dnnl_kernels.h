@@ -10,6 +10,7 @@
 
 namespace pcc::cpu {
 
+std::unique_ptr<KernelOverride> makeAttentionKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeConvKernel(const AttrMap& attrs, const std::vector<bool>& constant);

@@ -10,7 +10,8 @@
 // Gemm: A and B are described with strides, so transA/transB need no copy;
 // alpha is oneDNN's output scale; beta*C is a sum post-op over an output that
 // is first filled with C broadcast to [M, N].
-// A primitive is made once per input shapes and kept by the instruction's kernel.
+// A primitive is made once per input shapes and kept by the instruction's kernel;
+// a product of fewer than kSerialWork multiply-adds runs on one thread.
 #include <cstring>
 
 #include "runtime/cpu/dnnl_kernels.h"
@@ -29,20 +30,27 @@ int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
 
 /// A matmul primitive with the descriptors it was made for.
 struct Prepared {
-  std::string key;      ///< input shapes it was made for; empty: nothing yet
+  ShapeKey key;         ///< input shapes it was made for
   bool supported = false;
-  dnnl::matmul prim;
+  BoundPrimitive prim;
   memory::desc a, b, c;
   Dims out;             ///< the op's output shape
 };
 
 /// \returns a primitive for a x b -> c with `attr`, or supported = false when
 /// oneDNN has no implementation for it.
-void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr) {
+/// `work`: the product's multiply-adds; below kSerialWork it is made (and
+/// runs) on the calling thread alone.
+void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr, int64_t work) {
   try {
+    const int threads = work < kSerialWork ? 1 : 0;
+    ScopedThreads scoped(threads);
     dnnl::matmul::desc d(p.a, p.b, p.c);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
-    p.prim = dnnl::matmul(pd);
+    p.prim = BoundPrimitive(dnnl::matmul(pd), threads);
+    p.prim.bind(DNNL_ARG_SRC, p.a);
+    p.prim.bind(DNNL_ARG_WEIGHTS, p.b);
+    p.prim.bind(DNNL_ARG_DST, p.c);
     p.supported = true;
   } catch (const dnnl::error&) {
     p.supported = false;
@@ -54,23 +62,20 @@ class MatMulKernel : public KernelOverride {
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
-    std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape());
-    if (key != p_.key) prepare(a.shape(), b.shape(), key);
+    if (!p_.key.matches({&a.shape(), &b.shape()})) prepare(a.shape(), b.shape());
     if (!p_.supported) return false;
-    Tensor y = outputTensor(out, 0, DType::kF32, p_.out);
-    RETURN_IF_ERROR(runPrimitive(p_.prim,
-                                 {{DNNL_ARG_SRC, wrap(p_.a, a)},
-                                  {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
-                                  {DNNL_ARG_DST, wrap(p_.c, y)}},
-                                 "matmul"));
-    setOutput(out, 0, std::move(y));
+    Tensor& y = outputRef(out, 0, p_.out);
+    p_.prim.set(DNNL_ARG_SRC, a.raw());
+    p_.prim.set(DNNL_ARG_WEIGHTS, b.raw());
+    p_.prim.set(DNNL_ARG_DST, y.mutableData());
+    RETURN_IF_ERROR(p_.prim.run("matmul"));
     return true;
   }
 
  private:
-  void prepare(const Dims& shapeA, const Dims& shapeB, const std::string& key) {
+  void prepare(const Dims& shapeA, const Dims& shapeB) {
     p_ = Prepared{};
-    p_.key = key;
+    p_.key.set({&shapeA, &shapeB});
     Dims sa = shapeA, sb = shapeB;
     bool vecA = sa.size() == 1, vecB = sb.size() == 1;
     if (vecA) sa.insert(sa.begin(), 1);
@@ -101,7 +106,7 @@ class MatMulKernel : public KernelOverride {
       p_.b = plainDesc(db);
       p_.c = plainDesc(dc);
     }
-    makePrimitive(p_, dnnl::primitive_attr());
+    makePrimitive(p_, dnnl::primitive_attr(), product(batch, 0, r) * m * k * n);
   }
 
   Prepared p_;
@@ -119,18 +124,16 @@ class GemmKernel : public KernelOverride {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
     const Tensor* c = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
-    std::string key = dimsToString(a.shape()) + "x" + dimsToString(b.shape()) + "+" + (c ? dimsToString(c->shape()) : "");
-    if (key != p_.key) prepare(a.shape(), b.shape(), c != nullptr, key);
+    if (!p_.key.matches({&a.shape(), &b.shape(), c ? &c->shape() : nullptr}))
+      prepare(a.shape(), b.shape(), c ? &c->shape() : nullptr);
     if (!p_.supported) return false;
     int64_t m = p_.out[0], n = p_.out[1];
-    Tensor y = outputTensor(out, 0, DType::kF32, p_.out);
-    if (c) fillBroadcast(*c, m, n, y.mutableData<float>());
-    RETURN_IF_ERROR(runPrimitive(p_.prim,
-                                 {{DNNL_ARG_SRC, wrap(p_.a, a)},
-                                  {DNNL_ARG_WEIGHTS, wrap(p_.b, b)},
-                                  {DNNL_ARG_DST, wrap(p_.c, y)}},
-                                 "gemm"));
-    setOutput(out, 0, std::move(y));
+    float* y = outputRef(out, 0, p_.out).mutableData<float>();
+    if (c) fillBroadcast(*c, m, n, y);
+    p_.prim.set(DNNL_ARG_SRC, a.raw());
+    p_.prim.set(DNNL_ARG_WEIGHTS, b.raw());
+    p_.prim.set(DNNL_ARG_DST, y);
+    RETURN_IF_ERROR(p_.prim.run("gemm"));
     return true;
   }
 
@@ -152,9 +155,10 @@ class GemmKernel : public KernelOverride {
     }
   }
 
-  void prepare(const Dims& sa, const Dims& sb, bool withC, const std::string& key) {
+  void prepare(const Dims& sa, const Dims& sb, const Dims* sc) {
     p_ = Prepared{};
-    p_.key = key;
+    p_.key.set({&sa, &sb, sc});
+    bool withC = sc != nullptr;
     int64_t m = transA_ ? sa[1] : sa[0], k = transA_ ? sa[0] : sa[1];
     int64_t n = transB_ ? sb[0] : sb[1];
     p_.out = {m, n};
@@ -170,7 +174,7 @@ class GemmKernel : public KernelOverride {
       po.append_sum(beta_);
       attr.set_post_ops(po);
     }
-    makePrimitive(p_, attr);
+    makePrimitive(p_, attr, m * k * n);
   }
 
   bool transA_, transB_;

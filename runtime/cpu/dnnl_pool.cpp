@@ -28,21 +28,18 @@ class PoolKernel : public KernelOverride {
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() != 1 || !in[0] || !allF32(in)) return false;
     const Tensor& x = *in[0];
-    std::string key = dimsToString(x.shape());
-    if (key != key_) prepare(x.shape(), key);
+    if (!key_.matches({&x.shape()})) prepare(x.shape());
     if (!supported_) return false;
-    Tensor y = outputTensor(out, 0, DType::kF32, outShape_);
-    RETURN_IF_ERROR(runPrimitive(prim_,
-                                 {{DNNL_ARG_SRC, wrap(src_, x)},
-                                  {DNNL_ARG_DST, wrap(dst_, y)}},
-                                 "pooling"));
-    setOutput(out, 0, std::move(y));
+    Tensor& y = outputRef(out, 0, outShape_);
+    prim_.set(DNNL_ARG_SRC, x.raw());
+    prim_.set(DNNL_ARG_DST, y.mutableData());
+    RETURN_IF_ERROR(prim_.run("pooling"));
     return true;
   }
 
  private:
-  void prepare(const Dims& xs, const std::string& key) {
-    key_ = key;
+  void prepare(const Dims& xs) {
+    key_.set({&xs});
     supported_ = false;
     if (xs.size() < 3 || xs.size() > 5 || !attrs_.has("kernel_shape")) return;
     Dims spatial(xs.begin() + 2, xs.end());
@@ -77,7 +74,9 @@ class PoolKernel : public KernelOverride {
     try {
       dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_, dst_, strides, kernel,
                                        dil, padL, padR);
-      prim_ = dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(d, cpuEngine()));
+      prim_ = BoundPrimitive(dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(d, cpuEngine())));
+      prim_.bind(DNNL_ARG_SRC, src_);
+      prim_.bind(DNNL_ARG_DST, dst_);
       supported_ = true;
     } catch (const dnnl::error&) {
     }
@@ -85,11 +84,11 @@ class PoolKernel : public KernelOverride {
 
   AttrMap attrs_;
   bool max_;
-  std::string key_;
+  ShapeKey key_;
   bool supported_ = false;
   Dims outShape_;
   memory::desc src_, dst_;
-  dnnl::pooling_v2_forward prim_;
+  BoundPrimitive prim_;
 };
 
 }  // namespace

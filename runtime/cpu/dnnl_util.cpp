@@ -1,5 +1,11 @@
 #include "runtime/cpu/dnnl_util.h"
 
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
 namespace pcc::cpu {
 
 dnnl::engine& cpuEngine() {
@@ -48,6 +54,77 @@ bool allF32(const std::vector<const Tensor*>& inputs) {
   return true;
 }
 
+bool ShapeKey::matches(std::initializer_list<const Dims*> shapes, double scalar) const {
+  if (!set_ || shapes.size() != shapes_.size() || std::memcmp(&scalar, &scalar_, sizeof scalar) != 0) return false;
+  size_t i = 0;
+  for (const Dims* d : shapes) {
+    if ((d != nullptr) != present_[i]) return false;
+    if (d && *d != shapes_[i]) return false;
+    ++i;
+  }
+  return true;
+}
+
+void ShapeKey::set(std::initializer_list<const Dims*> shapes, double scalar) {
+  set_ = true;
+  scalar_ = scalar;
+  shapes_.clear();
+  present_.clear();
+  for (const Dims* d : shapes) {
+    shapes_.push_back(d ? *d : Dims{});
+    present_.push_back(d != nullptr);
+  }
+}
+
+void BoundPrimitive::bind(int arg, const dnnl::memory::desc& d) {
+  args_[arg] = dnnl::memory(d, cpuEngine(), DNNL_MEMORY_NONE);
+}
+
+void BoundPrimitive::set(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
+
+const dnnl::memory& BoundPrimitive::memoryOf(int arg) const { return args_.at(arg); }
+
+ScopedThreads::ScopedThreads(int n) {
+  if (n <= 0) return;
+  previous_ = omp_get_max_threads();
+  omp_set_num_threads(n);
+}
+
+ScopedThreads::~ScopedThreads() {
+  if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
+Status BoundPrimitive::run(const char* what) const {
+  ScopedThreads threads(threads_);
+  try {
+    prim_.execute(threadStream(), args_);
+    threadStream().wait();
+  } catch (const dnnl::error& e) {
+    return dnnlError(what, e);
+  }
+  return Status::OK();
+}
+
+void BoundPrimitive::enqueue() const {
+  ScopedThreads threads(threads_);
+  prim_.execute(threadStream(), args_);
+}
+
+void* threadScratch(int slot, size_t bytes) {
+  struct Block {
+    std::unique_ptr<void, decltype(&std::free)> p{nullptr, &std::free};
+    size_t bytes = 0;
+  };
+  thread_local Block blocks[2];
+  Block& b = blocks[slot & 1];
+  if (b.bytes < bytes) {
+    size_t n = (bytes + 63) / 64 * 64;
+    b.p.reset(std::aligned_alloc(64, n));
+    b.bytes = b.p ? n : 0;
+  }
+  return b.p.get();
+}
+
 Status dnnlError(const char* what, const dnnl::error& e) {
   return internalError("oneDNN ", what, ": ", e.what(), " (status ", static_cast<int>(e.status), ")");
 }
@@ -55,6 +132,13 @@ Status dnnlError(const char* what, const dnnl::error& e) {
 Tensor outputTensor(std::vector<Tensor>& outputs, size_t k, DType dtype, const Dims& shape) {
   if (k < outputs.size() && outputs[k].dtype() == dtype && outputs[k].shape() == shape) return outputs[k];
   return Tensor::zeros(dtype, shape);
+}
+
+Tensor& outputRef(std::vector<Tensor>& outputs, size_t k, const Dims& shape) {
+  if (k < outputs.size() && outputs[k].dtype() == DType::kF32 && outputs[k].shape() == shape) return outputs[k];
+  if (outputs.size() <= k) outputs.resize(k + 1);
+  outputs[k] = Tensor::zeros(DType::kF32, shape);
+  return outputs[k];
 }
 
 void setOutput(std::vector<Tensor>& outputs, size_t k, Tensor y) {

@@ -4,8 +4,10 @@
 
 #include <omp.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "runtime/cpu/dnnl_kernels.h"
@@ -24,6 +26,7 @@ Status registerOneDnnKernels() {
     };
     const Row rows[] = {
         {OpKind::Add, &makeAddKernel, true},
+        {OpKind::Attention, &makeAttentionKernel, false},
         {OpKind::AveragePool, &makeAveragePoolKernel, false},
         {OpKind::Conv, &makeConvKernel, false},
         {OpKind::Div, &makeDivKernel, true},
@@ -69,5 +72,12 @@ int threadsPerRank(int ranksHere) { return std::max(1, availableCores() / std::m
 void setKernelThreads(int n) { omp_set_num_threads(std::max(1, n)); }
 
 int kernelThreads() { return omp_get_max_threads(); }
+
+void preferSleepingOpenMpThreads(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OMP_WAIT_POLICY");  // exec failed: run on, with OpenMP's default
+}
 
 }  // namespace pcc::cpu

@@ -53,4 +53,16 @@ void setKernelThreads(int n);
 /// \returns the OpenMP threads the kernels would use if called from this thread.
 int kernelThreads();
 
+/// Makes OpenMP's idle threads sleep instead of spinning (OMP_WAIT_POLICY=
+/// passive) for this process, unless the environment already chooses
+/// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). The OpenMP runtime reads its
+/// settings once, when it is loaded, so this sets the variable and executes
+/// the program again (/proc/self/exe with `argv`); call it first thing in
+/// main. When that fails, it returns and the process runs with the default.
+/// Why: a thread team that spins at every kernel's barrier starves its own
+/// members of the cores when other work shares the machine (measured on the
+/// ResNet export, 2 threads on 2 busy cores: 17 to 190 ms per run spinning,
+/// 3 to 4 ms sleeping; docs/runtime.md "Threads").
+void preferSleepingOpenMpThreads(char** argv);
+
 }  // namespace pcc::cpu

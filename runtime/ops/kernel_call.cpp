@@ -180,7 +180,11 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
                                  outputs[k].type().str()),
                     inputs);
   }
-  std::vector<Tensor> got;
+  std::vector<Tensor>& got = got_;
+  struct Empty {  // every return below leaves got_ holding no tensor
+    std::vector<Tensor>& v;
+    ~Empty() { v.clear(); }
+  } empty{got};
   RETURN_IF_ERROR(dispatch(inputs, outputs, got));
   lastCopied_ = false;
   if (got.size() < outputs.size())

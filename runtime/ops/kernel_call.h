@@ -123,6 +123,9 @@ class OpKernel {
   bool inferAtRun_ = false;
   Provider lastProvider_ = Provider::kReference;
   bool lastCopied_ = false;
+  /// runInto's results, kept for their capacity (emptied after every call:
+  /// they hold no tensor between calls).
+  std::vector<Tensor> got_;
   /// \returns the process's count of copied outputs per op.
   static std::array<std::atomic<uint64_t>, kNumOpKinds>& copyCounters();
 };
