@@ -659,12 +659,13 @@ int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRa
   if (!pipe.ok()) return fail(pipe.status());
   RunOptions ro = a.run;
   ro.pipeline = pipe->get();
+  if (proc) ro.localRank = proc->localRank;
   ro.onStuckAfterPeerLost = [](const Status& why) {
     fail(why);
     std::cerr.flush();
     std::_Exit(why.exitCode());
   };
-  auto res = proc ? runPlanRank(lp, {}, ro, proc->rank, proc->dir) : runPlan(lp, {}, ro);
+  auto res = proc ? runPlanRank(lp, {}, ro, proc->rank, proc->rendezvous) : runPlan(lp, {}, ro);
   (*pipe)->stop();
   if (!res.ok()) return fail(res.status());
   if (proc && proc->rank != 0) return 0;  // rank 0 reports for everyone
