@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 import numpy as np
@@ -391,3 +392,21 @@ class PlanInfo:
             self.ranks.append({"rank": r.get(1, [0])[0],
                                "weight_file": r.get(4, [b""])[0].decode(),
                                "weights": weights})
+
+
+def finish_processes(procs, limit):
+    """Waits for every process at most `limit` s; \returns {rank: (rc, stdout, stderr, seconds)}
+    (rc None: still running at the limit, then killed here)."""
+    t0, ended = time.monotonic(), {}
+    while len(ended) < len(procs) and time.monotonic() - t0 < limit:
+        for r, p in procs.items():
+            if r not in ended and p.poll() is not None:
+                ended[r] = time.monotonic() - t0
+        time.sleep(0.05)
+    out = {}
+    for r, p in procs.items():
+        if r not in ended:
+            p.kill()
+        o, e = p.communicate()
+        out[r] = (p.returncode if r in ended else None, o, e, ended.get(r, time.monotonic() - t0))
+    return out

@@ -58,21 +58,8 @@ def start_ranks(tools, plan, world, rendezvous, extra, skip=(), run_id=None, env
 
 
 def finish(procs, limit):
-    """Waits for every process at most `limit` s; \returns {rank: (rc, stdout, stderr, seconds)}
-    (rc None: still running at the limit, then killed here)."""
-    t0, ended = time.monotonic(), {}
-    while len(ended) < len(procs) and time.monotonic() - t0 < limit:
-        for r, p in procs.items():
-            if r not in ended and p.poll() is not None:
-                ended[r] = time.monotonic() - t0
-        time.sleep(0.05)
-    out = {}
-    for r, p in procs.items():
-        if r not in ended:
-            p.kill()
-        o, e = p.communicate()
-        out[r] = (p.returncode if r in ended else None, o, e, ended.get(r, time.monotonic() - t0))
-    return out
+    """\returns e2e.finish_processes(procs, limit)."""
+    return e2e.finish_processes(procs, limit)
 
 
 def cpu_seconds(pid):

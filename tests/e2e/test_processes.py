@@ -112,21 +112,8 @@ def start_ranks(tools, plan, world, rendezvous, run_id, extra, skip=()):
 
 
 def finish(procs, limit):
-    """Waits for every process at most `limit` s; \returns {rank: (rc, stderr, seconds until it exited)}
-    (rc None: still running at the limit, then killed here)."""
-    t0, ended = time.monotonic(), {}
-    while len(ended) < len(procs) and time.monotonic() - t0 < limit:
-        for r, p in procs.items():
-            if r not in ended and p.poll() is not None:
-                ended[r] = time.monotonic() - t0
-        time.sleep(0.05)
-    out = {}
-    for r, p in procs.items():
-        if r not in ended:
-            p.kill()
-        _, e = p.communicate()
-        out[r] = (p.returncode if r in ended else None, e, ended.get(r, time.monotonic() - t0))
-    return out
+    """\returns {rank: (rc, stderr, seconds until it exited)} (e2e.finish_processes without stdout)."""
+    return {r: (v[0], v[2], v[3]) for r, v in e2e.finish_processes(procs, limit).items()}
 
 
 def killed_rank(suite, tools):
