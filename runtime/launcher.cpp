@@ -103,6 +103,16 @@ Status validateInputs(const plan::Plan& plan, const std::vector<Tensor>& inputs)
 
 namespace {
 
+/// \returns `s` naming `rank`, unless its message already starts with the
+/// rank's name (the executor's errors do): one "rank N: " prefix, never two.
+Status withRank(const Status& s, int rank) {
+  const std::string name = strCat("rank ", rank);
+  const std::string& m = s.message();
+  if (m.compare(0, name.size(), name) == 0 && m.size() > name.size() && (m[name.size()] == ':' || m[name.size()] == ' '))
+    return s;
+  return s.withContext(name);
+}
+
 /// What every way of running a plan needs first: the programs by rank and the
 /// groups, checked, so a bad plan fails before any rank waits on another.
 struct Prepared {
@@ -642,12 +652,12 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
       o.pipeline->cancel();
       // Every process reads the same batches: a reader error is this rank's cause too.
       Status reader = o.pipeline->error();
-      return failed(reader.ok() ? st.withContext(strCat("rank ", rank)) : reader);
+      return failed(reader.ok() ? withRank(st, rank) : reader);
     }
     secs = RunTimes{mean(myTimes.run), mean(myTimes.transferWait)};
   } else {
     auto timed = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
-    if (!timed.ok()) return failed(timed.status().withContext(strCat("rank ", rank)));
+    if (!timed.ok()) return failed(withRank(timed.status(), rank));
     secs = *timed;
   }
   const int batches = o.pipeline ? o.pipeline->batches() : 0;

@@ -45,6 +45,40 @@ TEST(CpuDnnlMatMul, MatchesReference) {
   }
 }
 
+/// \returns the largest |fast - reference| of `op` on `in` through `fast`.
+double worstAgainstReference(KernelOverride& fast, const std::string& op, const std::vector<const Tensor*>& in,
+                             const AttrMap& attrs) {
+  auto ref = runOp(op, in, attrs);
+  std::vector<Tensor> out;
+  auto ran = fast.run(in, out);
+  if (!ref.ok() || !ran.ok() || !*ran) return INFINITY;
+  double worst = 0;
+  for (int64_t i = 0; i < out[0].numel(); ++i)
+    worst = std::max(worst, std::fabs(double(out[0].data<float>()[i]) - (*ref)[0].data<float>()[i]));
+  return worst;
+}
+
+// A constant B is packed once into oneDNN's layout and the copy serves every
+// call; another buffer (another weight) is packed afresh, not mistaken for it.
+TEST(CpuDnnlMatMul, ConstantWeightIsPackedOnceAndReused) {
+  Tensor w = randomF32({96, 300}, 3), w2 = randomF32({96, 300}, 4);
+  for (OpKind op : {OpKind::MatMul, OpKind::Gemm}) {
+    const std::string name = op == OpKind::MatMul ? "MatMul" : "Gemm";
+    std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(op, AttrMap(), {false, true});
+    for (uint64_t s = 0; s < 3; ++s) {
+      Tensor x = randomF32({64, 96}, 10 + s);
+      EXPECT_LT(worstAgainstReference(*fast, name, {&x, &w}, AttrMap()), 1e-4) << name << " call " << s;
+    }
+    Tensor x = randomF32({64, 96}, 20);
+    EXPECT_LT(worstAgainstReference(*fast, name, {&x, &w2}, AttrMap()), 1e-4) << name << " other weight";
+    // Folded batch: [2, 32, 96] x [96, 300] is one [64, 96] product on the packed weight.
+    if (op == OpKind::MatMul) {
+      Tensor x3 = randomF32({2, 32, 96}, 21);
+      EXPECT_LT(worstAgainstReference(*fast, name, {&x3, &w2}, AttrMap()), 1e-4) << "batched A";
+    }
+  }
+}
+
 TEST(CpuDnnlMatMul, DeclinesOtherTypesAndEmptyShapes) {
   std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(OpKind::MatMul, {}, {});
   ASSERT_TRUE(fast);
