@@ -12,20 +12,25 @@
 //  3. Kernels (placementOf): a LAUNCH with CUDA images loads the image for
 //     the device's arch (cubin, else PTX JIT) once per kernel and rank, and launches it on the
 //     compute stream with the kernel table's configuration; MatMul / Gemm
-//     that gemm_desc.h describes run on cuBLASLt; everything else runs on the
-//     CPU fallback: the compute stream is drained, the inputs copied to the
-//     host (plan weights are read from their host mapping), the cpu
-//     backend's kernel runs, and the outputs are copied back.
+//     that gemm_desc.h describes run on cuBLASLt; Conv that conv_desc.h
+//     describes runs on cuDNN (its algorithm and workspace chosen once per
+//     shape; without libcudnn.so.9, one stderr line and the CPU fallback);
+//     everything else runs on the CPU fallback: the compute stream is
+//     drained, the inputs copied to the host (plan weights are read from
+//     their host mapping), the cpu backend's kernel runs, and the outputs are
+//     copied back.
 //  4. Communicators: NCCL (comm_nccl.h), the unique ids through the
 //     rendezvous store.
 #include "runtime/cuda/cuda_backend.h"
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "runtime/cuda/comm_nccl.h"
+#include "runtime/cuda/conv_desc.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gemm_desc.h"
 #include "runtime/cuda/launch.h"
@@ -38,6 +43,7 @@ const char* placementName(Placement p) {
   switch (p) {
     case Placement::kGenerated: return "generated";
     case Placement::kCublasLt: return "cublaslt";
+    case Placement::kCudnn: return "cudnn";
     case Placement::kCpuFallback: return "cpu fallback";
   }
   return "?";
@@ -58,6 +64,11 @@ PlacementChoice placementOf(const KernelDesc& k, bool hasCudaImages) {
   if (k.op == "Gemm" && k.attrs) {
     auto d = gemmDesc(in(0), in(1), in(2), *k.attrs);
     if (d.ok()) return {Placement::kCublasLt, ""};
+    return {Placement::kCpuFallback, d.status().message()};
+  }
+  if (k.op == "Conv" && k.attrs) {
+    auto d = convDesc(in(0), in(1), in(2), *k.attrs);
+    if (d.ok()) return {Placement::kCudnn, ""};
     return {Placement::kCpuFallback, d.status().message()};
   }
   return {Placement::kCpuFallback, strCat("op '", k.op, "' has no CUDA kernel yet")};
@@ -159,6 +170,21 @@ Status checkBlas(cublasStatus_t s, const char* call, std::string_view where) {
   return environmentError(where, ": ", call, " failed: cuBLAS status ", static_cast<int>(s));
 }
 
+cudaDataType_t blasTypeOf(DType t) {
+  return t == DType::kF16 ? CUDA_R_16F : t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/// \returns cuBLASLt's epilogue for `d`'s bias and activation.
+cublasLtEpilogue_t epilogueOf(const GemmDesc& d) {
+  const bool bias = d.addend == GemmDesc::Addend::kBias;
+  switch (d.activation) {
+    case GemmDesc::Activation::kRelu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case GemmDesc::Activation::kGeluTanh: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case GemmDesc::Activation::kNone: break;
+  }
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 /// Step 3: MatMul / Gemm on cuBLASLt.
 class BlasKernel : public DeviceKernel {
  public:
@@ -209,8 +235,8 @@ class BlasKernel : public DeviceKernel {
 
   Status layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
     const CublasLtApi& a = *blas_->api;
-    RETURN_IF_ERROR(checkBlas(a.cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld), "cublasLtMatrixLayoutCreate",
-                              where_));
+    RETURN_IF_ERROR(checkBlas(a.cublasLtMatrixLayoutCreate(l, blasTypeOf(d_.dtype), rows, cols, ld),
+                              "cublasLtMatrixLayoutCreate", where_));
     if (d_.batch == 1) return Status::OK();
     int32_t count = static_cast<int32_t>(d_.batch);
     RETURN_IF_ERROR(checkBlas(a.cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -231,11 +257,12 @@ class BlasKernel : public DeviceKernel {
                               "cublasLtMatmulDescSetAttribute", where_));
     RETURN_IF_ERROR(checkBlas(a.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
                               "cublasLtMatmulDescSetAttribute", where_));
-    if (d_.addend == GemmDesc::Addend::kBias) {
-      cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t e = epilogueOf(d_);
+    if (e != CUBLASLT_EPILOGUE_DEFAULT)
       RETURN_IF_ERROR(checkBlas(a.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
                                 "cublasLtMatmulDescSetAttribute", where_));
-      cudaDataType_t bt = CUDA_R_32F;
+    if (d_.addend == GemmDesc::Addend::kBias) {
+      cudaDataType_t bt = blasTypeOf(d_.dtype);
       RETURN_IF_ERROR(checkBlas(a.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
                                 "cublasLtMatmulDescSetAttribute", where_));
     }
@@ -267,11 +294,180 @@ class BlasKernel : public DeviceKernel {
   cublasLtMatmulAlgo_t algo_{};
 };
 
+/// cuDNN state of one device: the handle (on the compute stream), the
+/// algorithm and workspace size chosen per convolution shape, and one
+/// workspace as large as the largest choice.
+struct Dnn {
+  std::shared_ptr<Device> dev;
+  std::shared_ptr<const CudnnApi> api;
+  cudnnHandle_t handle = nullptr;
+  struct Choice {
+    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    size_t workspace = 0;
+  };
+  std::map<std::string, Choice> choices;  // by ConvDesc::key()
+  DeviceMemory workspace;
+  std::vector<DeviceMemory> retired;  // outgrown workspaces, kept until the end
+  /// The most workspace one convolution may ask for.
+  static constexpr size_t kMaxWorkspace = 256ull << 20;
+  ~Dnn() {
+    if (handle && dev->makeCurrent().ok()) api->cudnnDestroy(handle);
+  }
+  /// Grows the workspace to at least `bytes`.
+  Status reserve(size_t bytes) {
+    if (bytes <= workspace.bytes) return Status::OK();
+    ASSIGN_OR_RETURN(DeviceMemory m, dev->allocate(bytes));
+    if (workspace.bytes) retired.push_back(std::move(workspace));
+    workspace = std::move(m);
+    return Status::OK();
+  }
+};
+
+Status checkDnn(const CudnnApi& a, cudnnStatus_t s, const char* call, std::string_view where) {
+  if (s == CUDNN_STATUS_SUCCESS) return Status::OK();
+  const char* text = a.cudnnGetErrorString ? a.cudnnGetErrorString(s) : nullptr;
+  return environmentError(where, ": ", call, " failed: ", text ? text : "cuDNN status", " (", static_cast<int>(s),
+                          ")");
+}
+
+cudnnDataType_t cudnnTypeOf(DType t) { return t == DType::kF16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
+
+/// Step 3: Conv on cuDNN.
+class CudnnKernel : public DeviceKernel {
+ public:
+  /// \returns the kernel, or an unsupported error when cuDNN offers no
+  /// algorithm for the convolution (the caller falls back), or an error.
+  static StatusOr<std::unique_ptr<DeviceKernel>> make(std::shared_ptr<Device> dev, std::shared_ptr<Dnn> dnn,
+                                                      const ConvDesc& d, const TensorType& planned,
+                                                      std::string where) {
+    std::unique_ptr<CudnnKernel> k(new CudnnKernel(std::move(dev), std::move(dnn), d, std::move(where)));
+    RETURN_IF_ERROR(k->prepare(planned));
+    return std::unique_ptr<DeviceKernel>(std::move(k));
+  }
+  ~CudnnKernel() override {
+    const CudnnApi& a = *dnn_->api;
+    for (cudnnTensorDescriptor_t t : {x_, y_, b_})
+      if (t) a.cudnnDestroyTensorDescriptor(t);
+    if (w_) a.cudnnDestroyFilterDescriptor(w_);
+    if (conv_) a.cudnnDestroyConvolutionDescriptor(conv_);
+  }
+  Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
+    RETURN_IF_ERROR(dev_->makeCurrent());
+    const CudnnApi& a = *dnn_->api;
+    if (outputs.empty() || !outputs[0].defined()) return internalError(where_, ": no output");
+    if (inputs.size() < 2 || !inputs[0] || !inputs[1]) return internalError(where_, ": missing operand");
+    const Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+    if (d_.hasBias != (bias != nullptr)) return internalError(where_, ": the bias differs from the plan's");
+    void* y = const_cast<void*>(outputs[0].raw());
+    const float one = 1.0f, zero = 0.0f;  // float scaling for float and half data
+    RETURN_IF_ERROR(checkDnn(a,
+                             a.cudnnConvolutionForward(dnn_->handle, &one, x_, inputs[0]->raw(), w_, inputs[1]->raw(),
+                                                       conv_, choice_.algo,
+                                                       reinterpret_cast<void*>(dnn_->workspace.base),
+                                                       choice_.workspace, &zero, y_, y),
+                             "cudnnConvolutionForward", where_));
+    if (!bias) return Status::OK();
+    return checkDnn(a, a.cudnnAddTensor(dnn_->handle, &one, b_, bias->raw(), &one, y_, y), "cudnnAddTensor", where_);
+  }
+  std::string_view provider() const override { return "cudnn"; }
+
+ private:
+  CudnnKernel(std::shared_ptr<Device> dev, std::shared_ptr<Dnn> dnn, const ConvDesc& d, std::string where)
+      : dev_(std::move(dev)), dnn_(std::move(dnn)), d_(d), where_(std::move(where)) {}
+
+  Status tensor(cudnnTensorDescriptor_t* t, const std::vector<int>& dims, const std::vector<int>& strides) {
+    const CudnnApi& a = *dnn_->api;
+    RETURN_IF_ERROR(checkDnn(a, a.cudnnCreateTensorDescriptor(t), "cudnnCreateTensorDescriptor", where_));
+    return checkDnn(a,
+                    a.cudnnSetTensorNdDescriptor(*t, cudnnTypeOf(d_.dtype), static_cast<int>(dims.size()), dims.data(),
+                                                 strides.data()),
+                    "cudnnSetTensorNdDescriptor", where_);
+  }
+
+  /// Descriptors, a check of cuDNN's output dims against the plan's, then
+  /// the algorithm (cached per shape) and the workspace.
+  Status prepare(const TensorType& planned) {
+    RETURN_IF_ERROR(dev_->makeCurrent());
+    const CudnnApi& a = *dnn_->api;
+    RETURN_IF_ERROR(tensor(&x_, d_.xDims, d_.xStrides));
+    RETURN_IF_ERROR(tensor(&y_, d_.yDims, d_.yStrides));
+    if (d_.hasBias) RETURN_IF_ERROR(tensor(&b_, d_.biasDims, d_.biasStrides));
+    RETURN_IF_ERROR(checkDnn(a, a.cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor", where_));
+    RETURN_IF_ERROR(checkDnn(a,
+                             a.cudnnSetFilterNdDescriptor(w_, cudnnTypeOf(d_.dtype), CUDNN_TENSOR_NCHW, d_.nbDims,
+                                                          d_.wDims.data()),
+                             "cudnnSetFilterNdDescriptor", where_));
+    RETURN_IF_ERROR(
+        checkDnn(a, a.cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor", where_));
+    RETURN_IF_ERROR(checkDnn(a,
+                             a.cudnnSetConvolutionNdDescriptor(conv_, d_.nbDims - 2, d_.pads.data(), d_.strides.data(),
+                                                               d_.dilations.data(), CUDNN_CROSS_CORRELATION,
+                                                               CUDNN_DATA_FLOAT),
+                             "cudnnSetConvolutionNdDescriptor", where_));
+    RETURN_IF_ERROR(
+        checkDnn(a, a.cudnnSetConvolutionGroupCount(conv_, d_.groups), "cudnnSetConvolutionGroupCount", where_));
+    // float32: FMA only (no TF32), so results stay within float32 tolerance.
+    const cudnnMathType_t math = d_.dtype == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    RETURN_IF_ERROR(checkDnn(a, a.cudnnSetConvolutionMathType(conv_, math), "cudnnSetConvolutionMathType", where_));
+    std::vector<int> out(static_cast<size_t>(d_.nbDims));
+    RETURN_IF_ERROR(checkDnn(a, a.cudnnGetConvolutionNdForwardOutputDim(conv_, x_, w_, d_.nbDims, out.data()),
+                             "cudnnGetConvolutionNdForwardOutputDim", where_));
+    Dims plannedDims = planned.shape;
+    if (d_.nbDims == 4 && plannedDims.size() == 3) plannedDims.insert(plannedDims.begin() + 2, 1);  // 1-D
+    if (out != d_.yDims || Dims(out.begin(), out.end()) != plannedDims)
+      return internalError(where_, ": cuDNN's output dims ", dimsToString(Dims(out.begin(), out.end())),
+                           " differ from the plan's ", planned.str());
+    const std::string key = d_.key();
+    auto cached = dnn_->choices.find(key);
+    if (cached != dnn_->choices.end()) {
+      choice_ = cached->second;
+      return dnn_->reserve(choice_.workspace);
+    }
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
+    int found = 0;
+    RETURN_IF_ERROR(checkDnn(a,
+                             a.cudnnGetConvolutionForwardAlgorithm_v7(dnn_->handle, x_, w_, conv_, y_,
+                                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+                             "cudnnGetConvolutionForwardAlgorithm_v7", where_));
+    bool chosen = false;
+    for (int i = 0; i < found && !chosen; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > Dnn::kMaxWorkspace) continue;
+      if (d_.dtype == DType::kF32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
+      size_t bytes = 0;
+      if (a.cudnnGetConvolutionForwardWorkspaceSize(dnn_->handle, x_, w_, conv_, y_, perf[i].algo, &bytes) !=
+              CUDNN_STATUS_SUCCESS ||
+          bytes > Dnn::kMaxWorkspace)
+        continue;
+      choice_.algo = perf[i].algo;
+      choice_.workspace = bytes;
+      chosen = true;
+    }
+    if (!chosen) return unsupported("cuDNN has no algorithm for this convolution within ", Dnn::kMaxWorkspace >> 20,
+                                    " MiB of workspace");
+    dnn_->choices[key] = choice_;
+    return dnn_->reserve(choice_.workspace);
+  }
+
+  std::shared_ptr<Device> dev_;
+  std::shared_ptr<Dnn> dnn_;
+  Status dnnError_;  // why cuDNN did not load (kept: tried once)
+  ConvDesc d_;
+  std::string where_;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  Dnn::Choice choice_;
+};
+
 /// Step 3: the cpu backend's kernel on host copies of the operands.
 class FallbackKernel : public DeviceKernel {
  public:
-  FallbackKernel(std::shared_ptr<Device> dev, std::unique_ptr<DeviceKernel> cpu, const KernelDesc& k)
-      : dev_(std::move(dev)), cpu_(std::move(cpu)), where_(k.where), inPlace_(k.inPlace) {
+  /// `reason`: why a library does not run it ("" for ops no library runs),
+  /// shown by `pcc-run --profile` after the provider.
+  FallbackKernel(std::shared_ptr<Device> dev, std::unique_ptr<DeviceKernel> cpu, const KernelDesc& k,
+                 const std::string& reason)
+      : dev_(std::move(dev)), cpu_(std::move(cpu)), where_(k.where), inPlace_(k.inPlace),
+        provider_(reason.empty() ? std::string("cpu fallback") : strCat("cpu fallback: ", reason)) {
     for (const Tensor* t : k.constInputs) hostConst_.push_back(t && t->defined() ? *t : Tensor());
   }
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
@@ -303,13 +499,14 @@ class FallbackKernel : public DeviceKernel {
     }
     return Status::OK();
   }
-  std::string_view provider() const override { return "cpu fallback"; }
+  std::string_view provider() const override { return provider_; }
 
  private:
   std::shared_ptr<Device> dev_;
   std::unique_ptr<DeviceKernel> cpu_;
   std::string where_;
   bool inPlace_;
+  std::string provider_;
   std::vector<Tensor> hostConst_;
 };
 
@@ -377,9 +574,26 @@ class CudaBackend : public Backend {
       ASSIGN_OR_RETURN(GemmDesc d, k.op == "MatMul" ? matmulDesc(in(0), in(1)) : gemmDesc(in(0), in(1), in(2), *k.attrs));
       return BlasKernel::make(dev_, std::move(blas), d, k.where);
     }
+    std::string reason = where.reason;
+    if (where.where == Placement::kCudnn) {
+      auto dnn = dnnState();
+      if (dnn.ok()) {
+        const TensorType none;
+        auto in = [&](size_t i) -> const TensorType& { return i < k.inputs.size() ? k.inputs[i] : none; };
+        ASSIGN_OR_RETURN(ConvDesc d, convDesc(in(0), in(1), in(2), *k.attrs));
+        if (k.outputs.empty()) return internalError(k.where, ": Conv has no output");
+        auto conv = CudnnKernel::make(dev_, std::move(dnn).value(), d, k.outputs[0], k.where);
+        if (conv.ok() || conv.status().code() != StatusCode::kUnsupported) return conv;
+        reason = conv.status().message();
+      } else {
+        reason = "cuDNN is not available";
+      }
+    } else if (k.op != "MatMul" && k.op != "Gemm" && k.op != "Conv") {
+      reason.clear();  // no library runs the op: nothing to explain per op
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernel> cpu, cpu_->prepareKernel(k));
     if (cpu->provider() == "none") return std::unique_ptr<DeviceKernel>(new NoOpKernel);
-    return std::unique_ptr<DeviceKernel>(new FallbackKernel(dev_, std::move(cpu), k));
+    return std::unique_ptr<DeviceKernel>(new FallbackKernel(dev_, std::move(cpu), k, reason));
   }
 
   std::unique_ptr<CommunicatorFactory> communicators(std::shared_ptr<GlooStore> store,
@@ -429,10 +643,38 @@ class CudaBackend : public Backend {
     return blas_;
   }
 
+  /// \returns the device's cuDNN state, made on first use; an error when
+  /// cuDNN does not load (said once per process on stderr: Conv then runs on
+  /// the CPU fallback, which is not an error).
+  StatusOr<std::shared_ptr<Dnn>> dnnState() {
+    if (dnn_) return dnn_;
+    if (!dnnError_.ok()) return dnnError_;
+    auto made = makeDnn();
+    if (made.ok()) return dnn_ = std::move(made).value();
+    dnnError_ = made.status();
+    static std::once_flag said;
+    std::string why = dnnError_.message();
+    std::call_once(said, [&why] { std::fprintf(stderr, "cuda backend: %s: Conv runs on the CPU fallback\n", why.c_str()); });
+    return dnnError_;
+  }
+
+  StatusOr<std::shared_ptr<Dnn>> makeDnn() {
+    ASSIGN_OR_RETURN(std::shared_ptr<const CudnnApi> api, cudnnApi());
+    auto d = std::make_shared<Dnn>();
+    d->dev = dev_;
+    d->api = std::move(api);
+    const std::string ctx = strCat("rank ", dev_->rank());
+    RETURN_IF_ERROR(checkDnn(*d->api, d->api->cudnnCreate(&d->handle), "cudnnCreate", ctx));
+    RETURN_IF_ERROR(checkDnn(*d->api, d->api->cudnnSetStream(d->handle, dev_->compute()), "cudnnSetStream", ctx));
+    return d;
+  }
+
   std::shared_ptr<Device> dev_;
   BackendOptions options_;
   std::unique_ptr<Backend> cpu_;
   std::shared_ptr<Blas> blas_;
+  std::shared_ptr<Dnn> dnn_;
+  Status dnnError_;  // why cuDNN did not load (kept: tried once)
   std::map<int, std::shared_ptr<LoadedModule>> modules_;  // by kernel index
 };
 
