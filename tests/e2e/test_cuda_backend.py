@@ -8,11 +8,16 @@
 2. `--backend auto` runs on CPU ranks, checked against the reference
    program (`--check`), and says so in one line, for each of those reasons;
    in a multi-process run (--rendezvous) every rank falls back the same way.
-3. On a host stand-in for the driver and cuBLASLt (tests/unit/fake_cuda_host.cpp):
-   `--backend auto` picks cuda and the bundled models pass `--check` with
-   MatMul/Gemm through the backend's cuBLASLt calls and the other ops on its CPU
-   fallback; a module that cannot load fails naming rank, node, op and call.
-   This exercises the backend's code, not a GPU.
+3. On a host stand-in for the driver, cuBLASLt and cuDNN
+   (tests/unit/fake_cuda_host.cpp): `--backend auto` picks cuda and the
+   bundled models and the ResNet export pass `--check` with MatMul/Gemm
+   through the backend's cuBLASLt calls, Conv through its cuDNN calls (the
+   stand-in convolves directly from the descriptors it was given: 1-D, 2-D
+   and 3-D, groups, strides, dilations, auto_pad), the other ops on its CPU
+   fallback; a Conv cuDNN cannot take (asymmetric pads) falls back with the
+   reason in `--profile`; without libcudnn.so.9 Conv falls back, said in one
+   stderr line, and the run still passes; a module that cannot load fails
+   naming rank, node, op and call. This exercises the backend's code, not a GPU.
 4. `--backend cpu` prints no such line.
 5. pcc-run links no CUDA library (ldd): it starts where there is none.
 This machine has no GPU: the cuda backend itself is not run here (tests/gpu/run.sh does).
@@ -21,6 +26,9 @@ import os
 import shutil
 import subprocess
 import sys
+
+import numpy as np
+from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
@@ -32,24 +40,81 @@ def has_cuda_backend(tools, plan):
     return "built without the CUDA toolkit" not in r.stderr
 
 
+def conv_variants_model(work):
+    """\returns the path of a model of Conv forms the bundled models lack: 1-D (pads, stride,
+    dilation, bias), SAME_UPPER, 3-D, and asymmetric pads (which cuDNN cannot take)."""
+    rng = np.random.default_rng(7)
+
+    def weight(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).astype(np.float32).ravel())
+
+    inits = [weight("w1", [4, 3, 3]), weight("b1", [4]), weight("w2", [5, 2, 3, 3]), weight("b2", [5]),
+             weight("w3", [3, 2, 3, 2, 3]), weight("w4", [4, 4, 3, 3])]
+    nodes = [
+        helper.make_node("Conv", ["x1", "w1", "b1"], ["y1"], pads=[2, 2], strides=[2], dilations=[2]),
+        helper.make_node("Conv", ["x2", "w2", "b2"], ["y2"], auto_pad="SAME_UPPER", group=2),
+        helper.make_node("Conv", ["x3", "w3"], ["y3"], pads=[1, 0, 1, 1, 0, 1]),
+        helper.make_node("Conv", ["x2", "w4"], ["y4"], pads=[0, 0, 1, 1]),
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "conv_variants",
+        [helper.make_tensor_value_info("x1", f, ["batch", 3, 17]),
+         helper.make_tensor_value_info("x2", f, ["batch", 4, 9, 8]),
+         helper.make_tensor_value_info("x3", f, ["batch", 2, 4, 5, 6])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("y1", "y2", "y3", "y4")], inits)
+    path = os.path.join(work, "conv_variants.onnx")
+    with open(path, "wb") as fh:
+        fh.write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
 def stand_in(suite, tools, work):
-    """The cuda backend's own code end to end on the host stand-in driver and cuBLASLt
+    """The cuda backend's own code end to end on the host stand-in driver, cuBLASLt and cuDNN
     (tests/unit/fake_cuda_host.cpp: device memory is tracked host memory, copies are
-    memcpy, cublasLtMatmul a column-major GEMM reading the backend's descriptors)."""
+    memcpy, cublasLtMatmul a column-major GEMM and cudnnConvolutionForward a direct
+    convolution, each reading the backend's descriptors)."""
     lib = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda_host.so")
-    os.environ.update(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib)
-    for model in ("mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"):
+    os.environ.update(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib, PCC_CUDNN_LIB=lib)
+    models = [("mlp.onnx", e2e.model_path("mlp.onnx")), ("gpt2_tiny.onnx", e2e.model_path("gpt2_tiny.onnx")),
+              ("cnn_small.onnx", e2e.model_path("cnn_small.onnx")),
+              ("mobilenet_v2_bn.onnx", e2e.model_path("mobilenet_v2_bn.onnx")),
+              ("resnet.ts", os.path.join(e2e.MODELS_DIR, "exported", "resnet.ts.onnx")),
+              ("conv_variants", conv_variants_model(work))]
+    for model, path in models:
         plan = os.path.join(work, model + ".cpu.pcc")
-        r = tools.run("pcc", [e2e.model_path(model), "--batch", "4", "--gpus", "1", "--target", "cpu", "-o", plan,
-                              "--quiet"])
+        batch = "2" if model in ("resnet.ts", "mobilenet_v2_bn.onnx") else "4"
+        r = tools.run("pcc", [path, "--batch", batch, "--gpus", "1", "--target", "cpu", "-o", plan, "--quiet"])
         if not suite.check(f"stand-in {model}: compiles", r.returncode == 0, r.describe()):
             continue
-        r = tools.run("pcc-run", [plan, "--backend", "auto", "--check", "--profile", "--poison-memory"])
+        r = tools.run("pcc-run", [plan, "--backend", "auto", "--check", "--profile", "--poison-memory"], timeout=600)
         suite.check(f"stand-in {model}: --backend auto picks cuda, --check passes (poisoned memory)",
-                    r.returncode == 0 and "no usable GPU" not in r.stderr and "(cpu fallback)" in r.stdout,
+                    r.returncode == 0 and "no usable GPU" not in r.stderr and "(cpu fallback" in r.stdout,
                     r.describe())
-        if model != "cnn_small.onnx":
+        if model in ("mlp.onnx", "gpt2_tiny.onnx"):
             suite.check(f"stand-in {model}: MatMul/Gemm ran on cuBLASLt", "(cublaslt)" in r.stdout, r.describe())
+        if model in ("cnn_small.onnx", "mobilenet_v2_bn.onnx", "resnet.ts"):
+            suite.check(f"stand-in {model}: every Conv ran on cuDNN",
+                        "Conv (cudnn)" in r.stdout and "Conv (cpu fallback" not in r.stdout, r.describe())
+        if model == "conv_variants":
+            suite.check("stand-in conv_variants: 1-D, SAME_UPPER and 3-D Conv on cuDNN, asymmetric pads on the "
+                        "CPU fallback with the reason in --profile",
+                        "Conv (cudnn)" in r.stdout
+                        and "Conv (cpu fallback: cuDNN pads symmetrically; Conv pads 0 and 1" in r.stdout,
+                        r.describe())
+        if model == "cnn_small.onnx":
+            # Without cuDNN, Conv runs on the CPU fallback: one stderr line, not an error.
+            os.environ["PCC_CUDNN_LIB"] = "libpcc-no-such-cudnn.so.9"
+            try:
+                r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--profile"])
+            finally:
+                os.environ.pop("PCC_CUDNN_LIB", None)
+            said = [ln for ln in r.stderr.splitlines() if "cuDNN" in ln or "cudnn" in ln]
+            suite.check("stand-in without libcudnn.so.9: Conv on the CPU fallback, one stderr line, --check passes",
+                        r.returncode == 0 and len(said) == 1 and "cannot load libpcc-no-such-cudnn.so.9" in said[0]
+                        and "Conv runs on the CPU fallback" in said[0]
+                        and "Conv (cpu fallback: cuDNN is not available)" in r.stdout
+                        and "Conv (cudnn)" not in r.stdout, r.describe())
     # A plan with CUDA images: the stand-in cannot load modules, and the error
     # names the rank, the node, the op and the call.
     plan = os.path.join(work, "mlp.cuda.pcc")
@@ -64,8 +129,8 @@ def stand_in(suite, tools, work):
     else:
         suite.check("stand-in: --target cuda refused only for want of the toolkit",
                     "without the CUDA toolkit" in r.stderr, r.describe())
-    os.environ.pop("PCC_CUDA_DRIVER_LIB", None)
-    os.environ.pop("PCC_CUBLASLT_LIB", None)
+    for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_CUDNN_LIB"):
+        os.environ.pop(k, None)
 
 
 def main():
@@ -76,8 +141,8 @@ def main():
         return suite.finish()
     work = suite.tempdir("cuda-backend")
     fake = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda.so")
-    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_FAKE_CUDA_INIT",
-                                            "PCC_FAKE_CUDA_DEVICES")}
+    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_CUDNN_LIB",
+                                            "PCC_FAKE_CUDA_INIT", "PCC_FAKE_CUDA_DEVICES")}
 
     def setenv(**kv):
         for k in saved:
