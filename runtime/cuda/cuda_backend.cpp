@@ -174,6 +174,18 @@ cudaDataType_t blasTypeOf(DType t) {
   return t == DType::kF16 ? CUDA_R_16F : t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
+/// \returns the name cublasLt.h gives epilogue `e` (those epilogueOf makes).
+const char* epilogueName(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU: return "RELU";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU: return "GELU";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+    default: return "DEFAULT";
+  }
+}
+
 /// \returns cuBLASLt's epilogue for `d`'s bias and activation.
 cublasLtEpilogue_t epilogueOf(const GemmDesc& d) {
   const bool bias = d.addend == GemmDesc::Addend::kBias;
@@ -188,9 +200,13 @@ cublasLtEpilogue_t epilogueOf(const GemmDesc& d) {
 /// Step 3: MatMul / Gemm on cuBLASLt.
 class BlasKernel : public DeviceKernel {
  public:
+  /// `provider`: what `pcc-run --profile` shows ("cublaslt", or with the
+  /// epilogue of folded instructions).
   static StatusOr<std::unique_ptr<DeviceKernel>> make(std::shared_ptr<Device> dev, std::shared_ptr<Blas> blas,
-                                                      const GemmDesc& d, std::string where) {
+                                                      const GemmDesc& d, std::string where,
+                                                      std::string provider = "cublaslt") {
     std::unique_ptr<BlasKernel> k(new BlasKernel(std::move(dev), std::move(blas), d, std::move(where)));
+    k->provider_ = std::move(provider);
     RETURN_IF_ERROR(k->prepare());
     return std::unique_ptr<DeviceKernel>(std::move(k));
   }
@@ -227,7 +243,7 @@ class BlasKernel : public DeviceKernel {
                                       dev_->compute()),
                      "cublasLtMatmul", where_);
   }
-  std::string_view provider() const override { return "cublaslt"; }
+  std::string_view provider() const override { return provider_; }
 
  private:
   BlasKernel(std::shared_ptr<Device> dev, std::shared_ptr<Blas> blas, const GemmDesc& d, std::string where)
@@ -292,6 +308,7 @@ class BlasKernel : public DeviceKernel {
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulPreference_t pref_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  std::string provider_;
 };
 
 /// cuDNN state of one device: the handle (on the compute stream), the
@@ -557,6 +574,49 @@ class CudaBackend : public Backend {
     ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernel> kernel, prepareAsync(k));
     if (!options_.synchronize) return kernel;
     return std::unique_ptr<DeviceKernel>(new SyncKernel(dev_, std::move(kernel), k.where));
+  }
+
+  /// Step 3, folding: a MatMul / Gemm on cuBLASLt followed by an Add of a
+  /// row of N values (the bias epilogue) and/or Relu or tanh-form Gelu (the
+  /// activation epilogue) is one cublasLtMatmul.
+  StatusOr<FoldedKernel> prepareFolded(const KernelDesc& k, const std::vector<FoldCandidate>& next) override {
+    if ((k.op != "MatMul" && k.op != "Gemm") || !k.attrs || k.outputs.size() != 1 || next.empty())
+      return FoldedKernel{};
+    if (placementOf(k, false).where != Placement::kCublasLt) return FoldedKernel{};
+    const TensorType none;
+    auto in = [&](size_t i) -> const TensorType& { return i < k.inputs.size() ? k.inputs[i] : none; };
+    ASSIGN_OR_RETURN(GemmDesc d, k.op == "MatMul" ? matmulDesc(in(0), in(1)) : gemmDesc(in(0), in(1), in(2), *k.attrs));
+    size_t folded = 0;
+    // An Add keeping the GEMM's type, its other operand the bias (cuBLASLt's
+    // bias is input 2 of the kernel: the GEMM must have two inputs).
+    const FoldCandidate* c = &next[0];
+    if (c->desc.op == "Add" && k.inputs.size() == 2 && c->desc.inputs.size() == 2 && c->desc.outputs.size() == 1 &&
+        c->desc.outputs[0] == k.outputs[0]) {
+      auto biased = withBias(d, c->desc.inputs[1 - c->chainInput]);
+      if (biased.ok()) {
+        d = *biased;
+        ++folded;
+      }
+    }
+    if (folded < next.size()) {
+      c = &next[folded];
+      if (c->desc.attrs && c->desc.inputs.size() == 1 && c->desc.outputs.size() == 1 &&
+          c->desc.outputs[0] == k.outputs[0]) {
+        auto activated = withActivation(d, c->desc.op, *c->desc.attrs);
+        if (activated.ok()) {
+          d = *activated;
+          ++folded;
+        }
+      }
+    }
+    if (folded == 0) return FoldedKernel{};
+    RETURN_IF_ERROR(dev_->makeCurrent());
+    ASSIGN_OR_RETURN(std::shared_ptr<Blas> blas, blasState());
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernel> kernel,
+                     BlasKernel::make(dev_, std::move(blas), d, k.where,
+                                      strCat("cublaslt, epilogue ", epilogueName(epilogueOf(d)))));
+    if (options_.synchronize) kernel.reset(new SyncKernel(dev_, std::move(kernel), k.where));
+    return FoldedKernel{std::move(kernel), folded};
   }
 
   /// \returns the kernel for `k`, enqueued on the compute stream when it runs.

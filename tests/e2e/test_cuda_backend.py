@@ -16,7 +16,10 @@
    and 3-D, groups, strides, dilations, auto_pad), the other ops on its CPU
    fallback; a Conv cuDNN cannot take (asymmetric pads) falls back with the
    reason in `--profile`; without libcudnn.so.9 Conv falls back, said in one
-   stderr line, and the run still passes; a module that cannot load fails
+   stderr line, and the run still passes; MatMul/Gemm followed by a bias Add
+   and Relu or tanh-form Gelu (plans compiled with --no-kernels) run as one
+   cublasLtMatmul with the RELU_BIAS / GELU_BIAS epilogue (the erf Gelu does
+   not fold), still passing `--check`; a module that cannot load fails
    naming rank, node, op and call. This exercises the backend's code, not a GPU.
 4. `--backend cpu` prints no such line.
 5. pcc-run links no CUDA library (ldd): it starts where there is none.
@@ -69,6 +72,55 @@ def conv_variants_model(work):
     return path
 
 
+def gelu_mlp_model(work):
+    """\returns the path of y = gelu_erf(gelu_tanh(x W1 + b1) W2 + b2) W3 (opset 20 Gelu)."""
+    rng = np.random.default_rng(11)
+
+    def weight(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape,
+                                  (0.3 * rng.standard_normal(shape)).astype(np.float32).ravel())
+
+    inits = [weight("w1", [16, 32]), weight("b1", [32]), weight("w2", [32, 24]), weight("b2", [24]),
+             weight("w3", [24, 8])]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+        helper.make_node("Add", ["m1", "b1"], ["a1"]),
+        helper.make_node("Gelu", ["a1"], ["g1"], approximate="tanh"),
+        helper.make_node("MatMul", ["g1", "w2"], ["m2"]),
+        helper.make_node("Add", ["b2", "m2"], ["a2"]),  # the bias first: either order folds
+        helper.make_node("Gelu", ["a2"], ["g2"]),        # the exact (erf) form: not cuBLASLt's
+        helper.make_node("MatMul", ["g2", "w3"], ["y"]),
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "gelu_mlp", [helper.make_tensor_value_info("x", f, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", f, None)], inits)
+    path = os.path.join(work, "gelu_mlp.onnx")
+    with open(path, "wb") as fh:
+        fh.write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString())
+    return path
+
+
+def stand_in_epilogues(suite, tools, work):
+    """MatMul/Gemm + bias Add + Relu/Gelu folded into one cublasLtMatmul with its epilogue (plans
+    compiled with --no-kernels, so the fused groups' bodies are instructions of their own)."""
+    cases = [
+        ("mlp.onnx", e2e.model_path("mlp.onnx"),
+         ["Gemm (cublaslt, epilogue RELU_BIAS)", "MatMul (cublaslt, epilogue BIAS)", "Tanh (cpu fallback)"]),
+        ("gelu_mlp", gelu_mlp_model(work),
+         ["MatMul (cublaslt, epilogue GELU_BIAS)", "MatMul (cublaslt, epilogue BIAS)", "Gelu (cpu fallback)"]),
+    ]
+    for name, path, want in cases:
+        plan = os.path.join(work, name + ".nokernels.pcc")
+        r = tools.run("pcc", [path, "--batch", "4", "--gpus", "1", "--no-kernels", "-o", plan, "--quiet"])
+        if not suite.check(f"stand-in epilogues {name}: compiles with --no-kernels", r.returncode == 0, r.describe()):
+            continue
+        r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--profile", "--poison-memory"])
+        missing = [w for w in want if w not in r.stdout]
+        suite.check(f"stand-in epilogues {name}: folded into cuBLASLt epilogues, --check passes",
+                    r.returncode == 0 and not missing and "Add (" not in r.stdout and "Relu (" not in r.stdout,
+                    f"  missing: {missing}\n" + r.describe())
+
+
 def stand_in(suite, tools, work):
     """The cuda backend's own code end to end on the host stand-in driver, cuBLASLt and cuDNN
     (tests/unit/fake_cuda_host.cpp: device memory is tracked host memory, copies are
@@ -115,6 +167,7 @@ def stand_in(suite, tools, work):
                         and "Conv runs on the CPU fallback" in said[0]
                         and "Conv (cpu fallback: cuDNN is not available)" in r.stdout
                         and "Conv (cudnn)" not in r.stdout, r.describe())
+    stand_in_epilogues(suite, tools, work)
     # A plan with CUDA images: the stand-in cannot load modules, and the error
     # names the rank, the node, the op and the call.
     plan = os.path.join(work, "mlp.cuda.pcc")
