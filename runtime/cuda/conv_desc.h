@@ -35,7 +35,8 @@ struct ConvDesc {
 /// absent) and the node's `attrs` (auto_pad NOTSET / VALID / SAME_UPPER /
 /// SAME_LOWER, pads, strides, dilations, group, kernel_shape), or an
 /// unsupported error with the reason, then the op runs on the CPU fallback:
-/// dtypes other than f32 and f16, spatial ranks other than 1 to 3, pads that
+/// dtypes other than f32 and f16, f16 with a bias (cudnnAddTensor after the
+/// convolution would round a second time), spatial ranks other than 1 to 3, pads that
 /// differ at the two ends of a dim (cuDNN pads symmetrically), dims beyond int.
 /// An invalid-input error for operands that do not make a convolution.
 StatusOr<ConvDesc> convDesc(const TensorType& x, const TensorType& w, const TensorType& b, const AttrMap& attrs);

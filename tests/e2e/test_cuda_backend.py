@@ -72,6 +72,33 @@ def conv_variants_model(work):
     return path
 
 
+def half_model(work):
+    """\returns the path of y = Conv(x), yb = Conv(x) + b and z = u W on float16 (cuDNN's HALF data
+    with float compute, cuBLASLt's 16F operands with 32F compute; the Conv with bias stays on the
+    CPU fallback, as cuDNN would round it twice)."""
+    rng = np.random.default_rng(5)
+
+    def weight(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT16, shape,
+                                  (0.5 * rng.standard_normal(shape)).astype(np.float16).ravel().view(np.uint16),
+                                  raw=False)
+
+    h = TensorProto.FLOAT16
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=2),
+         helper.make_node("Conv", ["x", "w", "b"], ["yb"], pads=[1, 1, 1, 1], group=2),
+         helper.make_node("MatMul", ["u", "v"], ["z"])], "half",
+        [helper.make_tensor_value_info("x", h, ["batch", 4, 8, 8]),
+         helper.make_tensor_value_info("u", h, ["batch", 16])],
+        [helper.make_tensor_value_info("y", h, None), helper.make_tensor_value_info("yb", h, None),
+         helper.make_tensor_value_info("z", h, None)],
+        [weight("w", [6, 2, 3, 3]), weight("b", [6]), weight("v", [16, 8])])
+    path = os.path.join(work, "half.onnx")
+    with open(path, "wb") as fh:
+        fh.write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
 def gelu_mlp_model(work):
     """\returns the path of y = gelu_tanh(x W1 + b1) W3 and z = gelu_erf(b2 + x W2) (opset 20 Gelu).
     Both GEMMs read the model input, whose memory no result of the chain can reuse (a chain whose
@@ -135,7 +162,7 @@ def stand_in(suite, tools, work):
               ("cnn_small.onnx", e2e.model_path("cnn_small.onnx")),
               ("mobilenet_v2_bn.onnx", e2e.model_path("mobilenet_v2_bn.onnx")),
               ("resnet.ts", os.path.join(e2e.MODELS_DIR, "exported", "resnet.ts.onnx")),
-              ("conv_variants", conv_variants_model(work))]
+              ("conv_variants", conv_variants_model(work)), ("half", half_model(work))]
     for model, path in models:
         plan = os.path.join(work, model + ".cpu.pcc")
         batch = "2" if model in ("resnet.ts", "mobilenet_v2_bn.onnx") else "4"
@@ -156,6 +183,11 @@ def stand_in(suite, tools, work):
                         "CPU fallback with the reason in --profile",
                         "Conv (cudnn)" in r.stdout
                         and "Conv (cpu fallback: cuDNN pads symmetrically; Conv pads 0 and 1" in r.stdout,
+                        r.describe())
+        if model == "half":
+            suite.check("stand-in half: float16 Conv on cuDNN (with a bias on the CPU fallback) and MatMul on "
+                        "cuBLASLt", "Conv (cudnn)" in r.stdout and "MatMul (cublaslt)" in r.stdout
+                        and "Conv (cpu fallback: a float16 Conv with bias would round twice" in r.stdout,
                         r.describe())
         if model == "cnn_small.onnx":
             # Without cuDNN, Conv runs on the CPU fallback: one stderr line, not an error.
