@@ -12,9 +12,10 @@
 //  3. Kernels (placementOf): a LAUNCH with CUDA images loads the image for
 //     the device's arch (cubin, else PTX JIT) once per kernel and rank, and launches it on the
 //     compute stream with the kernel table's configuration; MatMul / Gemm
-//     that gemm_desc.h describes run on cuBLASLt; Conv that conv_desc.h
-//     describes runs on cuDNN (its algorithm and workspace chosen once per
-//     shape; without libcudnn.so.9, one stderr line and the CPU fallback);
+//     that gemm_desc.h describes run on cuBLASLt, with a following bias Add
+//     and Relu / tanh Gelu folded in as its epilogue (prepareFolded); Conv
+//     that conv_desc.h describes runs on cuDNN (cudnn_conv.h; without
+//     libcudnn.so.9, one stderr line and the CPU fallback);
 //     everything else runs on the CPU fallback: the compute stream is
 //     drained, the inputs copied to the host (plan weights are read from
 //     their host mapping), the cpu backend's kernel runs, and the outputs are
