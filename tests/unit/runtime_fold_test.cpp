@@ -117,7 +117,7 @@ Built build(const std::string& name, Extra extra) {
     b.output(z, 1);
   }
   b.kernel("Add", {bias, m}, {a}, "g/add");
-  b.free({m});
+  if (extra != Extra::kModelOutput) b.free({m});
   b.kernel("Relu", {a}, {y}, "g/relu");
   b.output(y, 0);
   if (extra == Extra::kModelOutput) b.output(m, 1);
