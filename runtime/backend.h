@@ -85,6 +85,21 @@ class DeviceKernel {
   virtual std::string_view provider() const { return {}; }
 };
 
+/// A kernel that also computes instructions following its own
+/// (Backend::prepareFolded): `folded` of them, 0 when the backend folds none.
+struct FoldedKernel {
+  std::unique_ptr<DeviceKernel> kernel;
+  size_t folded = 0;
+};
+
+/// An instruction that may be folded into the kernel before it: `desc`,
+/// and which of its inputs reads the previous instruction's only output
+/// (its other inputs are operands of its own).
+struct FoldCandidate {
+  KernelDesc desc;
+  size_t chainInput = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -113,6 +128,20 @@ class Backend {
   /// \returns the kernel for `k`, or an error (unsupported op, or a plan whose
   /// types the op rejects) naming k.where.
   virtual StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) = 0;
+
+  /// Folding (a GEMM with its bias and activation as one library call): `k`
+  /// is a KERNEL instruction and `next` the KERNEL instructions after it,
+  /// each reading its predecessor's only output, which nothing else reads.
+  /// A backend that computes `k` and the first `folded` of `next` in one
+  /// kernel returns it: the kernel takes `k`'s inputs followed by the other
+  /// inputs of each folded instruction (in order), and writes the last
+  /// folded instruction's outputs; the executor then runs it in place of
+  /// them all. \returns {nullptr, 0} (the default) to fold nothing.
+  virtual StatusOr<FoldedKernel> prepareFolded(const KernelDesc& k, const std::vector<FoldCandidate>& next) {
+    (void)k;
+    (void)next;
+    return FoldedKernel{};
+  }
 
   /// \returns the factory of this backend's communicators; ranks meet through
   /// `store` and wait at most `options.timeout` (gloo on CPU ranks).

@@ -165,34 +165,39 @@ Status Executor::prepare(bool verifyChecksums) {
   hostWeights_.resize(buffers_.size());
   // Kernels are prepared once the steps no longer move (they keep &attrs).
   RETURN_IF_ERROR(prepareRegions(verifyChecksums));
-  for (Step& s : steps_) {
-    if (s.ins->kind() != plan::Instruction::KERNEL && s.ins->kind() != plan::Instruction::LAUNCH) continue;
-    KernelDesc k;
-    k.op = s.ins->op();
-    if (s.ins->kind() == plan::Instruction::LAUNCH) {  // a generated kernel (docs/kernels.md)
-      if (!plan_.kernels) return invalidInput(where(s), ": the plan's generated kernels are not loaded");
-      auto entry = plan_.kernels->cpuEntry(s.ins->kernel());
-      if (!entry.ok()) return entry.status().withContext(where(s));
-      k.cpuEntry = *entry;
-      k.kernelName = plan_.plan.kernels(s.ins->kernel()).name();
-      k.plan = &plan_;
-      k.kernelIndex = s.ins->kernel();
+  // Folding asks which slots anything else reads (a model output is read by the caller).
+  std::vector<int> reads(buffers_.size(), 0);
+  for (const Step& s : steps_)
+    if (s.ins->kind() != plan::Instruction::FREE)
+      for (int slot : s.in)
+        if (slot >= 0) ++reads[slot];
+  for (int slot : outputSlots_) ++reads[slot];
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    if (s.folded || (s.ins->kind() != plan::Instruction::KERNEL && s.ins->kind() != plan::Instruction::LAUNCH))
+      continue;
+    ASSIGN_OR_RETURN(KernelDesc k, describe(s));
+    std::vector<std::pair<size_t, size_t>> chain;
+    if (s.ins->kind() == plan::Instruction::KERNEL) chain = foldCandidates(i, reads);
+    if (!chain.empty()) {
+      std::vector<FoldCandidate> next;
+      for (const auto& c : chain) {
+        ASSIGN_OR_RETURN(KernelDesc n, describe(steps_[c.first]));
+        next.push_back({std::move(n), c.second});
+      }
+      ASSIGN_OR_RETURN(FoldedKernel f, backend_->prepareFolded(k, next));
+      if (f.kernel && f.folded > 0 && f.folded <= chain.size()) {
+        for (size_t j = 0; j < f.folded; ++j) {
+          Step& n = steps_[chain[j].first];
+          for (size_t a = 0; a < n.in.size(); ++a)
+            if (a != chain[j].second) s.in.push_back(n.in[a]);
+          n.folded = true;
+        }
+        s.out = steps_[chain[f.folded - 1].first].out;
+        s.kernel = std::move(f.kernel);
+        continue;
+      }
     }
-    k.attrs = &s.attrs;
-    k.where = where(s);
-    for (int slot : s.in) {
-      k.inputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
-      // Plan weights hold the same data on every run: a kernel may keep a
-      // reordered copy of them (host values: what inference and oneDNN read).
-      k.constInputs.push_back(slot >= 0 && homes_[slot] == Home::kWeight ? &hostWeights_[slot] : nullptr);
-    }
-    for (int slot : s.out) {
-      k.outputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
-      k.outputNames.push_back(slot >= 0 ? strCat("buffer ", buffers_[slot]->id(), " '", buffers_[slot]->name(), "'")
-                                        : std::string("unused output"));
-    }
-    k.inPlace = !s.out.empty() && s.out[0] >= 0 && !s.in.empty() && s.in[0] >= 0 &&
-                buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena;
     ASSIGN_OR_RETURN(s.kernel, backend_->prepareKernel(k));
   }
 
@@ -203,6 +208,76 @@ Status Executor::prepare(bool verifyChecksums) {
     if (homes_[slot] == Home::kArena)
       arenaViews_[slot] = arena_.view(static_cast<uint64_t>(buffers_[slot]->arena_offset()), types_[slot]);
   return Status::OK();
+}
+
+StatusOr<KernelDesc> Executor::describe(const Step& s) {
+  KernelDesc k;
+  k.op = s.ins->op();
+  if (s.ins->kind() == plan::Instruction::LAUNCH) {  // a generated kernel (docs/kernels.md)
+    if (!plan_.kernels) return invalidInput(where(s), ": the plan's generated kernels are not loaded");
+    auto entry = plan_.kernels->cpuEntry(s.ins->kernel());
+    if (!entry.ok()) return entry.status().withContext(where(s));
+    k.cpuEntry = *entry;
+    k.kernelName = plan_.plan.kernels(s.ins->kernel()).name();
+    k.plan = &plan_;
+    k.kernelIndex = s.ins->kernel();
+  }
+  k.attrs = &s.attrs;
+  k.where = where(s);
+  for (int slot : s.in) {
+    k.inputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+    // Plan weights hold the same data on every run: a kernel may keep a
+    // reordered copy of them (host values: what inference and oneDNN read).
+    k.constInputs.push_back(slot >= 0 && homes_[slot] == Home::kWeight ? &hostWeights_[slot] : nullptr);
+  }
+  for (int slot : s.out) {
+    k.outputs.push_back(slot >= 0 ? types_[slot] : TensorType{});
+    k.outputNames.push_back(slot >= 0 ? strCat("buffer ", buffers_[slot]->id(), " '", buffers_[slot]->name(), "'")
+                                      : std::string("unused output"));
+  }
+  k.inPlace = !s.out.empty() && s.out[0] >= 0 && !s.in.empty() && s.in[0] >= 0 &&
+              buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena;
+  return k;
+}
+
+std::vector<std::pair<size_t, size_t>> Executor::foldCandidates(size_t i, const std::vector<int>& reads) const {
+  // A chain of KERNEL steps with only FREE steps between them (so nothing
+  // between writes what a later member reads), each the only reader of its
+  // predecessor's only output, and whose output shares no arena bytes with
+  // any input of the chain so far (the folded kernel writes it while it
+  // reads them).
+  constexpr size_t kMaxFold = 4;
+  std::vector<std::pair<size_t, size_t>> chain;
+  const Step& first = steps_[i];
+  if (first.out.size() != 1 || first.out[0] < 0) return chain;
+  std::vector<int> inputs(first.in.begin(), first.in.end());
+  int prev = first.out[0];
+  auto overlaps = [&](int a, int b) {
+    if (a < 0 || b < 0 || homes_[a] != Home::kArena || homes_[b] != Home::kArena) return a == b && a >= 0;
+    const uint64_t a0 = static_cast<uint64_t>(buffers_[a]->arena_offset()), a1 = a0 + types_[a].bytes();
+    const uint64_t b0 = static_cast<uint64_t>(buffers_[b]->arena_offset()), b1 = b0 + types_[b].bytes();
+    return a0 < b1 && b0 < a1;
+  };
+  for (size_t j = i + 1; j < steps_.size() && chain.size() < kMaxFold; ++j) {
+    const Step& n = steps_[j];
+    if (n.ins->kind() == plan::Instruction::FREE) continue;
+    if (n.ins->kind() != plan::Instruction::KERNEL || n.out.size() != 1 || n.out[0] < 0) break;
+    if (reads[prev] != 1 || homes_[prev] == Home::kWeight || homes_[prev] == Home::kInput) break;
+    size_t at = n.in.size(), uses = 0;
+    for (size_t a = 0; a < n.in.size(); ++a)
+      if (n.in[a] == prev) at = a, ++uses;
+    if (uses != 1) break;
+    std::vector<int> grown = inputs;
+    for (size_t a = 0; a < n.in.size(); ++a)
+      if (a != at) grown.push_back(n.in[a]);
+    bool clash = false;
+    for (int slot : grown) clash = clash || overlaps(slot, n.out[0]);
+    if (clash) break;
+    inputs = std::move(grown);
+    chain.push_back({j, at});
+    prev = n.out[0];
+  }
+  return chain;
 }
 
 Status Executor::prepareRegions(bool verifyChecksums) {
@@ -381,6 +456,7 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
   }
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
+    if (s.folded) continue;  // computed by an earlier step's kernel
     const bool recv = s.ins->kind() == plan::Instruction::RECV;
     if (!recv && (!profiling_ || s.ins->kind() == plan::Instruction::FREE)) {
       RETURN_IF_ERROR(execute(s, bufs, comms));

@@ -130,12 +130,21 @@ class Executor {
     // are dropped after each call).
     std::vector<const Tensor*> args;
     std::vector<Tensor> outs;
+    // A KERNEL the backend computes in an earlier step's kernel
+    // (Backend::prepareFolded): it does not run.
+    bool folded = false;
   };
 
   Executor(const LoadedPlan& p, const plan::RankProgram& prog, std::shared_ptr<Backend> backend)
       : plan_(p), prog_(prog), backend_(std::move(backend)) {}
 
   Status prepare(bool verifyChecksums);
+  /// \returns the operands of step `s` as a backend sees them.
+  StatusOr<KernelDesc> describe(const Step& s);
+  /// \returns the steps after step `i` that the backend may fold into its
+  /// kernel (Backend::prepareFolded), with the input each reads its
+  /// predecessor through; `reads` counts each slot's readers.
+  std::vector<std::pair<size_t, size_t>> foldCandidates(size_t i, const std::vector<int>& reads) const;
   /// The model inputs of a run: whole tensors to slice, or slices made already.
   struct RunInputs {
     const std::vector<Tensor>* whole = nullptr;

@@ -136,6 +136,23 @@ StatusOr<std::shared_ptr<const CublasLtApi>> cublasLtApi() {
   return *loaded;
 }
 
+std::string cudnnLibraryName() { return envOr("PCC_CUDNN_LIB", "libcudnn.so.9"); }
+
+StatusOr<std::shared_ptr<const CudnnApi>> cudnnApi() {
+  static std::once_flag once;
+  static StatusOr<std::shared_ptr<const CudnnApi>>* loaded = nullptr;
+  std::call_once(once, [] {
+    auto load = []() -> StatusOr<std::shared_ptr<const CudnnApi>> {
+      auto t = std::make_shared<CudnnApi>();
+      ASSIGN_OR_RETURN(t->lib, DynLib::open(cudnnLibraryName()));
+      PCC_CUDNN_FNS(PCC_CUDA_RESOLVE)
+      return std::shared_ptr<const CudnnApi>(std::move(t));
+    };
+    loaded = new StatusOr<std::shared_ptr<const CudnnApi>>(load());
+  });
+  return *loaded;
+}
+
 StatusOr<std::shared_ptr<const NcclApi>> ncclApi() {
   static std::once_flag once;
   static StatusOr<std::shared_ptr<const NcclApi>>* loaded = nullptr;

@@ -1,5 +1,5 @@
 // The CUDA libraries, loaded at run time: the driver API (libcuda.so.1),
-// cuBLASLt and NCCL are opened with dlopen and their entry points looked up
+// cuBLASLt, cuDNN and NCCL are opened with dlopen and their entry points looked up
 // with dlsym into tables of typed function pointers. Nothing of CUDA is a
 // link dependency of pcc or pcc-run, so both start on machines without a GPU
 // or without the CUDA libraries; a missing library or entry point becomes one
@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 #include <cublasLt.h>
+#include <cudnn.h>
 #include <nccl.h>
 
 #include <memory>
@@ -139,6 +140,41 @@ struct CublasLtApi {
 /// \returns the process's cuBLASLt table, loaded on first use, or an
 /// environment error naming the library or entry point that is missing.
 StatusOr<std::shared_ptr<const CublasLtApi>> cublasLtApi();
+
+#define PCC_CUDNN_FNS(X)                     \
+  X(cudnnGetErrorString)                     \
+  X(cudnnCreate)                             \
+  X(cudnnDestroy)                            \
+  X(cudnnSetStream)                          \
+  X(cudnnCreateTensorDescriptor)             \
+  X(cudnnSetTensorNdDescriptor)              \
+  X(cudnnDestroyTensorDescriptor)            \
+  X(cudnnCreateFilterDescriptor)             \
+  X(cudnnSetFilterNdDescriptor)              \
+  X(cudnnDestroyFilterDescriptor)            \
+  X(cudnnCreateConvolutionDescriptor)        \
+  X(cudnnSetConvolutionNdDescriptor)         \
+  X(cudnnSetConvolutionGroupCount)           \
+  X(cudnnSetConvolutionMathType)             \
+  X(cudnnDestroyConvolutionDescriptor)       \
+  X(cudnnGetConvolutionNdForwardOutputDim)   \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)  \
+  X(cudnnGetConvolutionForwardWorkspaceSize) \
+  X(cudnnConvolutionForward)                 \
+  X(cudnnAddTensor)
+
+/// cuDNN 9's legacy convolution API (libcudnn.so.9, or $PCC_CUDNN_LIB).
+struct CudnnApi {
+  std::shared_ptr<DynLib> lib;
+  PCC_CUDNN_FNS(PCC_CUDA_DECLARE_FN)
+};
+/// \returns the name of the cuDNN library to load: $PCC_CUDNN_LIB when set,
+/// else "libcudnn.so.9".
+std::string cudnnLibraryName();
+/// \returns the process's cuDNN table, loaded on first use, or an environment
+/// error naming the library or entry point that is missing. cuDNN is
+/// optional: without it the backend runs Conv on its CPU fallback.
+StatusOr<std::shared_ptr<const CudnnApi>> cudnnApi();
 
 #define PCC_NCCL_FNS(X)      \
   X(ncclGetUniqueId)         \

@@ -12,20 +12,27 @@
 //  3. Kernels (placementOf): a LAUNCH with CUDA images loads the image for
 //     the device's arch (cubin, else PTX JIT) once per kernel and rank, and launches it on the
 //     compute stream with the kernel table's configuration; MatMul / Gemm
-//     that gemm_desc.h describes run on cuBLASLt; everything else runs on the
-//     CPU fallback: the compute stream is drained, the inputs copied to the
-//     host (plan weights are read from their host mapping), the cpu
-//     backend's kernel runs, and the outputs are copied back.
+//     that gemm_desc.h describes run on cuBLASLt, with a following bias Add
+//     and Relu / tanh Gelu folded in as its epilogue (prepareFolded); Conv
+//     that conv_desc.h describes runs on cuDNN (cudnn_conv.h; without
+//     libcudnn.so.9, one stderr line and the CPU fallback);
+//     everything else runs on the CPU fallback: the compute stream is
+//     drained, the inputs copied to the host (plan weights are read from
+//     their host mapping), the cpu backend's kernel runs, and the outputs are
+//     copied back.
 //  4. Communicators: NCCL (comm_nccl.h), the unique ids through the
 //     rendezvous store.
 #include "runtime/cuda/cuda_backend.h"
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "runtime/cuda/comm_nccl.h"
+#include "runtime/cuda/conv_desc.h"
+#include "runtime/cuda/cudnn_conv.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gemm_desc.h"
 #include "runtime/cuda/launch.h"
@@ -38,6 +45,7 @@ const char* placementName(Placement p) {
   switch (p) {
     case Placement::kGenerated: return "generated";
     case Placement::kCublasLt: return "cublaslt";
+    case Placement::kCudnn: return "cudnn";
     case Placement::kCpuFallback: return "cpu fallback";
   }
   return "?";
@@ -58,6 +66,11 @@ PlacementChoice placementOf(const KernelDesc& k, bool hasCudaImages) {
   if (k.op == "Gemm" && k.attrs) {
     auto d = gemmDesc(in(0), in(1), in(2), *k.attrs);
     if (d.ok()) return {Placement::kCublasLt, ""};
+    return {Placement::kCpuFallback, d.status().message()};
+  }
+  if (k.op == "Conv" && k.attrs) {
+    auto d = convDesc(in(0), in(1), in(2), *k.attrs);
+    if (d.ok()) return {Placement::kCudnn, ""};
     return {Placement::kCpuFallback, d.status().message()};
   }
   return {Placement::kCpuFallback, strCat("op '", k.op, "' has no CUDA kernel yet")};
@@ -159,12 +172,43 @@ Status checkBlas(cublasStatus_t s, const char* call, std::string_view where) {
   return environmentError(where, ": ", call, " failed: cuBLAS status ", static_cast<int>(s));
 }
 
+cudaDataType_t blasTypeOf(DType t) {
+  return t == DType::kF16 ? CUDA_R_16F : t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/// \returns the name cublasLt.h gives epilogue `e` (those epilogueOf makes).
+const char* epilogueName(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU: return "RELU";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU: return "GELU";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+    default: return "DEFAULT";
+  }
+}
+
+/// \returns cuBLASLt's epilogue for `d`'s bias and activation.
+cublasLtEpilogue_t epilogueOf(const GemmDesc& d) {
+  const bool bias = d.addend == GemmDesc::Addend::kBias;
+  switch (d.activation) {
+    case GemmDesc::Activation::kRelu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case GemmDesc::Activation::kGeluTanh: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case GemmDesc::Activation::kNone: break;
+  }
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 /// Step 3: MatMul / Gemm on cuBLASLt.
 class BlasKernel : public DeviceKernel {
  public:
+  /// `provider`: what `pcc-run --profile` shows ("cublaslt", or with the
+  /// epilogue of folded instructions).
   static StatusOr<std::unique_ptr<DeviceKernel>> make(std::shared_ptr<Device> dev, std::shared_ptr<Blas> blas,
-                                                      const GemmDesc& d, std::string where) {
+                                                      const GemmDesc& d, std::string where,
+                                                      std::string provider = "cublaslt") {
     std::unique_ptr<BlasKernel> k(new BlasKernel(std::move(dev), std::move(blas), d, std::move(where)));
+    k->provider_ = std::move(provider);
     RETURN_IF_ERROR(k->prepare());
     return std::unique_ptr<DeviceKernel>(std::move(k));
   }
@@ -201,7 +245,7 @@ class BlasKernel : public DeviceKernel {
                                       dev_->compute()),
                      "cublasLtMatmul", where_);
   }
-  std::string_view provider() const override { return "cublaslt"; }
+  std::string_view provider() const override { return provider_; }
 
  private:
   BlasKernel(std::shared_ptr<Device> dev, std::shared_ptr<Blas> blas, const GemmDesc& d, std::string where)
@@ -209,8 +253,8 @@ class BlasKernel : public DeviceKernel {
 
   Status layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
     const CublasLtApi& a = *blas_->api;
-    RETURN_IF_ERROR(checkBlas(a.cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld), "cublasLtMatrixLayoutCreate",
-                              where_));
+    RETURN_IF_ERROR(checkBlas(a.cublasLtMatrixLayoutCreate(l, blasTypeOf(d_.dtype), rows, cols, ld),
+                              "cublasLtMatrixLayoutCreate", where_));
     if (d_.batch == 1) return Status::OK();
     int32_t count = static_cast<int32_t>(d_.batch);
     RETURN_IF_ERROR(checkBlas(a.cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -231,11 +275,12 @@ class BlasKernel : public DeviceKernel {
                               "cublasLtMatmulDescSetAttribute", where_));
     RETURN_IF_ERROR(checkBlas(a.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
                               "cublasLtMatmulDescSetAttribute", where_));
-    if (d_.addend == GemmDesc::Addend::kBias) {
-      cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t e = epilogueOf(d_);
+    if (e != CUBLASLT_EPILOGUE_DEFAULT)
       RETURN_IF_ERROR(checkBlas(a.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
                                 "cublasLtMatmulDescSetAttribute", where_));
-      cudaDataType_t bt = CUDA_R_32F;
+    if (d_.addend == GemmDesc::Addend::kBias) {
+      cudaDataType_t bt = blasTypeOf(d_.dtype);
       RETURN_IF_ERROR(checkBlas(a.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
                                 "cublasLtMatmulDescSetAttribute", where_));
     }
@@ -265,13 +310,18 @@ class BlasKernel : public DeviceKernel {
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulPreference_t pref_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  std::string provider_;
 };
 
 /// Step 3: the cpu backend's kernel on host copies of the operands.
 class FallbackKernel : public DeviceKernel {
  public:
-  FallbackKernel(std::shared_ptr<Device> dev, std::unique_ptr<DeviceKernel> cpu, const KernelDesc& k)
-      : dev_(std::move(dev)), cpu_(std::move(cpu)), where_(k.where), inPlace_(k.inPlace) {
+  /// `reason`: why a library does not run it ("" for ops no library runs),
+  /// shown by `pcc-run --profile` after the provider.
+  FallbackKernel(std::shared_ptr<Device> dev, std::unique_ptr<DeviceKernel> cpu, const KernelDesc& k,
+                 const std::string& reason)
+      : dev_(std::move(dev)), cpu_(std::move(cpu)), where_(k.where), inPlace_(k.inPlace),
+        provider_(reason.empty() ? std::string("cpu fallback") : strCat("cpu fallback: ", reason)) {
     for (const Tensor* t : k.constInputs) hostConst_.push_back(t && t->defined() ? *t : Tensor());
   }
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
@@ -303,13 +353,14 @@ class FallbackKernel : public DeviceKernel {
     }
     return Status::OK();
   }
-  std::string_view provider() const override { return "cpu fallback"; }
+  std::string_view provider() const override { return provider_; }
 
  private:
   std::shared_ptr<Device> dev_;
   std::unique_ptr<DeviceKernel> cpu_;
   std::string where_;
   bool inPlace_;
+  std::string provider_;
   std::vector<Tensor> hostConst_;
 };
 
@@ -362,6 +413,49 @@ class CudaBackend : public Backend {
     return std::unique_ptr<DeviceKernel>(new SyncKernel(dev_, std::move(kernel), k.where));
   }
 
+  /// Step 3, folding: a MatMul / Gemm on cuBLASLt followed by an Add of a
+  /// row of N values (the bias epilogue) and/or Relu or tanh-form Gelu (the
+  /// activation epilogue) is one cublasLtMatmul.
+  StatusOr<FoldedKernel> prepareFolded(const KernelDesc& k, const std::vector<FoldCandidate>& next) override {
+    if ((k.op != "MatMul" && k.op != "Gemm") || !k.attrs || k.outputs.size() != 1 || next.empty())
+      return FoldedKernel{};
+    if (placementOf(k, false).where != Placement::kCublasLt) return FoldedKernel{};
+    const TensorType none;
+    auto in = [&](size_t i) -> const TensorType& { return i < k.inputs.size() ? k.inputs[i] : none; };
+    ASSIGN_OR_RETURN(GemmDesc d, k.op == "MatMul" ? matmulDesc(in(0), in(1)) : gemmDesc(in(0), in(1), in(2), *k.attrs));
+    size_t folded = 0;
+    // An Add keeping the GEMM's type, its other operand the bias (cuBLASLt's
+    // bias is input 2 of the kernel: the GEMM must have two inputs).
+    const FoldCandidate* c = &next[0];
+    if (c->desc.op == "Add" && k.inputs.size() == 2 && c->desc.inputs.size() == 2 && c->desc.outputs.size() == 1 &&
+        c->desc.outputs[0] == k.outputs[0]) {
+      auto biased = withBias(d, c->desc.inputs[1 - c->chainInput]);
+      if (biased.ok()) {
+        d = *biased;
+        ++folded;
+      }
+    }
+    if (folded < next.size()) {
+      c = &next[folded];
+      if (c->desc.attrs && c->desc.inputs.size() == 1 && c->desc.outputs.size() == 1 &&
+          c->desc.outputs[0] == k.outputs[0]) {
+        auto activated = withActivation(d, c->desc.op, *c->desc.attrs);
+        if (activated.ok()) {
+          d = *activated;
+          ++folded;
+        }
+      }
+    }
+    if (folded == 0) return FoldedKernel{};
+    RETURN_IF_ERROR(dev_->makeCurrent());
+    ASSIGN_OR_RETURN(std::shared_ptr<Blas> blas, blasState());
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernel> kernel,
+                     BlasKernel::make(dev_, std::move(blas), d, k.where,
+                                      strCat("cublaslt, epilogue ", epilogueName(epilogueOf(d)))));
+    if (options_.synchronize) kernel.reset(new SyncKernel(dev_, std::move(kernel), k.where));
+    return FoldedKernel{std::move(kernel), folded};
+  }
+
   /// \returns the kernel for `k`, enqueued on the compute stream when it runs.
   StatusOr<std::unique_ptr<DeviceKernel>> prepareAsync(const KernelDesc& k) {
     RETURN_IF_ERROR(dev_->makeCurrent());
@@ -377,9 +471,26 @@ class CudaBackend : public Backend {
       ASSIGN_OR_RETURN(GemmDesc d, k.op == "MatMul" ? matmulDesc(in(0), in(1)) : gemmDesc(in(0), in(1), in(2), *k.attrs));
       return BlasKernel::make(dev_, std::move(blas), d, k.where);
     }
+    std::string reason = where.reason;
+    if (where.where == Placement::kCudnn) {
+      auto dnn = dnnState();
+      if (dnn.ok()) {
+        const TensorType none;
+        auto in = [&](size_t i) -> const TensorType& { return i < k.inputs.size() ? k.inputs[i] : none; };
+        ASSIGN_OR_RETURN(ConvDesc d, convDesc(in(0), in(1), in(2), *k.attrs));
+        if (k.outputs.empty()) return internalError(k.where, ": Conv has no output");
+        auto conv = makeCudnnConv(dev_, std::move(dnn).value(), d, k.outputs[0], k.where);
+        if (conv.ok() || conv.status().code() != StatusCode::kUnsupported) return conv;
+        reason = conv.status().message();
+      } else {
+        reason = "cuDNN is not available";
+      }
+    } else if (k.op != "MatMul" && k.op != "Gemm" && k.op != "Conv") {
+      reason.clear();  // no library runs the op: nothing to explain per op
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernel> cpu, cpu_->prepareKernel(k));
     if (cpu->provider() == "none") return std::unique_ptr<DeviceKernel>(new NoOpKernel);
-    return std::unique_ptr<DeviceKernel>(new FallbackKernel(dev_, std::move(cpu), k));
+    return std::unique_ptr<DeviceKernel>(new FallbackKernel(dev_, std::move(cpu), k, reason));
   }
 
   std::unique_ptr<CommunicatorFactory> communicators(std::shared_ptr<GlooStore> store,
@@ -429,10 +540,27 @@ class CudaBackend : public Backend {
     return blas_;
   }
 
+  /// \returns the device's cuDNN state, made on first use; an error when
+  /// cuDNN does not load (said once per process on stderr: Conv then runs on
+  /// the CPU fallback, which is not an error).
+  StatusOr<std::shared_ptr<Dnn>> dnnState() {
+    if (dnn_) return dnn_;
+    if (!dnnError_.ok()) return dnnError_;
+    auto made = makeDnn(dev_);
+    if (made.ok()) return dnn_ = std::move(made).value();
+    dnnError_ = made.status();
+    static std::once_flag said;
+    std::string why = dnnError_.message();
+    std::call_once(said, [&why] { std::fprintf(stderr, "cuda backend: %s: Conv runs on the CPU fallback\n", why.c_str()); });
+    return dnnError_;
+  }
+
   std::shared_ptr<Device> dev_;
   BackendOptions options_;
   std::unique_ptr<Backend> cpu_;
   std::shared_ptr<Blas> blas_;
+  std::shared_ptr<Dnn> dnn_;
+  Status dnnError_;  // why cuDNN did not load (kept: tried once)
   std::map<int, std::shared_ptr<LoadedModule>> modules_;  // by kernel index
 };
 

@@ -13,15 +13,18 @@ namespace pcc::cuda {
 enum class Placement {
   kGenerated,    ///< a LAUNCH of the plan's CUDA image (cuModuleLoadData + cuLaunchKernel)
   kCublasLt,     ///< MatMul / Gemm on cuBLASLt (Gemm's bias as its epilogue)
+  kCudnn,        ///< Conv on cuDNN (cudnnConvolutionForward, the bias by cudnnAddTensor)
   kCpuFallback,  ///< inputs to the host, the cpu backend's kernel, outputs back
 };
 
-/// \returns "generated", "cublaslt" or "cpu fallback".
+/// \returns "generated", "cublaslt", "cudnn" or "cpu fallback".
 const char* placementName(Placement p);
 
 /// Where `k` runs and, for the CPU fallback, why (the reason shown with
-/// `pcc-run --profile`). Pure: decided from the op, its types and attributes,
-/// and whether a LAUNCH's kernel has CUDA images (`hasCudaImages`).
+/// `pcc-run --profile` for ops a library would otherwise run). Pure: decided
+/// from the op, its types and attributes, and whether a LAUNCH's kernel has
+/// CUDA images (`hasCudaImages`). Whether cuDNN loads is not known here: a
+/// Conv placed on cuDNN falls back when it does not (prepareKernel).
 struct PlacementChoice {
   Placement where = Placement::kCpuFallback;
   std::string reason;

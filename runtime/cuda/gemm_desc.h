@@ -35,18 +35,42 @@ struct GemmDesc {
   enum class Addend { kNone, kMatrix, kBias } addend = Addend::kNone;
   /// Operand index in the ONNX node of cuBLASLt's A and B.
   int onnxA = 1, onnxB = 0;
+  /// Element type of A, B, C, D and the bias: f32, f16 or bf16. Compute and
+  /// scale type are float32 in every case (CUBLAS_COMPUTE_32F, CUDA_R_32F).
+  DType dtype = DType::kF32;
+  /// The activation cuBLASLt's epilogue applies after the bias:
+  /// CUBLASLT_EPILOGUE_RELU(_BIAS) or CUBLASLT_EPILOGUE_GELU(_BIAS).
+  enum class Activation { kNone, kRelu, kGeluTanh } activation = Activation::kNone;
 };
 
-/// \returns the GEMM for MatMul on `a` [..., M, K] and `b` [..., K, N] (f32),
-/// or an unsupported error with the reason (then the op runs on the CPU
-/// fallback): ranks below 2, batch dims that broadcast other than "b has
-/// none" or "both equal", dtypes other than f32. A `b` without batch dims
-/// folds a's batch into M (one GEMM).
+/// \returns whether cuBLASLt takes `t` as a GEMM element type with float32
+/// compute (f32, f16, bf16).
+bool gemmElementType(DType t);
+
+/// \returns the GEMM for MatMul on `a` [..., M, K] and `b` [..., K, N] (f32,
+/// f16 or bf16, both the same), or an unsupported error with the reason
+/// (then the op runs on the CPU fallback): ranks below 2, batch dims that
+/// broadcast other than "b has none" or "both equal", other dtypes. A `b`
+/// without batch dims folds a's batch into M (one GEMM).
 StatusOr<GemmDesc> matmulDesc(const TensorType& a, const TensorType& b);
 
 /// \returns the GEMM for ONNX Gemm (attributes transA, transB, alpha, beta)
 /// on `a`, `b` and the optional `c` (dtype kUndefined: absent), or an
-/// unsupported error: c other than absent, [M,N], or [N]/[1,N] with beta 1.
+/// unsupported error: c other than absent, [M,N], or [N]/[1,N] with beta 1;
+/// dtypes as for matmulDesc.
 StatusOr<GemmDesc> gemmDesc(const TensorType& a, const TensorType& b, const TensorType& c, const AttrMap& attrs);
+
+/// \returns `d` (a MatMul or Gemm without addend) followed by `Add` of
+/// `bias`, a row of N values ([N], or [1,...,1,N]) of d's dtype, as the bias
+/// epilogue; an unsupported error otherwise (a strided batch, another
+/// addend, another shape), then the Add stays an op of its own.
+StatusOr<GemmDesc> withBias(GemmDesc d, const TensorType& bias);
+
+/// \returns `d` (without addend, or with the bias epilogue) followed by the
+/// activation `op` with `attrs` as cuBLASLt's epilogue: Relu, and Gelu with
+/// approximate="tanh" (cuBLASLt's GELU epilogue is the tanh approximation
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))); an unsupported error
+/// for Gelu's exact (erf) form, other ops, or a C matrix.
+StatusOr<GemmDesc> withActivation(GemmDesc d, const std::string& op, const AttrMap& attrs);
 
 }  // namespace pcc::cuda

@@ -8,11 +8,19 @@
 2. `--backend auto` runs on CPU ranks, checked against the reference
    program (`--check`), and says so in one line, for each of those reasons;
    in a multi-process run (--rendezvous) every rank falls back the same way.
-3. On a host stand-in for the driver and cuBLASLt (tests/unit/fake_cuda_host.cpp):
-   `--backend auto` picks cuda and the bundled models pass `--check` with
-   MatMul/Gemm through the backend's cuBLASLt calls and the other ops on its CPU
-   fallback; a module that cannot load fails naming rank, node, op and call.
-   This exercises the backend's code, not a GPU.
+3. On a host stand-in for the driver, cuBLASLt and cuDNN
+   (tests/unit/fake_cuda_host.cpp): `--backend auto` picks cuda and the
+   bundled models and the ResNet export pass `--check` with MatMul/Gemm
+   through the backend's cuBLASLt calls, Conv through its cuDNN calls (the
+   stand-in convolves directly from the descriptors it was given: 1-D, 2-D
+   and 3-D, groups, strides, dilations, auto_pad), the other ops on its CPU
+   fallback; a Conv cuDNN cannot take (asymmetric pads) falls back with the
+   reason in `--profile`; without libcudnn.so.9 Conv falls back, said in one
+   stderr line, and the run still passes; MatMul/Gemm followed by a bias Add
+   and Relu or tanh-form Gelu (plans compiled with --no-kernels) run as one
+   cublasLtMatmul with the RELU_BIAS / GELU_BIAS epilogue (the erf Gelu does
+   not fold), still passing `--check`; a module that cannot load fails
+   naming rank, node, op and call. This exercises the backend's code, not a GPU.
 4. `--backend cpu` prints no such line.
 5. pcc-run links no CUDA library (ldd): it starts where there is none.
 This machine has no GPU: the cuda backend itself is not run here (tests/gpu/run.sh does).
@@ -21,6 +29,9 @@ import os
 import shutil
 import subprocess
 import sys
+
+import numpy as np
+from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
@@ -32,24 +43,166 @@ def has_cuda_backend(tools, plan):
     return "built without the CUDA toolkit" not in r.stderr
 
 
+def conv_variants_model(work):
+    """\returns the path of a model of Conv forms the bundled models lack: 1-D (pads, stride,
+    dilation, bias), SAME_UPPER, 3-D, and asymmetric pads (which cuDNN cannot take)."""
+    rng = np.random.default_rng(7)
+
+    def weight(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).astype(np.float32).ravel())
+
+    inits = [weight("w1", [4, 3, 3]), weight("b1", [4]), weight("w2", [6, 2, 3, 3]), weight("b2", [6]),
+             weight("w3", [3, 2, 3, 2, 3]), weight("w4", [4, 4, 3, 3])]
+    nodes = [
+        helper.make_node("Conv", ["x1", "w1", "b1"], ["y1"], pads=[2, 2], strides=[2], dilations=[2]),
+        helper.make_node("Conv", ["x2", "w2", "b2"], ["y2"], auto_pad="SAME_UPPER", group=2),
+        helper.make_node("Conv", ["x3", "w3"], ["y3"], pads=[1, 0, 1, 1, 0, 1]),
+        helper.make_node("Conv", ["x2", "w4"], ["y4"], pads=[0, 0, 1, 1]),
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "conv_variants",
+        [helper.make_tensor_value_info("x1", f, ["batch", 3, 17]),
+         helper.make_tensor_value_info("x2", f, ["batch", 4, 9, 8]),
+         helper.make_tensor_value_info("x3", f, ["batch", 2, 4, 5, 6])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("y1", "y2", "y3", "y4")], inits)
+    path = os.path.join(work, "conv_variants.onnx")
+    with open(path, "wb") as fh:
+        fh.write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
+def half_model(work):
+    """\returns the path of y = Conv(x), yb = Conv(x) + b and z = u W on float16 (cuDNN's HALF data
+    with float compute, cuBLASLt's 16F operands with 32F compute; the Conv with bias stays on the
+    CPU fallback, as cuDNN would round it twice)."""
+    rng = np.random.default_rng(5)
+
+    def weight(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT16, shape,
+                                  (0.5 * rng.standard_normal(shape)).astype(np.float16).ravel().view(np.uint16),
+                                  raw=False)
+
+    h = TensorProto.FLOAT16
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=2),
+         helper.make_node("Conv", ["x", "w", "b"], ["yb"], pads=[1, 1, 1, 1], group=2),
+         helper.make_node("MatMul", ["u", "v"], ["z"])], "half",
+        [helper.make_tensor_value_info("x", h, ["batch", 4, 8, 8]),
+         helper.make_tensor_value_info("u", h, ["batch", 16])],
+        [helper.make_tensor_value_info("y", h, None), helper.make_tensor_value_info("yb", h, None),
+         helper.make_tensor_value_info("z", h, None)],
+        [weight("w", [6, 2, 3, 3]), weight("b", [6]), weight("v", [16, 8])])
+    path = os.path.join(work, "half.onnx")
+    with open(path, "wb") as fh:
+        fh.write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
+def gelu_mlp_model(work):
+    """\returns the path of y = gelu_tanh(x W1 + b1) W3 and z = gelu_erf(b2 + x W2) (opset 20 Gelu).
+    Both GEMMs read the model input, whose memory no result of the chain can reuse (a chain whose
+    output would overwrite its input in the arena is not folded)."""
+    rng = np.random.default_rng(11)
+
+    def weight(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape,
+                                  (0.3 * rng.standard_normal(shape)).astype(np.float32).ravel())
+
+    inits = [weight("w1", [16, 32]), weight("b1", [32]), weight("w2", [16, 24]), weight("b2", [24]),
+             weight("w3", [32, 8])]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+        helper.make_node("Add", ["m1", "b1"], ["a1"]),
+        helper.make_node("Gelu", ["a1"], ["g1"], approximate="tanh"),
+        helper.make_node("MatMul", ["g1", "w3"], ["y"]),
+        helper.make_node("MatMul", ["x", "w2"], ["m2"]),
+        helper.make_node("Add", ["b2", "m2"], ["a2"]),  # the bias first: either order folds
+        helper.make_node("Gelu", ["a2"], ["z"]),         # the exact (erf) form: not cuBLASLt's
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "gelu_mlp", [helper.make_tensor_value_info("x", f, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", f, None),
+                               helper.make_tensor_value_info("z", f, None)], inits)
+    path = os.path.join(work, "gelu_mlp.onnx")
+    with open(path, "wb") as fh:
+        fh.write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString())
+    return path
+
+
+def stand_in_epilogues(suite, tools, work):
+    """MatMul/Gemm + bias Add + Relu/Gelu folded into one cublasLtMatmul with its epilogue (plans
+    compiled with --no-kernels, so the fused groups' bodies are instructions of their own)."""
+    cases = [
+        ("mlp.onnx", e2e.model_path("mlp.onnx"),
+         ["Gemm (cublaslt, epilogue RELU_BIAS)", "MatMul (cublaslt, epilogue BIAS)", "Tanh (cpu fallback)"]),
+        ("gelu_mlp", gelu_mlp_model(work),
+         ["MatMul (cublaslt, epilogue GELU_BIAS)", "MatMul (cublaslt, epilogue BIAS)", "Gelu (cpu fallback)"]),
+    ]
+    for name, path, want in cases:
+        plan = os.path.join(work, name + ".nokernels.pcc")
+        r = tools.run("pcc", [path, "--batch", "4", "--gpus", "1", "--no-kernels", "-o", plan, "--quiet"])
+        if not suite.check(f"stand-in epilogues {name}: compiles with --no-kernels", r.returncode == 0, r.describe()):
+            continue
+        r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--profile", "--poison-memory"])
+        missing = [w for w in want if w not in r.stdout]
+        suite.check(f"stand-in epilogues {name}: folded into cuBLASLt epilogues, --check passes",
+                    r.returncode == 0 and not missing and "Add (" not in r.stdout and "Relu (" not in r.stdout,
+                    f"  missing: {missing}\n" + r.describe())
+
+
 def stand_in(suite, tools, work):
-    """The cuda backend's own code end to end on the host stand-in driver and cuBLASLt
+    """The cuda backend's own code end to end on the host stand-in driver, cuBLASLt and cuDNN
     (tests/unit/fake_cuda_host.cpp: device memory is tracked host memory, copies are
-    memcpy, cublasLtMatmul a column-major GEMM reading the backend's descriptors)."""
+    memcpy, cublasLtMatmul a column-major GEMM and cudnnConvolutionForward a direct
+    convolution, each reading the backend's descriptors)."""
     lib = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda_host.so")
-    os.environ.update(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib)
-    for model in ("mlp.onnx", "gpt2_tiny.onnx", "cnn_small.onnx"):
+    os.environ.update(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib, PCC_CUDNN_LIB=lib)
+    models = [("mlp.onnx", e2e.model_path("mlp.onnx")), ("gpt2_tiny.onnx", e2e.model_path("gpt2_tiny.onnx")),
+              ("cnn_small.onnx", e2e.model_path("cnn_small.onnx")),
+              ("mobilenet_v2_bn.onnx", e2e.model_path("mobilenet_v2_bn.onnx")),
+              ("resnet.ts", os.path.join(e2e.MODELS_DIR, "exported", "resnet.ts.onnx")),
+              ("conv_variants", conv_variants_model(work)), ("half", half_model(work))]
+    for model, path in models:
         plan = os.path.join(work, model + ".cpu.pcc")
-        r = tools.run("pcc", [e2e.model_path(model), "--batch", "4", "--gpus", "1", "--target", "cpu", "-o", plan,
-                              "--quiet"])
+        batch = "2" if model in ("resnet.ts", "mobilenet_v2_bn.onnx") else "4"
+        r = tools.run("pcc", [path, "--batch", batch, "--gpus", "1", "--target", "cpu", "-o", plan, "--quiet"])
         if not suite.check(f"stand-in {model}: compiles", r.returncode == 0, r.describe()):
             continue
-        r = tools.run("pcc-run", [plan, "--backend", "auto", "--check", "--profile", "--poison-memory"])
+        r = tools.run("pcc-run", [plan, "--backend", "auto", "--check", "--profile", "--poison-memory"], timeout=600)
         suite.check(f"stand-in {model}: --backend auto picks cuda, --check passes (poisoned memory)",
-                    r.returncode == 0 and "no usable GPU" not in r.stderr and "(cpu fallback)" in r.stdout,
+                    r.returncode == 0 and "no usable GPU" not in r.stderr and "(cpu fallback" in r.stdout,
                     r.describe())
-        if model != "cnn_small.onnx":
+        if model in ("mlp.onnx", "gpt2_tiny.onnx"):
             suite.check(f"stand-in {model}: MatMul/Gemm ran on cuBLASLt", "(cublaslt)" in r.stdout, r.describe())
+        if model in ("cnn_small.onnx", "mobilenet_v2_bn.onnx", "resnet.ts"):
+            suite.check(f"stand-in {model}: every Conv ran on cuDNN",
+                        "Conv (cudnn)" in r.stdout and "Conv (cpu fallback" not in r.stdout, r.describe())
+        if model == "conv_variants":
+            suite.check("stand-in conv_variants: 1-D, SAME_UPPER and 3-D Conv on cuDNN, asymmetric pads on the "
+                        "CPU fallback with the reason in --profile",
+                        "Conv (cudnn)" in r.stdout
+                        and "Conv (cpu fallback: cuDNN pads symmetrically; Conv pads 0 and 1" in r.stdout,
+                        r.describe())
+        if model == "half":
+            suite.check("stand-in half: float16 Conv on cuDNN (with a bias on the CPU fallback) and MatMul on "
+                        "cuBLASLt", "Conv (cudnn)" in r.stdout and "MatMul (cublaslt)" in r.stdout
+                        and "Conv (cpu fallback: a float16 Conv with bias would round twice" in r.stdout,
+                        r.describe())
+        if model == "cnn_small.onnx":
+            # Without cuDNN, Conv runs on the CPU fallback: one stderr line, not an error.
+            os.environ["PCC_CUDNN_LIB"] = "libpcc-no-such-cudnn.so.9"
+            try:
+                r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--profile"])
+            finally:
+                os.environ["PCC_CUDNN_LIB"] = lib
+            said = [ln for ln in r.stderr.splitlines() if "cuDNN" in ln or "cudnn" in ln]
+            suite.check("stand-in without libcudnn.so.9: Conv on the CPU fallback, one stderr line, --check passes",
+                        r.returncode == 0 and len(said) == 1 and "cannot load libpcc-no-such-cudnn.so.9" in said[0]
+                        and "Conv runs on the CPU fallback" in said[0]
+                        and "Conv (cpu fallback: cuDNN is not available)" in r.stdout
+                        and "Conv (cudnn)" not in r.stdout, r.describe())
+    stand_in_epilogues(suite, tools, work)
     # A plan with CUDA images: the stand-in cannot load modules, and the error
     # names the rank, the node, the op and the call.
     plan = os.path.join(work, "mlp.cuda.pcc")
@@ -64,8 +217,8 @@ def stand_in(suite, tools, work):
     else:
         suite.check("stand-in: --target cuda refused only for want of the toolkit",
                     "without the CUDA toolkit" in r.stderr, r.describe())
-    os.environ.pop("PCC_CUDA_DRIVER_LIB", None)
-    os.environ.pop("PCC_CUBLASLT_LIB", None)
+    for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_CUDNN_LIB"):
+        os.environ.pop(k, None)
 
 
 def main():
@@ -76,8 +229,8 @@ def main():
         return suite.finish()
     work = suite.tempdir("cuda-backend")
     fake = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda.so")
-    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_FAKE_CUDA_INIT",
-                                            "PCC_FAKE_CUDA_DEVICES")}
+    saved = {k: os.environ.get(k) for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_CUDNN_LIB",
+                                            "PCC_FAKE_CUDA_INIT", "PCC_FAKE_CUDA_DEVICES")}
 
     def setenv(**kv):
         for k in saved:

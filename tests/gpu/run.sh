@@ -12,7 +12,9 @@
 #  3. Bandwidth: one large fused elementwise kernel (tests/gpu/
 #     make_elementwise.py, 512 MiB in and out) against the measured
 #     device-to-device copy bandwidth (goal: at least 80%).
-#  4. cuBLASLt GEMM TFLOP/s (f32 and TF32, 8192^3).
+#  4. cuBLASLt GEMM TFLOP/s (f32 and TF32, 8192^3); convolution: the ResNet
+#     export's time with Conv on cuDNN against Conv on the CPU fallback
+#     (PCC_CUDNN_LIB naming no library), and how many Conv calls each placed.
 #  5. BERT-base and ResNet-50 against onnxruntime-gpu when both the full-size
 #     exports ($PCC_PARITY_CACHE, else BUILD/parity-cache, from `make parity`)
 #     and onnxruntime's CUDA provider are there; else one line saying which
@@ -99,7 +101,7 @@ run_model() {  # name model batch [inputs dir]
   if timeout "$(left)" "$build/pcc-run" "$plan" --backend cuda --check --profile "${inputs[@]}" >"$out" 2>&1; then
     local ms fb
     ms=$(sed -n 's/^rank 0: \([0-9.]*\) ms$/\1/p' "$out" | head -1)
-    fb=$(grep -c '(cpu fallback)' "$out" || true)
+    fb=$(grep -c '(cpu fallback' "$out" || true)
     row "$name" ok "${ms:-?} ms, ${fb} op kinds on the CPU fallback"
   else
     echo "gpu-check: FAIL: $name: pcc-run --backend cuda --check:" >&2
@@ -160,6 +162,27 @@ if g=$(timeout "$(left)" "$build/gpu_bench" gemm 8192 8192 8192); then
 else
   row "cuBLASLt GEMM 8192^3" FAIL "gpu_bench gemm failed"
   failed=1
+fi
+
+# Conv on cuDNN against the CPU fallback, on the plan step 2 compiled.
+conv_calls() {  # profile file, placement: the Conv calls --profile lists under it
+  sed -n "s/^profile rank 0: Conv (\($2\)[^)]*).* \([0-9]*\) calls$/\2/p" "$1" | awk '{s += $1} END {print s + 0}'
+}
+if [ -e "$work/resnet.ts.pcc" ]; then
+  timeout "$(left)" "$build/pcc-run" "$work/resnet.ts.pcc" --backend cuda --warmup 1 --iters 3 --profile \
+    >"$work/conv-dnn.out" 2>&1 || true
+  PCC_CUDNN_LIB=libpcc-no-cudnn.so.9 timeout "$(left)" "$build/pcc-run" "$work/resnet.ts.pcc" --backend cuda \
+    --warmup 1 --iters 3 --profile >"$work/conv-cpu.out" 2>&1 || true
+  dms=$(sed -n 's/^rank 0: \([0-9.]*\) ms$/\1/p' "$work/conv-dnn.out" | head -1)
+  cms=$(sed -n 's/^rank 0: \([0-9.]*\) ms$/\1/p' "$work/conv-cpu.out" | head -1)
+  if [ -n "$dms" ] && [ -n "$cms" ]; then
+    row "resnet.ts Conv: cuDNN vs CPU" ok "${dms} ms ($(conv_calls "$work/conv-dnn.out" cudnn) Conv calls on cuDNN) vs ${cms} ms ($(conv_calls "$work/conv-cpu.out" 'cpu fallback') on the CPU fallback)"
+  else
+    row "resnet.ts Conv: cuDNN vs CPU" FAIL "$(tail -1 "$work/conv-dnn.out" | cut -c1-90)"
+    failed=1
+  fi
+else
+  row "resnet.ts Conv: cuDNN vs CPU" skipped "no resnet.ts plan from step 2"
 fi
 
 # --- 5. BERT-base and ResNet-50 against onnxruntime-gpu.

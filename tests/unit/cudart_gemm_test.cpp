@@ -3,6 +3,7 @@
 // the way cuBLASLt does, and compared with the row-major ONNX result.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "runtime/cuda/gemm_desc.h"
@@ -91,6 +92,8 @@ TEST(CudaGemm, MatMulStridedBatch) {
 
 TEST(CudaGemm, MatMulRefusals) {
   EXPECT_EQ(matmulDesc({DType::kI64, {2, 2}}, {DType::kI64, {2, 2}}).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(matmulDesc({DType::kF16, {2, 2}}, {DType::kF32, {2, 2}}).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(matmulDesc({DType::kF64, {2, 2}}, {DType::kF64, {2, 2}}).status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(matmulDesc({DType::kF32, {4}}, {DType::kF32, {4, 2}}).status().code(), StatusCode::kUnsupported);
   auto bcast = matmulDesc({DType::kF32, {1, 3, 4}}, {DType::kF32, {2, 4, 5}});
   ASSERT_FALSE(bcast.ok());
@@ -146,6 +149,90 @@ TEST(CudaGemm, GemmRefusesOtherAddends) {
   EXPECT_EQ(scaledBias.status().code(), StatusCode::kUnsupported);
   auto column = gemmDesc({DType::kF32, {3, 4}}, {DType::kF32, {4, 5}}, {DType::kF32, {3, 1}}, AttrMap());
   EXPECT_FALSE(column.ok());
+}
+
+TEST(CudaGemm, HalfTypesKeepTheirElementType) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    auto mm = matmulDesc({t, {2, 3, 4}}, {t, {4, 5}});
+    ASSERT_TRUE(mm.ok()) << mm.status().message();
+    EXPECT_EQ(mm->dtype, t);
+    auto batched = matmulDesc({t, {2, 3, 4}}, {t, {2, 4, 5}});
+    ASSERT_TRUE(batched.ok());
+    EXPECT_EQ(batched->dtype, t);
+    auto g = gemmDesc({t, {3, 4}}, {t, {4, 5}}, {t, {5}}, AttrMap());
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_EQ(g->dtype, t);
+    EXPECT_EQ(g->addend, GemmDesc::Addend::kBias);
+    EXPECT_FALSE(gemmDesc({t, {3, 4}}, {t, {4, 5}}, {DType::kF32, {5}}, AttrMap()).ok());
+  }
+  EXPECT_EQ(matmulDesc({DType::kF32, {3, 4}}, {DType::kF32, {4, 5}})->dtype, DType::kF32);
+}
+
+float reluOf(float v) { return v > 0 ? v : 0.0f; }
+float geluTanh(float v) {
+  return static_cast<float>(0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * double(v) * v * v))));
+}
+
+TEST(CudaGemm, MatMulAddActivationAsOneEpilogue) {
+  // Y = act(X W + bias): the bias epilogue adds bias[i] to row i of
+  // column-major D, which is column i of row-major Y.
+  const int64_t M = 3, K = 4, N = 5;
+  auto d = matmulDesc({DType::kF32, {M, K}}, {DType::kF32, {K, N}});
+  ASSERT_TRUE(d.ok());
+  for (const Dims& biasShape : {Dims{N}, Dims{1, N}}) {
+    auto biased = withBias(*d, {DType::kF32, biasShape});
+    ASSERT_TRUE(biased.ok()) << biased.status().message();
+    EXPECT_EQ(biased->addend, GemmDesc::Addend::kBias);
+    auto X = values(M * K, 1), W = values(K * N, 2), bias = values(N, 3);
+    auto got = runColumnMajor(*biased, W, X, nullptr, &bias);
+    auto want = rowMajor(1, M, K, N, X, W, false);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) want[i * N + j] += bias[j];
+    EXPECT_EQ(got, want);
+  }
+  auto biased = withBias(*d, {DType::kF32, {N}});
+  AttrMap none, tanh, erf;
+  tanh.set("approximate", Attribute(std::string("tanh")));
+  erf.set("approximate", Attribute(std::string("none")));
+  auto relu = withActivation(*biased, "Relu", none);
+  ASSERT_TRUE(relu.ok());
+  EXPECT_EQ(relu->activation, GemmDesc::Activation::kRelu);
+  auto gelu = withActivation(*biased, "Gelu", tanh);
+  ASSERT_TRUE(gelu.ok());
+  EXPECT_EQ(gelu->activation, GemmDesc::Activation::kGeluTanh);
+  EXPECT_EQ(withActivation(*d, "Relu", none)->addend, GemmDesc::Addend::kNone);  // RELU without bias
+  // The exact (erf) Gelu is not cuBLASLt's: it stays an op of its own.
+  for (const AttrMap* a : {&none, &erf}) {
+    auto exact = withActivation(*biased, "Gelu", *a);
+    ASSERT_FALSE(exact.ok());
+    EXPECT_EQ(exact.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(exact.status().message().find("tanh"), std::string::npos) << exact.status().message();
+  }
+  EXPECT_FALSE(withActivation(*biased, "Sigmoid", none).ok());
+  EXPECT_FALSE(withActivation(*relu, "Relu", none).ok());
+  // The tanh form differs from the erf form by more than float32 rounding.
+  EXPECT_GT(std::fabs(geluTanh(1.5f) - 0.5f * 1.5f * (1.0f + std::erf(1.5f / std::sqrt(2.0f)))), 1e-5f);
+  EXPECT_EQ(reluOf(-1.0f), 0.0f);
+}
+
+TEST(CudaGemm, BiasEpilogueRefusals) {
+  auto d = matmulDesc({DType::kF32, {3, 4}}, {DType::kF32, {4, 5}});
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(withBias(*d, {DType::kF32, {3, 5}}).ok());   // a matrix, not a row
+  EXPECT_FALSE(withBias(*d, {DType::kF32, {3, 1}}).ok());   // a column
+  EXPECT_FALSE(withBias(*d, {DType::kF32, {4}}).ok());      // wrong length
+  EXPECT_FALSE(withBias(*d, {DType::kF16, {5}}).ok());      // another dtype
+  auto batched = matmulDesc({DType::kF32, {2, 3, 4}}, {DType::kF32, {2, 4, 5}});
+  ASSERT_TRUE(batched.ok());
+  EXPECT_FALSE(withBias(*batched, {DType::kF32, {5}}).ok());
+  auto g = gemmDesc({DType::kF32, {3, 4}}, {DType::kF32, {4, 5}}, {DType::kF32, {5}}, AttrMap());
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(withBias(*g, {DType::kF32, {5}}).ok());  // already has its bias
+  AttrMap none;
+  EXPECT_TRUE(withActivation(*g, "Relu", none).ok());   // Gemm's own bias, then Relu
+  auto m = gemmDesc({DType::kF32, {3, 4}}, {DType::kF32, {4, 5}}, {DType::kF32, {3, 5}}, AttrMap());
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(withActivation(*m, "Relu", none).ok());  // after a C matrix
 }
 
 }  // namespace

@@ -27,14 +27,31 @@ TEST(CudaPlacement, MatMulAndGemmOnCublasLt) {
   EXPECT_EQ(gemm.where, Placement::kCublasLt);
 }
 
+TEST(CudaPlacement, ConvOnCudnn) {
+  AttrMap pads;
+  pads.set("pads", Attribute(Dims{1, 1, 1, 1}));
+  auto conv = placementOf(kernel("Conv", {{DType::kF32, {1, 3, 8, 8}}, {DType::kF32, {4, 3, 3, 3}}, {DType::kF32, {4}}},
+                                 &pads),
+                          false);
+  EXPECT_EQ(conv.where, Placement::kCudnn);
+  EXPECT_STREQ(placementName(conv.where), "cudnn");
+  AttrMap none;
+  auto half = placementOf(kernel("Conv", {{DType::kF16, {1, 3, 8}}, {DType::kF16, {4, 3, 3}}}, &none), false);
+  EXPECT_EQ(half.where, Placement::kCudnn);
+  auto mmHalf = placementOf(kernel("MatMul", {{DType::kBF16, {8, 16}}, {DType::kBF16, {16, 4}}}, &none), false);
+  EXPECT_EQ(mmHalf.where, Placement::kCublasLt);
+}
+
 TEST(CudaPlacement, WhatCuBlasLtDoesNotTakeFallsBackWithTheReason) {
   AttrMap none;
   auto i64 = placementOf(kernel("MatMul", {{DType::kI64, {8, 16}}, {DType::kI64, {16, 4}}}, &none), false);
   EXPECT_EQ(i64.where, Placement::kCpuFallback);
-  EXPECT_NE(i64.reason.find("f32 only"), std::string::npos) << i64.reason;
-  auto conv = placementOf(kernel("Conv", {{DType::kF32, {1, 3, 8, 8}}, {DType::kF32, {4, 3, 3, 3}}}, &none), false);
+  EXPECT_NE(i64.reason.find("f32, f16 or bf16"), std::string::npos) << i64.reason;
+  AttrMap asym;
+  asym.set("pads", Attribute(Dims{0, 0, 1, 1}));
+  auto conv = placementOf(kernel("Conv", {{DType::kF32, {1, 3, 8, 8}}, {DType::kF32, {4, 3, 3, 3}}}, &asym), false);
   EXPECT_EQ(conv.where, Placement::kCpuFallback);
-  EXPECT_EQ(conv.reason, "op 'Conv' has no CUDA kernel yet");
+  EXPECT_NE(conv.reason.find("symmetrically"), std::string::npos) << conv.reason;
   EXPECT_STREQ(placementName(conv.where), "cpu fallback");
   for (const char* op : {"Softmax", "LayerNormalization", "Gather", "Transpose", "Add", "Reshape"})
     EXPECT_EQ(placementOf(kernel(op, {{DType::kF32, {4}}}, &none), false).where, Placement::kCpuFallback) << op;
