@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Resharding by all-to-all and reduce-scatter, end to end.
 
-A model whose tensor-parallel plan moves a split between dimensions: x[B,16]
--> MatMul(W1) -> Softmax(axis 1) -> MatMul(W2) -> Softmax(axis 1). With tp
-forced the weight matrices are split; a Softmax over the columns a
-column-split MatMul produces needs them whole and can split the rows
-instead, so the activation goes from [-,tp] to [tp,-] by one all-to-all; the
-second MatMul splits its contraction and its partial sum goes to the second
-Softmax split by rows, by one reduce-scatter (passes/partition/reshard.cpp).
-Built with onnx.helper (seeded), compiled for tp=2, tp=3 (uneven: a batch of
-5 and a hidden width of 1000 do not divide by 3) and dp=2,tp=2; the plan must
-hold both collectives on every tp rank and no all-gather of the hidden
-activation; it runs on CPU ranks as threads with `--check` and
+A model whose tensor-parallel plan moves splits between dimensions (the
+model of tests/lit/partition/reshard.ir): x[B,S,64] -> MatMul(W1) ->
+Softmax(axis 2) -> y1, and x -> MatMul(Wa) -> Relu -> MatMul(Wb) ->
+Softmax(axis 2) -> y2. With tp forced the weight matrices are split; the
+Softmax over the columns a column-split MatMul produces needs them whole and
+can split the sequence instead, so that activation goes from [-,-,tp] to
+[-,tp,-] by one all-to-all; the Megatron pair Wa (columns), Wb (rows) leaves
+a partial sum that the second Softmax takes split by the sequence, by one
+reduce-scatter (passes/partition/reshard.cpp). Built with onnx.helper
+(seeded), compiled for tp=2, tp=4 and dp=2,tp=2 (a batch of 3: uneven over
+dp); the plans must hold the collectives the search picks on every rank
+(with dp the outputs are gathered over tp, so only the reduce-scatter
+pays); each runs on CPU ranks as threads with `--check` and
 `--poison-memory`, and as one process per rank, against the reference
 evaluator and onnxruntime.
 """
@@ -26,45 +28,53 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 from pcc_e2e import np, numpy_helper, onnx  # noqa: E402
 
-BATCH, D_IN, D_HIDDEN, D_OUT = 5, 16, 1000, 12
+BATCH, SEQ, D_IN, D_HIDDEN, D_OUT = 3, 8, 64, 512, 256
 RTOL, ATOL = 1e-4, 1e-6
-CONFIGS = [("tp=2", 2), ("tp=3", 3), ("dp=2,tp=2", 4)]
+# strategy, ranks, collectives every rank must run, collectives no rank may run
+CONFIGS = [("tp=2", 2, ("all_to_all", "reduce_scatter"), ("all_gather", "all_reduce")),
+           ("tp=4", 4, ("all_to_all", "reduce_scatter"), ("all_gather", "all_reduce")),
+           ("dp=2,tp=2", 4, ("reduce_scatter",), ("all_reduce",))]
 
 
 def make_model(path):
-    """x[B,16] -> MatMul(W1) -> Softmax -> MatMul(W2) -> Softmax -> y[B,12]."""
+    """The two branches above, seeded."""
     rng = np.random.default_rng(5)
-    w1 = rng.standard_normal((D_IN, D_HIDDEN)).astype(np.float32)
-    w2 = (rng.standard_normal((D_HIDDEN, D_OUT)) * 30).astype(np.float32)
+    w1 = rng.standard_normal((D_IN, D_HIDDEN)).astype(np.float32) / 4
+    wa = rng.standard_normal((D_IN, D_HIDDEN)).astype(np.float32) / 4
+    wb = rng.standard_normal((D_HIDDEN, D_OUT)).astype(np.float32) / 8
     h = onnx.helper
     nodes = [
         h.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
-        h.make_node("Softmax", ["h"], ["s"], name="sm1", axis=1),
-        h.make_node("MatMul", ["s", "w2"], ["p"], name="fc2"),
-        h.make_node("Softmax", ["p"], ["y"], name="sm2", axis=1),
+        h.make_node("Softmax", ["h"], ["y1"], name="sm1", axis=2),
+        h.make_node("MatMul", ["x", "wa"], ["a"], name="fca"),
+        h.make_node("Relu", ["a"], ["r"], name="act"),
+        h.make_node("MatMul", ["r", "wb"], ["p"], name="fcb"),
+        h.make_node("Softmax", ["p"], ["y2"], name="sm2", axis=2),
     ]
     graph = h.make_graph(
         nodes, "reshard",
-        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", D_IN])],
-        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", D_OUT])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", SEQ, D_IN])],
+        [h.make_tensor_value_info("y1", onnx.TensorProto.FLOAT, ["batch", SEQ, D_HIDDEN]),
+         h.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["batch", SEQ, D_OUT])],
+        [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (wa, "wa"), (wb, "wb"))])
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
 
-def check_plan(suite, case, plan, gpus):
-    """The report: every rank exchanges by all-to-all and reduce-scatter, none gathers."""
+def check_plan(suite, case, plan, gpus, needed, banned):
+    """The report: every rank runs the `needed` collectives, none the `banned` ones."""
     with open(os.path.join(plan, "report.json")) as f:
         report = json.load(f)
     ranks = report["ranks"]
     suite.check(f"{case}: {gpus} ranks", len(ranks) == gpus, f"  {len(ranks)} ranks")
     counts = {r["rank"]: r.get("comm_count", {}) for r in ranks}
-    for kind in ("all_to_all", "reduce_scatter"):
+    for kind in needed:
         without = [r for r, c in counts.items() if not c.get(kind)]
         suite.check(f"{case}: every rank runs an {kind}", not without, f"  ranks without: {without}\n  {counts}")
-    gathers = [r for r, c in counts.items() if c.get("all_gather")]
-    suite.check(f"{case}: no rank all-gathers", not gathers, f"  ranks that do: {gathers}\n  {counts}")
+    for kind in banned:
+        using = [r for r, c in counts.items() if c.get(kind)]
+        suite.check(f"{case}: no rank runs an {kind}", not using, f"  ranks that do: {using}\n  {counts}")
 
 
 def run_processes(tools, plan, world, work, data):
@@ -79,7 +89,7 @@ def run_processes(tools, plan, world, work, data):
     return [done[r][:3] for r in range(world)]
 
 
-def run_case(suite, tools, strategy, gpus):
+def run_case(suite, tools, strategy, gpus, needed, banned):
     case = f"--strategy {strategy}"
     work = suite.tempdir("reshard")
     try:
@@ -90,14 +100,15 @@ def run_case(suite, tools, strategy, gpus):
                               "-o", plan])
         if not suite.check(f"{case}: compile", r.returncode == 0, r.describe()):
             return
-        check_plan(suite, case, plan, gpus)
+        check_plan(suite, case, plan, gpus, needed, banned)
         _, expected = e2e.write_case(data, model, BATCH, seed=3)
         r = tools.run("pcc-run", [plan, "--inputs", data, "--outputs", outs, "--check", "--poison-memory",
                                   "--rtol", RTOL, "--atol", ATOL])
         if suite.check(f"{case}: pcc-run --check --poison-memory (threads)", r.returncode == 0, r.describe()):
-            got = e2e.read_tensor(os.path.join(outs, "output_0.pb"))
-            diff = e2e.compare(got, expected[0], RTOL, ATOL)
-            suite.check(f"{case}: output matches onnxruntime", not diff, "  " + diff)
+            for k in range(2):
+                got = e2e.read_tensor(os.path.join(outs, f"output_{k}.pb"))
+                diff = e2e.compare(got, expected[k], RTOL, ATOL)
+                suite.check(f"{case}: output {k} matches onnxruntime", not diff, "  " + diff)
         results = run_processes(tools, plan, gpus, work, data)
         detail = "\n".join(f"  rank {i}: exit {rc}\n{e2e.indent((o or '') + (e or ''))}"
                            for i, (rc, o, e) in enumerate(results))
@@ -114,8 +125,8 @@ def main():
     suite = e2e.Suite("test_reshard", args)
     tools = e2e.Tools(args.bin)
     if e2e.require_tools(suite, tools, ("pcc", "pcc-run")):
-        for strategy, gpus in CONFIGS:
-            suite.run_case(f"--strategy {strategy}", run_case, suite, tools, strategy, gpus)
+        for strategy, gpus, needed, banned in CONFIGS:
+            suite.run_case(f"--strategy {strategy}", run_case, suite, tools, strategy, gpus, needed, banned)
     return suite.finish()
 
 
