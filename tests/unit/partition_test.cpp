@@ -3,6 +3,8 @@
 // reproduce the unpartitioned graph on the reference evaluator).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compiler/eval/evaluator.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
@@ -117,13 +119,36 @@ StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, 
       MeshAxis axis = *meshAxisFromName(node->attrs().getString("axis", ""));
       Tensor acc;
       std::vector<Tensor> parts;
-      for (int peer : p.mesh.groupOf(static_cast<int>(r), axis)) parts.push_back(env[peer].at(progs[peer][i]->input(0)));
-      if (node->op() == OpKind::AllReduce) {
+      const std::vector<int> group = p.mesh.groupOf(static_cast<int>(r), axis);
+      const int me = static_cast<int>(std::find(group.begin(), group.end(), static_cast<int>(r)) - group.begin());
+      const int parties = static_cast<int>(group.size());
+      for (int peer : group) parts.push_back(env[peer].at(progs[peer][i]->input(0)));
+      const int dim = static_cast<int>(node->attrs().getInt("dim", 0));
+      if (node->op() == OpKind::AllReduce || node->op() == OpKind::ReduceScatter) {
         acc = parts[0];
         for (size_t k = 1; k < parts.size(); ++k) {
           ASSIGN_OR_RETURN(auto sum, runKernel("Add", {&acc, &parts[k]}, {}, "all-reduce"));
           acc = sum[0];
         }
+        // A reduce-scatter keeps this rank's chunk of the sum.
+        if (node->op() == OpKind::ReduceScatter) {
+          const int64_t extent = acc.shape()[dim];
+          ASSIGN_OR_RETURN(acc, sliceAlong(acc, dim, chunkOffset(extent, parties, me), chunkSize(extent, parties, me)));
+        }
+      } else if (node->op() == OpKind::AllToAll) {
+        // This rank's chunk of `dim` from every peer, concatenated along concat_dim.
+        std::vector<Tensor> chunks;
+        for (const Tensor& t : parts) {
+          const int64_t extent = t.shape()[dim];
+          ASSIGN_OR_RETURN(Tensor c, sliceAlong(t, dim, chunkOffset(extent, parties, me), chunkSize(extent, parties, me)));
+          chunks.push_back(std::move(c));
+        }
+        AttrMap a;
+        a.set("axis", node->attrs().getInt("concat_dim", 0));
+        std::vector<const Tensor*> ins;
+        for (auto& t : chunks) ins.push_back(&t);
+        ASSIGN_OR_RETURN(auto cat, runKernel("Concat", ins, a, "all-to-all"));
+        acc = cat[0];
       } else {
         AttrMap a;
         a.set("axis", node->attrs().getInt("dim", 0));

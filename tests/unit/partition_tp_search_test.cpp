@@ -334,7 +334,9 @@ TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesAsMegatron) {
   EXPECT_EQ(layoutOf(*g, "attn"), "[-,tp,-,-]");
   // No slower than Megatron's plan, and communicating as much: two
   // all-reduces of the [1, 2048, 5120] stream, or the equivalent all-gathers
-  // (a ring all-reduce moves twice what an all-gather of the same tensor does).
+  // and reduce-scatters (a ring all-reduce moves twice what an all-gather of
+  // the same tensor does, or a reduce-scatter of it; an all-to-all moves 1/n
+  // of what an all-gather of its output would).
   Problem base = dataParallelOnly([&] { return llamaLayer(zeros, 2048); }, 1, 8);
   auto megCost = evaluateTpChoices(*base.g, base.dp, megatron(*base.g), cm);
   ASSERT_TRUE(megCost.ok()) << megCost.status().message();
@@ -347,6 +349,8 @@ TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesAsMegatron) {
   for (Node* n : r0->graph->nodes()) {
     if (n->op() == OpKind::AllReduce) moved += 2 * static_cast<int64_t>(n->output()->type().bytes());
     else if (n->op() == OpKind::AllGather) moved += static_cast<int64_t>(n->output()->type().bytes());
+    else if (n->op() == OpKind::ReduceScatter) moved += static_cast<int64_t>(n->input(0)->type().bytes());
+    else if (n->op() == OpKind::AllToAll) moved += static_cast<int64_t>(n->input(0)->type().bytes());
     else EXPECT_FALSE(isCollective(n->op())) << n->describe();
   }
   EXPECT_EQ(moved, 4 * stream);
