@@ -166,6 +166,11 @@ struct A2aCase {
   bool outGiven;   // the output is allocated on entry (else extents are exchanged)
 };
 
+void PrintTo(const A2aCase& c, std::ostream* os) {
+  *os << c.n << " ranks, " << dimsToString(c.global) << " dim " << c.concatDim << " -> " << c.splitDim << " "
+      << dtypeName(c.dt) << (c.outGiven ? "" : ", extents exchanged");
+}
+
 /// \returns the extent of chunk `r` of `extent` split `n` ways (the first extent % n one larger).
 int64_t chunkLen(int64_t extent, int n, int r) { return extent / n + (r < extent % n ? 1 : 0); }
 int64_t chunkStart(int64_t extent, int n, int r) {
