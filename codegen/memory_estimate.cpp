@@ -89,6 +89,7 @@ RankMemoryEstimate estimateRankMemory(const plan::RankProgram& prog) {
     switch (ins.kind()) {
       case plan::Instruction::ALL_GATHER: m.comm = std::max(m.comm, 2 * bufferBytes(prog, out)); break;
       case plan::Instruction::REDUCE_SCATTER:
+      case plan::Instruction::ALL_TO_ALL:  // the packed chunks sent and received
         m.comm = std::max(m.comm, bufferBytes(prog, in) + bufferBytes(prog, out));
         break;
       case plan::Instruction::KERNEL: {

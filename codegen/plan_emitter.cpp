@@ -22,6 +22,7 @@ plan::Instruction::Kind collectiveKind(OpKind op) {
     case OpKind::AllReduce: return plan::Instruction::ALL_REDUCE;
     case OpKind::AllGather: return plan::Instruction::ALL_GATHER;
     case OpKind::ReduceScatter: return plan::Instruction::REDUCE_SCATTER;
+    case OpKind::AllToAll: return plan::Instruction::ALL_TO_ALL;
     default: return plan::Instruction::KERNEL;
   }
 }
@@ -125,6 +126,8 @@ class ProgramEmitter {
           if (!axis || *axis == MeshAxis::kNone) return internalError(n->describe(), ": collective without a mesh axis");
           ins->set_group(groupIndex(plan_, mesh_, rank_, *axis));
           ins->set_dim(static_cast<int32_t>(n->attrs().getInt("dim", -1)));
+          if (n->op() == OpKind::AllToAll)
+            ins->set_concat_dim(static_cast<int32_t>(n->attrs().getInt("concat_dim", -1)));
         } else {
           for (const auto& [name, a] : n->attrs().all()) toAttrProto(name, a, ins->add_attrs());
         }

@@ -3,6 +3,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
@@ -89,6 +90,10 @@ void copyIntoSlab(const Split3& s, const uint8_t* src, int64_t ext, uint8_t* dst
   for (int64_t o = 0; o < s.outer; ++o)
     std::memcpy(dst + (o * total + off) * row, src + o * ext * row, ext * row);
 }
+
+/// \returns the extent of chunk `r` of `extent` split `n` ways (the first
+/// extent % n chunks one larger), as the compiler splits dimensions.
+int64_t chunkOf(int64_t extent, int n, int r) { return extent / n + (r < extent % n ? 1 : 0); }
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -231,6 +236,91 @@ class GlooCommunicator final : public Communicator {
     for (int64_t d = 0; d < lens[rank_]; ++d)
       for (int64_t o = 0; o < s.outer; ++o)
         std::memcpy(dst + (o * lens[rank_] + d) * row, mySlice + (d * s.outer + o) * row, row);
+    *out = std::move(result);
+    return Status::OK();
+  }
+
+  Status allToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) override {
+    const int rank = in.rank();
+    if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank || splitDim == concatDim)
+      return invalidInput(prefix("all-to-all"), "split dim ", splitDim, " and concat dim ", concatDim,
+                          " do not fit ", in.type().str());
+    // Every rank's extent along concatDim, in group order.
+    std::vector<int64_t> lens(size_);
+    if (out->defined()) {
+      if (out->rank() != rank || out->dtype() != in.dtype())
+        return invalidInput(prefix("all-to-all"), "output ", out->type().str(), " does not match input ",
+                            in.type().str());
+      for (int r = 0; r < size_; ++r) lens[r] = chunkOf(out->shape()[concatDim], size_, r);
+    } else if (size_ == 1) {
+      lens[0] = in.shape()[concatDim];
+    } else {
+      int64_t mine = in.shape()[concatDim];
+      RETURN_IF_ERROR(guard("all-to-all (sizes)", in.type(), [&] {
+        gloo::AllgatherOptions opts(ctx_);
+        opts.setInput(&mine, 1);
+        opts.setOutput(lens.data(), lens.size());
+        opts.setTag(nextTag());
+        opts.setTimeout(timeout_);
+        gloo::allgather(opts);
+      }));
+    }
+    if (lens[rank_] != in.shape()[concatDim])
+      return invalidInput(prefix("all-to-all"), "the output gives this rank ", lens[rank_], " rows along dim ",
+                          concatDim, ", the input ", in.type().str(), " has ", in.shape()[concatDim]);
+    const int64_t extent = in.shape()[splitDim];
+    Dims outShape = in.shape();
+    outShape[splitDim] = chunkOf(extent, size_, rank_);
+    outShape[concatDim] = std::accumulate(lens.begin(), lens.end(), int64_t{0});
+    if (out->defined() && out->shape() != outShape)
+      return invalidInput(prefix("all-to-all"), "output ", out->type().str(), " is not the ",
+                          dimsToString(outShape), " that ", in.type().str(), " exchanges to");
+    if (size_ == 1) {
+      *out = in.clone();
+      return Status::OK();
+    }
+    // Chunk j of splitDim goes to rank j: packed contiguous, in rank order.
+    const Split3 s = split3(in.shape(), splitDim, in.dtype());
+    const size_t row = s.rowBytes();
+    std::vector<int64_t> sendBytes(size_), recvBytes(size_);
+    Dims piece = outShape;  // what rank r sends here: its rows of concatDim, this rank's chunk of splitDim
+    for (int r = 0; r < size_; ++r) {
+      sendBytes[r] = s.outer * chunkOf(extent, size_, r) * static_cast<int64_t>(row);
+      piece[concatDim] = lens[r];
+      recvBytes[r] = numElements(piece) * static_cast<int64_t>(s.elem);
+    }
+    std::vector<uint8_t> sendBuf(std::accumulate(sendBytes.begin(), sendBytes.end(), size_t{0}) + 1);
+    std::vector<uint8_t> recvBuf(std::accumulate(recvBytes.begin(), recvBytes.end(), size_t{0}) + 1);
+    MemoryCharge staging(static_cast<int64_t>(sendBuf.size() + recvBuf.size()));  // the rank's memory account, if any
+    {
+      const uint8_t* src = static_cast<const uint8_t*>(in.raw());
+      uint8_t* dst = sendBuf.data();
+      int64_t off = 0;
+      for (int r = 0; r < size_; ++r) {
+        const int64_t len = chunkOf(extent, size_, r);
+        for (int64_t o = 0; o < s.outer; ++o, dst += len * row)
+          std::memcpy(dst, src + (o * extent + off) * row, len * row);
+        off += len;
+      }
+    }
+    RETURN_IF_ERROR(guard("all-to-all", in.type(), [&] {
+      gloo::AlltoallvOptions opts(ctx_);
+      opts.setInput(sendBuf.data(), sendBytes);
+      opts.setOutput(recvBuf.data(), recvBytes);
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::alltoallv(opts);
+    }));
+    // Rank r's piece goes to rows [off, off + lens[r]) of concatDim.
+    Tensor result = Tensor::zeros(in.dtype(), outShape);
+    const Split3 c = split3(outShape, concatDim, in.dtype());
+    size_t pos = 0;
+    int64_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      copyIntoSlab(c, recvBuf.data() + pos, lens[r], result.mutableData<uint8_t>(), c.extent, off);
+      pos += static_cast<size_t>(recvBytes[r]);
+      off += lens[r];
+    }
     *out = std::move(result);
     return Status::OK();
   }

@@ -34,6 +34,15 @@ class Communicator {
   /// the dim); otherwise the dim is split evenly, the first `dim % size` ranks
   /// taking one extra row.
   virtual Status reduceScatterSum(const Tensor& in, int dim, Tensor* out) = 0;
+  /// Splits `in` along `splitDim` into one chunk per rank (the first
+  /// `extent % size` ranks taking one extra row), sends chunk j to group rank
+  /// j and concatenates the chunks received along `concatDim` in group order
+  /// into `*out`: the split moves from `concatDim` to `splitDim`. `in` has the
+  /// same type on every rank except along `concatDim`. When `*out` is defined
+  /// on entry its extent along `concatDim` is the whole, split over the ranks
+  /// by the same rule (it must give this rank `in`'s extent); otherwise the
+  /// extents are exchanged first.
+  virtual Status allToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) = 0;
   /// Sends `t` to group rank `peer`; the peer posts a matching recv.
   virtual Status send(const Tensor& t, int peer) = 0;
   /// Receives into `*t`, which must be allocated with the expected type.

@@ -17,6 +17,7 @@ const char* kindName(plan::Instruction::Kind k) {
     case plan::Instruction::ALL_REDUCE: return "ALL_REDUCE";
     case plan::Instruction::ALL_GATHER: return "ALL_GATHER";
     case plan::Instruction::REDUCE_SCATTER: return "REDUCE_SCATTER";
+    case plan::Instruction::ALL_TO_ALL: return "ALL_TO_ALL";
     case plan::Instruction::SEND: return "SEND";
     case plan::Instruction::RECV: return "RECV";
     case plan::Instruction::FREE: return "FREE";
@@ -143,7 +144,8 @@ Status Executor::prepare(bool verifyChecksums) {
       case plan::Instruction::KERNEL: break;
       case plan::Instruction::ALL_REDUCE:
       case plan::Instruction::ALL_GATHER:
-      case plan::Instruction::REDUCE_SCATTER: needIn = needOut = 1; break;
+      case plan::Instruction::REDUCE_SCATTER:
+      case plan::Instruction::ALL_TO_ALL: needIn = needOut = 1; break;
       case plan::Instruction::SEND: needIn = 1; break;
       case plan::Instruction::RECV: needOut = 1; break;
       case plan::Instruction::FREE: break;
@@ -607,6 +609,14 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
       Tensor got = out;  // defined on entry: its extent is this rank's slice
       RETURN_IF_ERROR(c->reduceScatterSum(*in, ins.dim(), &got).withContext(where(s)));
       return settle(got, out, "the scattered slice");
+    }
+    case plan::Instruction::ALL_TO_ALL: {
+      ASSIGN_OR_RETURN(Communicator * c, group());
+      ASSIGN_OR_RETURN(const Tensor* in, input(0));
+      ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
+      Tensor got = out;  // defined on entry: its extent along concat_dim is the whole
+      RETURN_IF_ERROR(c->allToAll(*in, ins.dim(), ins.concat_dim(), &got).withContext(where(s)));
+      return settle(got, out, "the exchanged tensor");
     }
     case plan::Instruction::SEND: {
       ASSIGN_OR_RETURN(Communicator * c, world());

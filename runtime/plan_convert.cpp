@@ -88,6 +88,7 @@ const char* instructionKindName(plan::Instruction::Kind k) {
     case plan::Instruction::ALL_REDUCE: return "all_reduce";
     case plan::Instruction::ALL_GATHER: return "all_gather";
     case plan::Instruction::REDUCE_SCATTER: return "reduce_scatter";
+    case plan::Instruction::ALL_TO_ALL: return "all_to_all";
     case plan::Instruction::SEND: return "send";
     case plan::Instruction::RECV: return "recv";
     case plan::Instruction::FREE: return "free";

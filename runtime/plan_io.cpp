@@ -592,7 +592,7 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
                                 k.name(), "' was generated for");
         continue;
       }
-      case K::ALL_REDUCE: case K::ALL_GATHER: case K::REDUCE_SCATTER: needIn = needOut = 1; break;
+      case K::ALL_REDUCE: case K::ALL_GATHER: case K::REDUCE_SCATTER: case K::ALL_TO_ALL: needIn = needOut = 1; break;
       case K::SEND: needIn = 1; break;
       case K::RECV: needOut = 1; break;
       default: return invalidInput(ctx, ": unknown instruction kind ", static_cast<int>(ins.kind()));
@@ -620,6 +620,10 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
       return invalidInput(ctx, ": ALL_REDUCE input and output differ in shape");
     if (ins.kind() != K::ALL_REDUCE && (ins.dim() < 0 || ins.dim() >= in.shape_size()))
       return invalidInput(ctx, ": ", kind, " dim ", ins.dim(), " is out of range for rank ", in.shape_size());
+    if (ins.kind() == K::ALL_TO_ALL &&
+        (ins.concat_dim() < 0 || ins.concat_dim() >= in.shape_size() || ins.concat_dim() == ins.dim()))
+      return invalidInput(ctx, ": ALL_TO_ALL concat_dim ", ins.concat_dim(), " is out of range for rank ",
+                          in.shape_size(), " or equals dim ", ins.dim());
   }
   return Status::OK();
 }
@@ -635,17 +639,18 @@ Status checkTensorDesc(const plan::TensorDesc& d, const std::string& ctx) { retu
 // skips or changes a collective would otherwise hang or combine unrelated data.
 static Status checkCollectivesMatch(const plan::Plan& plan) {
   struct Collective {
-    int kind = 0, dim = 0, dtype = 0;
+    int kind = 0, dim = 0, dtype = 0, concatDim = 0;
     std::vector<int64_t> shape;  // an all-reduce's; empty for the others
     bool operator==(const Collective& o) const {
-      return kind == o.kind && dim == o.dim && dtype == o.dtype && shape == o.shape;
+      return kind == o.kind && dim == o.dim && dtype == o.dtype && concatDim == o.concatDim && shape == o.shape;
     }
     std::string str() const {
       std::string n = plan::Instruction::Kind_Name(static_cast<plan::Instruction::Kind>(kind));
       std::transform(n.begin(), n.end(), n.begin(), ::tolower);
       std::string dims;
       for (int64_t d : shape) dims += strCat(dims.empty() ? "" : ",", d);
-      return strCat(n, " dim ", dim, " of dtype ", dtype, shape.empty() ? "" : " [" + dims + "]");
+      return strCat(n, " dim ", dim, kind == plan::Instruction::ALL_TO_ALL ? strCat(" concat_dim ", concatDim) : "",
+                    " of dtype ", dtype, shape.empty() ? "" : " [" + dims + "]");
     }
   };
   // group -> rank -> its collectives on that group, in program order
@@ -655,9 +660,12 @@ static Status checkCollectivesMatch(const plan::Plan& plan) {
     for (const plan::Buffer& b : r.buffers()) desc[b.id()] = &b.desc();
     for (const plan::Instruction& ins : r.instructions()) {
       using K = plan::Instruction;
-      if (ins.kind() != K::ALL_REDUCE && ins.kind() != K::ALL_GATHER && ins.kind() != K::REDUCE_SCATTER) continue;
+      if (ins.kind() != K::ALL_REDUCE && ins.kind() != K::ALL_GATHER && ins.kind() != K::REDUCE_SCATTER &&
+          ins.kind() != K::ALL_TO_ALL)
+        continue;
       const plan::TensorDesc& d = *desc.at(ins.inputs(0));
-      Collective c{ins.kind(), ins.kind() == K::ALL_REDUCE ? 0 : ins.dim(), d.dtype(), {}};
+      Collective c{ins.kind(), ins.kind() == K::ALL_REDUCE ? 0 : ins.dim(), d.dtype(),
+                   ins.kind() == K::ALL_TO_ALL ? ins.concat_dim() : 0, {}};
       if (ins.kind() == K::ALL_REDUCE) c.shape.assign(d.shape().begin(), d.shape().end());
       byGroup[ins.group()][r.rank()].push_back(std::move(c));
     }
@@ -860,7 +868,8 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
                         : lp.plan.schema_version() == 2 ? "checksum of plan.pb"
                         : lp.plan.schema_version() == 3 ? "REGION instruction for If, Loop and Scan"
                         : lp.plan.schema_version() == 4 ? "micro-batch count of pipeline stages"
-                                                        : "LAUNCH instruction for generated kernels",
+                        : lp.plan.schema_version() == 5 ? "LAUNCH instruction for generated kernels"
+                                                        : "ALL_TO_ALL instruction",
                         "); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),

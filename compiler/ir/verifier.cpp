@@ -117,10 +117,11 @@ Status verifyNode(const Node* n, const std::unordered_set<const Value*>& defined
   std::string inferName = n->name().empty() ? valueRefText(n->output(0)->name()) : n->name();
   auto inferred = inferOutputTypes(n->op(), n->inputs(), n->attrs(), inferName);
   if (!inferred.ok()) {
-    // AllGather's and ReduceScatter's types depend on attributes (`dim`,
-    // `group_size`) that a hand-written or partially lowered graph may leave
-    // out; without them there is nothing to check against.
-    bool sizedCollective = n->op() == OpKind::AllGather || n->op() == OpKind::ReduceScatter;
+    // AllGather's, ReduceScatter's and AllToAll's types depend on attributes
+    // (`dim`, `group_size`) that a hand-written or partially lowered graph may
+    // leave out; without them there is nothing to check against.
+    bool sizedCollective =
+        n->op() == OpKind::AllGather || n->op() == OpKind::ReduceScatter || n->op() == OpKind::AllToAll;
     if (sizedCollective && (!n->attrs().has("dim") || !n->attrs().has("group_size"))) return Status::OK();
     return invalidInput("verifier: ", inferred.status().message());
   }

@@ -9,8 +9,8 @@ namespace pcc {
 ///  - nodes are in topological order: every input is a graph input, a
 ///    constant, or an output of an earlier node; required inputs are present;
 ///  - input and output counts are within Ops.def's bounds;
-///  - each output type equals what inferOutputTypes() gives (AllGather and
-///    ReduceScatter only when they carry their `dim` and `group_size`
+///  - each output type equals what inferOutputTypes() gives (AllGather,
+///    ReduceScatter and AllToAll only when they carry their `dim` and `group_size`
 ///    attributes);
 ///  - value names are unique and non-empty; graph outputs are defined;
 ///  - constants' types match their data; shardings have the rank of their

@@ -7,10 +7,13 @@
 //     (a piece of more than LowerOptions::eagerSliceElements stays a TensorBlock
 //     of the global constant, streamed by the plan writer: no weight byte is
 //     read or copied while planning);
-//     activations are converted by the steps of reshard.h: an AllReduce
-//     (partial -> full), an AllGather per split dimension the node cannot
-//     take (uneven pieces carry the whole extent as `gathered_size`), and a
-//     local Slice per dimension the node wants split but has whole. Every
+//     activations are converted by the steps of reshard.h: a ReduceScatter
+//     (partial -> split) or an AllReduce (partial -> full), an AllToAll (split
+//     moves to another dimension) or an AllGather per split dimension the
+//     node cannot take, and a local Slice per dimension the node wants split
+//     but has whole (uneven pieces carry the whole extent of a gathered
+//     dimension as `gathered_size` and this rank's extent of a scattered one
+//     as `piece_size`). Every
 //     layout reached is cached per (value, layout), so readers that need the
 //     same layout, or share steps towards theirs, share the nodes.
 //  3. Shape operands (Reshape's and Expand's shape, ConstantOfShape's input)
@@ -181,20 +184,32 @@ class RankLowering {
     return lg_->addConstant(fresh(name), Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(vals.size())}, vals));
   }
 
-  /// `gathered` is the whole extent an AllGather of uneven pieces produces (-1: even).
+  /// `a` holds the op's own attributes (gathered_size, piece_size, ...).
   StatusOr<Value*> addCollective(OpKind op, Value* in, MeshAxis axis, int dim, const std::string& base,
-                                 int64_t gathered = -1) {
+                                 AttrMap a = {}) {
     if (axis == MeshAxis::kDP && p_.microbatches > 1)
       return unsupported("value '", in->name(), "' needs a collective over dp (the whole batch at once), which ",
                          p_.microbatches, " micro-batches cannot give");
-    AttrMap a;
     a.set("axis", std::string(meshAxisName(axis)));
     a.set("dim", static_cast<int64_t>(dim));
     a.set("group_size", static_cast<int64_t>(shape_.extent(axis)));
-    if (gathered >= 0) a.set("gathered_size", gathered);
     ASSIGN_OR_RETURN(auto types, inferOutputTypes(op, {in}, a, base));
     Node* n = lg_->addNode(op, {in}, types, a, fresh(base), {fresh(base)});
     return n->output();
+  }
+
+  // Uneven pieces of dimension `dim` of `v` over `axis`: this rank's extent
+  // of a dimension a collective scatters.
+  void setPiece(AttrMap& a, const Value* v, MeshAxis axis, int dim) const {
+    const int64_t whole = v->type().shape[dim];
+    const int parts = shape_.extent(axis);
+    if (whole % parts != 0) a.set("piece_size", chunkSize(whole, parts, shape_.coord(srank_, axis)));
+  }
+
+  // ... and the whole extent of a dimension a collective gathers.
+  void setGathered(AttrMap& a, const Value* v, MeshAxis axis, int dim) const {
+    const int64_t whole = v->type().shape[dim];
+    if (whole % shape_.extent(axis) != 0) a.set("gathered_size", whole);
   }
 
   // Step 2: \returns the local value of `v` laid out as `req`.
@@ -214,17 +229,35 @@ class RankLowering {
                            v->producer() ? v->producer()->stage() : 0, " was neither computed nor received here");
     Value* lv = own->second;
     const std::string& name = v->name();
-    for (const ReshardStep& step : reshardSteps(cur, req)) {
+    std::vector<ReshardStep> steps = reshardSteps(cur, req);
+    // A layout reached already that needs no collective to get there wins.
+    if (!isLocal(steps))
+      for (const Sharding& w : reached_[v]) {
+        std::vector<ReshardStep> local = reshardSteps(w, req);
+        if (!isLocal(local)) continue;
+        cur = w, lv = cache_.at(key(v, w)), steps = std::move(local);
+        break;
+      }
+    for (const ReshardStep& step : steps) {
       auto done = cache_.find(key(v, step.result));
       if (done != cache_.end()) {
         lv = done->second;
       } else if (step.kind == ReshardStep::kAllReduce) {
         ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllReduce, lv, step.axis, -1, name + ".allreduce"));
+      } else if (step.kind == ReshardStep::kReduceScatter) {
+        AttrMap a;
+        setPiece(a, v, step.axis, step.dim);
+        ASSIGN_OR_RETURN(lv, addCollective(OpKind::ReduceScatter, lv, step.axis, step.dim, name + ".reducescatter", a));
+      } else if (step.kind == ReshardStep::kAllToAll) {
+        AttrMap a;
+        a.set("concat_dim", static_cast<int64_t>(step.fromDim));
+        setPiece(a, v, step.axis, step.dim);
+        setGathered(a, v, step.axis, step.fromDim);
+        ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllToAll, lv, step.axis, step.dim, name + ".alltoall", a));
       } else if (step.kind == ReshardStep::kAllGather) {
-        int64_t whole = v->type().shape[step.dim];
-        bool uneven = whole % shape_.extent(step.axis) != 0;
-        ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, step.axis, step.dim, name + ".allgather",
-                                           uneven ? whole : -1));
+        AttrMap a;
+        setGathered(a, v, step.axis, step.dim);
+        ASSIGN_OR_RETURN(lv, addCollective(OpKind::AllGather, lv, step.axis, step.dim, name + ".allgather", a));
       } else {
         int parts = shape_.extent(step.axis), c = shape_.coord(srank_, step.axis);
         int64_t extent = v->type().shape[step.dim];
@@ -237,7 +270,7 @@ class RankLowering {
       }
       cur = step.result;
       lv->setSharding(cur);
-      cache_[key(v, cur)] = lv;
+      if (cache_.emplace(key(v, cur), lv).second) reached_[v].push_back(cur);
     }
     if (!(cur == req))
       return internalError("cannot lay out value '", name, "' as ", req.str(), " (reached ", cur.str(), ")");
@@ -340,6 +373,7 @@ class RankLowering {
   const int stage_;
   Graph* lg_ = nullptr;
   std::map<std::string, Value*> cache_;
+  std::map<const Value*, std::vector<Sharding>> reached_;  // the layouts materialize() made, in order
   std::map<const Value*, std::set<int>> laterStages_;  // the later stages reading a value
 };
 

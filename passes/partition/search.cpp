@@ -79,6 +79,7 @@ std::optional<CollectiveKind> collectiveKind(OpKind op) {
     case OpKind::AllReduce: return CollectiveKind::kAllReduce;
     case OpKind::AllGather: return CollectiveKind::kAllGather;
     case OpKind::ReduceScatter: return CollectiveKind::kReduceScatter;
+    case OpKind::AllToAll: return CollectiveKind::kAllToAll;
     default: return std::nullopt;
   }
 }
@@ -129,9 +130,11 @@ double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostMode
   if (auto kind = collectiveKind(n.op())) {
     MeshAxis axis = meshAxisFromName(n.attrs().getString("axis", "-")).value_or(MeshAxis::kNone);
     std::vector<int> group = mesh.groupOf(rank, axis);
-    // The size of the full tensor: the all-gathered output, the
-    // reduce-scatter's input, the all-reduced tensor.
-    int64_t bytes = *kind == CollectiveKind::kReduceScatter ? bytesOf(n.input(0)) : bytesOf(n.output());
+    // The size CostModel::collectiveTime takes: the all-gathered output, the
+    // reduce-scatter's input, the all-to-all's input on this rank, the
+    // all-reduced tensor.
+    const bool byInput = *kind == CollectiveKind::kReduceScatter || *kind == CollectiveKind::kAllToAll;
+    int64_t bytes = byInput ? bytesOf(n.input(0)) : bytesOf(n.output());
     return cm.collectiveTime(*kind, bytes, static_cast<int>(group.size()), cm.crossesNodes(group));
   }
   return cm.nodeTime(n);

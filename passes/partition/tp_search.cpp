@@ -10,10 +10,12 @@
 //     needs of each input.
 //  2. The cost of an assignment is what the rank-0 program of the lowered plan
 //     costs: every node at its local shapes (CostModel::opTime), plus every
-//     resharding step lowering emits (reshard.h: all-reduce, all-gather,
-//     local slice), each paid once per value and layout since lowering caches
-//     them, plus the steps that make the graph outputs whole. Weight bytes
-//     count each distinct slice of a weight once.
+//     resharding step lowering emits (reshard.h: all-reduce, reduce-scatter,
+//     all-gather, all-to-all, local slice), each paid once per value and
+//     layout since lowering caches them (a layout reached already that
+//     slices to the target is sliced from, as lowering does), plus the
+//     steps that make the graph outputs whole. Weight bytes count each
+//     distinct slice of a weight once.
 //  3. Dynamic programming over the topological order. A state is the layout
 //     of every live value (produced, and still to be read) with the set of
 //     layouts already materialized for it; the cost of a state is the least
@@ -349,6 +351,7 @@ class Search {
   struct Hop {
     int layout;
     double seconds;
+    bool local;  // a slice, no collective
   };
 
   static uint64_t bit(int layout) { return layout < kMaxCached ? uint64_t{1} << (8 + layout) : 0; }
@@ -397,12 +400,25 @@ class Search {
         TensorType index{DType::kI64, {1}};
         t = cm_.computeTime(opWork("Slice", {before, index, index, index}, {after}, AttrMap{}), before.dtype);
       } else {
+        // CostModel::collectiveTime's size: the whole tensor of an
+        // all-reduce, the gathered one, the scattered input, the input an
+        // all-to-all exchanges on one device.
+        CollectiveKind kind = CollectiveKind::kAllGather;
+        int64_t bytes = static_cast<int64_t>(after.bytes());
+        switch (s.kind) {
+          case ReshardStep::kAllReduce: kind = CollectiveKind::kAllReduce; break;
+          case ReshardStep::kReduceScatter:
+            kind = CollectiveKind::kReduceScatter, bytes = static_cast<int64_t>(before.bytes());
+            break;
+          case ReshardStep::kAllToAll:
+            kind = CollectiveKind::kAllToAll, bytes = static_cast<int64_t>(before.bytes());
+            break;
+          default: break;
+        }
         std::vector<int> group = mesh.groupOf(0, s.axis);
-        t = cm_.collectiveTime(s.kind == ReshardStep::kAllReduce ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather,
-                               static_cast<int64_t>(after.bytes()), static_cast<int>(group.size()),
-                               cm_.crossesNodes(group));
+        t = cm_.collectiveTime(kind, bytes, static_cast<int>(group.size()), cm_.crossesNodes(group));
       }
-      out.push_back({layoutId(vi, s.result), t});
+      out.push_back({layoutId(vi, s.result), t, s.kind == ReshardStep::kSlice});
       prev = s.result;
     }
     return hops_.emplace(key, std::move(out)).first->second;
@@ -422,7 +438,21 @@ class Search {
       }
       return;
     }
-    for (const Hop& h : hops(r.value, layoutOf(e), r.layout)) {
+    int from = layoutOf(e);
+    // As lowering does: a layout materialized already that reaches the
+    // target by slices alone is sliced from.
+    auto local = [&](int k) {
+      for (const Hop& h : hops(r.value, k, r.layout))
+        if (!h.local) return false;
+      return true;
+    };
+    if (!local(from))
+      for (int k = 0; k < kMaxCached && k < static_cast<int>(layouts_[r.value].size()); ++k)
+        if ((e & bit(k)) && k != from && local(k)) {
+          from = k;
+          break;
+        }
+    for (const Hop& h : hops(r.value, from, r.layout)) {
       if (e & bit(h.layout)) continue;
       st.seconds += h.seconds;
       e |= bit(h.layout);

@@ -23,6 +23,10 @@
 //     into a scratch tensor and a 2-D copy of the rank's slice.
 //  5. postSend(): the tensor is copied (compute stream) into a buffer of its
 //     own, the send enqueued; waitSends() waits for them all.
+//  6. all-to-all: the chunks of the split dim are packed in rank order with
+//     2-D copies, exchanged by one ncclSend and one ncclRecv per peer inside
+//     ncclGroupStart/ncclGroupEnd, and each received piece is copied into its
+//     columns of the output (the concat dim) with a 2-D copy.
 #include "runtime/cuda/comm_nccl.h"
 
 #include <gloo/rendezvous/store.h>
@@ -186,6 +190,83 @@ class NcclComm : public Communicator {
     return dev_->check(dev_->api().cuStreamSynchronize(dev_->compute()), "cuStreamSynchronize", what);
   }
 
+  Status allToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) override {
+    const std::string what = strCat("all-to-all of ", in.type().str(), " from dim ", concatDim, " to dim ", splitDim);
+    const int rank = in.type().rank();
+    if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank || splitDim == concatDim)
+      return invalidInput(prefix(what), ": dims out of range");
+    auto chunk = [&](int64_t extent, int r) { return extent / size_ + (r < extent % size_ ? 1 : 0); };
+    std::vector<int64_t> lens(size_);
+    if (out->defined()) {
+      for (int r = 0; r < size_; ++r) lens[r] = chunk(out->type().shape[concatDim], r);
+    } else {
+      ASSIGN_OR_RETURN(lens, exchange(in.type().shape[concatDim], what));
+    }
+    if (lens[rank_] != in.type().shape[concatDim])
+      return invalidInput(prefix(what), ": the output gives this rank ", lens[rank_], " rows of dim ", concatDim);
+    const int64_t extent = in.type().shape[splitDim];
+    TensorType ot = in.type();
+    ot.shape[splitDim] = chunk(extent, rank_);
+    ot.shape[concatDim] = 0;
+    for (int64_t l : lens) ot.shape[concatDim] += l;
+    if (out->defined() && out->type() != ot)
+      return invalidInput(prefix(what), ": output ", out->type().str(), ", expected ", ot.str());
+    ASSIGN_OR_RETURN(Staged src, stage(in, what));
+    // The output, or device memory for it when it lives on the host.
+    DeviceMemory own;
+    CUdeviceptr dst = 0;
+    if (out->defined() && dev_->isDevicePointer(out->raw())) {
+      dst = dptr(out->raw());
+    } else {
+      ASSIGN_OR_RETURN(own, dev_->allocate(ot.bytes()));
+      dst = static_cast<CUdeviceptr>(own.base);
+    }
+    // Step 6: pack chunk r of splitDim for rank r.
+    int64_t outerS = 1, rowS = 0, outerC = 1, rowC = 0;
+    splitAround(in.type(), splitDim, &outerS, &rowS);
+    splitAround(ot, concatDim, &outerC, &rowC);
+    std::vector<int64_t> sendOff(size_ + 1, 0), recvOff(size_ + 1, 0);
+    for (int r = 0; r < size_; ++r) {
+      sendOff[r + 1] = sendOff[r] + outerS * chunk(extent, r) * rowS;
+      recvOff[r + 1] = recvOff[r] + outerC * lens[r] * rowC;
+    }
+    ASSIGN_OR_RETURN(DeviceMemory sendBuf, dev_->allocate(static_cast<uint64_t>(sendOff[size_])));
+    ASSIGN_OR_RETURN(DeviceMemory recvBuf, dev_->allocate(static_cast<uint64_t>(recvOff[size_])));
+    const auto sendBase = static_cast<CUdeviceptr>(sendBuf.base), recvBase = static_cast<CUdeviceptr>(recvBuf.base);
+    int64_t row = 0;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t len = chunk(extent, r);
+      RETURN_IF_ERROR(copy2d(src.ptr + row * rowS, extent * rowS, sendBase + sendOff[r], len * rowS, len * rowS,
+                             outerS, what));
+      row += len;
+    }
+    RETURN_IF_ERROR(enqueue(what, [&] {
+      ncclResult_t first = nccl_->ncclGroupStart();
+      for (int r = 0; r < size_ && first == ncclSuccess; ++r) {
+        // Empty pieces are skipped on both sides: their sizes agree.
+        if (sendOff[r + 1] > sendOff[r])
+          first = nccl_->ncclSend(reinterpret_cast<void*>(sendBase + sendOff[r]),
+                                  static_cast<size_t>(sendOff[r + 1] - sendOff[r]), ncclUint8, r, comm_, dev_->comm());
+        if (first == ncclSuccess && recvOff[r + 1] > recvOff[r])
+          first = nccl_->ncclRecv(reinterpret_cast<void*>(recvBase + recvOff[r]),
+                                  static_cast<size_t>(recvOff[r + 1] - recvOff[r]), ncclUint8, r, comm_, dev_->comm());
+      }
+      ncclResult_t end = nccl_->ncclGroupEnd();
+      return first != ncclSuccess ? first : end;
+    }));
+    int64_t at = 0;
+    for (int r = 0; r < size_; ++r) {
+      RETURN_IF_ERROR(copy2d(recvBase + recvOff[r], lens[r] * rowC, dst + at * rowC, ot.shape[concatDim] * rowC,
+                             lens[r] * rowC, outerC, what));
+      at += lens[r];
+    }
+    RETURN_IF_ERROR(dev_->check(dev_->api().cuStreamSynchronize(dev_->compute()), "cuStreamSynchronize", what));
+    if (!own.owner) return Status::OK();
+    if (out->defined()) return dev_->download(out->mutableData(), dst, ot.bytes(), what);
+    *out = own.view(0, ot);
+    return Status::OK();
+  }
+
   Status send(const Tensor& t, int peer) override {
     const std::string what = strCat("send of ", t.type().str(), " to rank ", peer);
     if (peer < 0 || peer >= size_) return invalidInput(prefix(what), ": invalid peer (world of ", size_, ")");
@@ -306,8 +387,8 @@ class NcclComm : public Communicator {
     return st;
   }
 
-  /// Exchanges one int64 per rank (the extents of an uneven all-gather or
-  /// reduce-scatter). \returns them in group order.
+  /// Exchanges one int64 per rank (the extents of an uneven all-gather,
+  /// reduce-scatter or all-to-all). \returns them in group order.
   StatusOr<std::vector<int64_t>> exchange(int64_t mine, const std::string& what) {
     Tensor host = Tensor::fromVector<int64_t>(DType::kI64, {1}, {mine});
     ASSIGN_OR_RETURN(DeviceMemory one, dev_->allocate(8));

@@ -17,6 +17,7 @@ void registerCollectiveOps(OpRegistry& r) {
   r.add(OpKind::AllReduce, &computeCollective);
   r.add(OpKind::AllGather, &computeCollective);
   r.add(OpKind::ReduceScatter, &computeCollective);
+  r.add(OpKind::AllToAll, &computeCollective);
   r.add(OpKind::Send, &computeCollective);
   r.add(OpKind::Recv, &computeCollective);
 }

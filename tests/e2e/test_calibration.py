@@ -90,11 +90,12 @@ class CalibrationTests:
                 self.suite.check(f"{name} rank {rank}: kernels name their provider",
                                  all(g["provider"] for g in ran if g["kind"] == "kernel"),
                                  f"  {[g for g in ran if g['kind'] == 'kernel' and not g['provider']][:3]}")
-                kernels = [e for e in est["instructions"] if e["kind"] in ("kernel", "all_reduce")]
+                collectives = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+                kernels = [e for e in est["instructions"] if e["kind"] in ("kernel",) + collectives]
                 matmuls = [e for e in kernels if e["op"] in ("MatMul", "Gemm")]
                 self.suite.check(f"{name} rank {rank}: contractions and collectives have estimates",
                                  matmuls and all(e["estimated_seconds"] > 0 for e in matmuls)
-                                 and all(e["estimated_seconds"] > 0 for e in kernels if e["kind"] == "all_reduce")
+                                 and all(e["estimated_seconds"] > 0 for e in kernels if e["kind"] in collectives)
                                  and all(e["estimated_seconds"] == 0 for e in est["instructions"] if e["kind"] == "free"),
                                  f"  {kernels[:4]}")
                 total = sum(e["estimated_seconds"] for e in est["instructions"])
@@ -102,7 +103,10 @@ class CalibrationTests:
                                  abs(est["estimated_seconds"] - total) <= 1e-9 * max(1.0, total), f"  {est['estimated_seconds']} vs {total}")
             if extra:
                 kinds = {e["kind"] for e in costs["ranks"][0]["instructions"]}
-                self.suite.check(f"{name}: tensor parallelism puts all-reduces in the profile", "all_reduce" in kinds, f"  {kinds}")
+                # The row-split halves leave partial sums: all-reduced, or
+                # reduce-scattered where a reader takes them split.
+                self.suite.check(f"{name}: tensor parallelism puts the partial sums' collectives in the profile",
+                                 bool(kinds & {"all_reduce", "reduce_scatter"}), f"  {kinds}")
 
     def bad_flags(self):
         cases = [

@@ -180,7 +180,7 @@ class ReportFormatTests:
                                  tp_fill is not None and colours and tp_fill not in colours, f"  {tp_fill} {colours}")
             collectives = [a for k, a in nodes.items() if k.startswith("c")]
             self.suite.check(f"{name}: the collectives are nodes of their own, named with their axis",
-                             collectives and all(re.search(r"all_reduce|all_gather", a) and "over tp" in a
+                             collectives and all(re.search(r"all_reduce|all_gather|reduce_scatter|all_to_all", a) and "over tp" in a
                                                  for a in collectives), f"  {collectives}")
             self.check_html(name, plan, report)
 

@@ -61,9 +61,13 @@ def compile_json(suite, tools, name, work, gpus, objective, extra=()):
 def stream_units(rank, stream, tp):
     """The rank's communication in units of the stream moved once by an
     all-gather: an all-reduce of the stream counts 2, an all-gather of its
-    1/tp pieces 1 (the report counts a collective's input bytes)."""
+    1/tp pieces 1, a reduce-scatter of the stream 1, an all-to-all of a
+    tensor the size of the stream 1 (each device sends (tp-1)/tp of its input,
+    as an all-gather sends (tp-1)/tp of its output); the report counts a
+    collective's input bytes."""
     moved = rank.get("comm_bytes", {})
-    return (2 * moved.get("all_reduce", 0) + tp * moved.get("all_gather", 0)) / stream
+    return (2 * moved.get("all_reduce", 0) + tp * moved.get("all_gather", 0) + moved.get("reduce_scatter", 0)
+            + moved.get("all_to_all", 0)) / stream
 
 
 def llama(suite, tools, work):
@@ -90,7 +94,7 @@ def llama(suite, tools, work):
     for rank in doc["ranks"]:
         k = rank["rank"]
         units = stream_units(rank, stream, 8)
-        others = set(rank.get("comm_count", {})) - {"all_reduce", "all_gather"}
+        others = set(rank.get("comm_count", {})) - {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
         print(f"  --strategy tp=8, rank {k}: {rank.get('comm_count')}, {units:.2f} stream units")
         suite.check(f"llama13b --strategy tp=8: rank {k} holds an eighth of the weights",
                     weights / 8 * 0.99 <= rank["weight_bytes"] <= weights / 8 * 1.01,

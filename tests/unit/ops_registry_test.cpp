@@ -122,6 +122,30 @@ TEST(OpsCollectives, Infer) {
   EXPECT_FALSE(infer("AllGather", {t}).ok());  // attributes missing
 }
 
+TEST(OpsCollectives, InferUnevenPiecesAndAllToAll) {
+  TensorType t{DType::kF32, {8, 6}};
+  // Reduce-scatter of 6 over 4: pieces of 2, 2, 1, 1; this rank's is given.
+  auto rs = infer("ReduceScatter", {t}, {}, attrs({{"dim", I(1)}, {"group_size", I(4)}, {"piece_size", I(1)}}));
+  ASSERT_TRUE(rs.ok()) << rs.status().message();
+  EXPECT_EQ((*rs)[0], (TensorType{DType::kF32, {8, 1}}));
+  EXPECT_FALSE(infer("ReduceScatter", {t}, {}, attrs({{"dim", I(1)}, {"group_size", I(4)}, {"piece_size", I(3)}})).ok());
+  // All-to-all: dim 1 split 3 ways, dim 0 gathered.
+  auto a2a = infer("AllToAll", {t}, {}, attrs({{"dim", I(1)}, {"concat_dim", I(0)}, {"group_size", I(3)}}));
+  ASSERT_TRUE(a2a.ok()) << a2a.status().message();
+  EXPECT_EQ((*a2a)[0], (TensorType{DType::kF32, {24, 2}}));
+  // Uneven both ways: 6 columns over 4 (this rank 1), rows gathered to 29 of about 8 each.
+  auto un = infer("AllToAll", {t}, {},
+                  attrs({{"dim", I(1)}, {"concat_dim", I(0)}, {"group_size", I(4)}, {"piece_size", I(1)},
+                         {"gathered_size", I(29)}}));
+  ASSERT_TRUE(un.ok()) << un.status().message();
+  EXPECT_EQ((*un)[0], (TensorType{DType::kF32, {29, 1}}));
+  auto odd = infer("AllToAll", {t}, {}, attrs({{"dim", I(1)}, {"concat_dim", I(0)}, {"group_size", I(4)}}));
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("divisible"), std::string::npos);
+  EXPECT_FALSE(infer("AllToAll", {t}, {}, attrs({{"dim", I(1)}, {"concat_dim", I(1)}, {"group_size", I(2)}})).ok());
+  EXPECT_FALSE(infer("AllToAll", {t}, {}, attrs({{"dim", I(1)}, {"group_size", I(2)}})).ok());  // no concat_dim
+}
+
 TEST(OpsCollectives, ComputeIsAnInternalError) {
   Tensor x = f32({2}, {1, 2});
   auto r = runOp("AllReduce", {&x}, {});

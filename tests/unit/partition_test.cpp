@@ -3,6 +3,8 @@
 // reproduce the unpartitioned graph on the reference evaluator).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compiler/eval/evaluator.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
@@ -117,13 +119,36 @@ StatusOr<std::vector<Tensor>> simulate(const Graph& global, const Partition& p, 
       MeshAxis axis = *meshAxisFromName(node->attrs().getString("axis", ""));
       Tensor acc;
       std::vector<Tensor> parts;
-      for (int peer : p.mesh.groupOf(static_cast<int>(r), axis)) parts.push_back(env[peer].at(progs[peer][i]->input(0)));
-      if (node->op() == OpKind::AllReduce) {
+      const std::vector<int> group = p.mesh.groupOf(static_cast<int>(r), axis);
+      const int me = static_cast<int>(std::find(group.begin(), group.end(), static_cast<int>(r)) - group.begin());
+      const int parties = static_cast<int>(group.size());
+      for (int peer : group) parts.push_back(env[peer].at(progs[peer][i]->input(0)));
+      const int dim = static_cast<int>(node->attrs().getInt("dim", 0));
+      if (node->op() == OpKind::AllReduce || node->op() == OpKind::ReduceScatter) {
         acc = parts[0];
         for (size_t k = 1; k < parts.size(); ++k) {
           ASSIGN_OR_RETURN(auto sum, runKernel("Add", {&acc, &parts[k]}, {}, "all-reduce"));
           acc = sum[0];
         }
+        // A reduce-scatter keeps this rank's chunk of the sum.
+        if (node->op() == OpKind::ReduceScatter) {
+          const int64_t extent = acc.shape()[dim];
+          ASSIGN_OR_RETURN(acc, sliceAlong(acc, dim, chunkOffset(extent, parties, me), chunkSize(extent, parties, me)));
+        }
+      } else if (node->op() == OpKind::AllToAll) {
+        // This rank's chunk of `dim` from every peer, concatenated along concat_dim.
+        std::vector<Tensor> chunks;
+        for (const Tensor& t : parts) {
+          const int64_t extent = t.shape()[dim];
+          ASSIGN_OR_RETURN(Tensor c, sliceAlong(t, dim, chunkOffset(extent, parties, me), chunkSize(extent, parties, me)));
+          chunks.push_back(std::move(c));
+        }
+        AttrMap a;
+        a.set("axis", node->attrs().getInt("concat_dim", 0));
+        std::vector<const Tensor*> ins;
+        for (auto& t : chunks) ins.push_back(&t);
+        ASSIGN_OR_RETURN(auto cat, runKernel("Concat", ins, a, "all-to-all"));
+        acc = cat[0];
       } else {
         AttrMap a;
         a.set("axis", node->attrs().getInt("dim", 0));
@@ -301,6 +326,68 @@ graph @main(%x: f32[5,4,8], %s: i64[2] const dense<i64[2]: 20, 8>, %w: f32[8,8] 
   auto got = simulate(*g, *p, *ranks, randomInputs(*g, 5));
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_TRUE(compareTensors((*got)[0], (*want)[0], 1e-5, 1e-6).ok);
+}
+
+// Layouts set by hand on a mesh of 3 (the tp search splits only evenly): a
+// partial sum taken split by 5 rows is one reduce-scatter of uneven pieces
+// (2, 2, 1), and the rows' split moved to 7 columns is one all-to-all of
+// uneven pieces both ways; the rank programs, with the collectives simulated
+// apart from the runtime, reproduce the graph.
+TEST(Partition, UnevenReduceScatterAndAllToAll) {
+  auto g = parse(R"(
+graph @main(%x: f32[5,6], %w: f32[6,7] const) -> (%y: f32[5,7], %z: f32[5,7]) {
+  %p = MatMul(%x, %w) : f32[5,7]
+  %y = Relu(%p) : f32[5,7]
+  %z = Sigmoid(%y) : f32[5,7]
+  return %y, %z
+}
+)");
+  auto want = evaluateGraph(*g, randomInputs(*g, 4));
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  const MeshAxis N = MeshAxis::kNone, T = MeshAxis::kTP;
+  Partition p;
+  p.mesh = Mesh{1, 1, 3};
+  std::vector<Node*> nodes = g->nodes();
+  g->inputs()[0]->setSharding(Sharding{{N, T}});
+  g->constants()[0]->setSharding(Sharding{{N, N}});
+  nodes[0]->output()->setSharding(Sharding{{N, N}, T});  // p: a partial sum
+  nodes[1]->output()->setSharding(Sharding{{T, N}});     // y: rows split
+  nodes[2]->output()->setSharding(Sharding{{N, T}});     // z: columns split
+  p.inputSharding[{nodes[0], 0}] = Sharding{{N, T}};
+  p.inputSharding[{nodes[0], 1}] = Sharding{{T, N}};
+  p.inputSharding[{nodes[1], 0}] = Sharding{{T, N}};
+  p.inputSharding[{nodes[2], 0}] = Sharding{{N, T}};
+  auto ranks = lowerToRanks(*g, p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  for (const RankGraph& rg : *ranks) {
+    Status v = verifyGraph(*rg.graph);
+    EXPECT_TRUE(v.ok()) << "rank " << rg.rank << ": " << v.message();
+    int scatters = 0, exchanges = 0;
+    for (Node* n : rg.graph->nodes()) {
+      EXPECT_TRUE(n->op() != OpKind::AllReduce && n->op() != OpKind::AllGather && n->op() != OpKind::Slice)
+          << n->describe();
+      if (n->op() == OpKind::ReduceScatter) {
+        ++scatters;
+        EXPECT_EQ(n->attrs().getInt("piece_size", -1), chunkSize(5, 3, rg.rank)) << "rank " << rg.rank;
+      }
+      if (n->op() == OpKind::AllToAll) {
+        ++exchanges;
+        EXPECT_EQ(n->attrs().getInt("dim", -1), 1);
+        EXPECT_EQ(n->attrs().getInt("concat_dim", -1), 0);
+        EXPECT_EQ(n->attrs().getInt("piece_size", -1), chunkSize(7, 3, rg.rank)) << "rank " << rg.rank;
+        EXPECT_EQ(n->attrs().getInt("gathered_size", -1), 5);
+        EXPECT_EQ(n->output()->type().shape, (Dims{5, chunkSize(7, 3, rg.rank)}));
+      }
+    }
+    EXPECT_EQ(scatters, 1) << "rank " << rg.rank;
+    EXPECT_EQ(exchanges, 1) << "rank " << rg.rank;
+  }
+  auto got = simulate(*g, p, *ranks, randomInputs(*g, 4));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  for (size_t i = 0; i < got->size(); ++i) {
+    Diff d = compareTensors((*got)[i], (*want)[i], 1e-5, 1e-6);
+    EXPECT_TRUE(d.ok) << "output " << i << ": " << d.where;
+  }
 }
 
 TEST(Partition, ReshapeMergingAnEvenBatchKeepsItSplit) {

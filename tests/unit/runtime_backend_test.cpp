@@ -145,6 +145,14 @@ class FakeComm : public Communicator {
     ASSIGN_OR_RETURN(*out, newDeviceTensor(r));
     return Status::OK();
   }
+  Status allToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) override {
+    ++counts.collectives;
+    ASSIGN_OR_RETURN(Tensor h, download(in));
+    Tensor r = out->defined() ? Tensor::zeros(out->type()) : Tensor();
+    RETURN_IF_ERROR(inner_->allToAll(h, splitDim, concatDim, &r));
+    ASSIGN_OR_RETURN(*out, newDeviceTensor(r));
+    return Status::OK();
+  }
   Status send(const Tensor& t, int peer) override {
     ASSIGN_OR_RETURN(Tensor h, download(t));
     return inner_->send(h, peer);

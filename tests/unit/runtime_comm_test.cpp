@@ -157,6 +157,83 @@ INSTANTIATE_TEST_SUITE_P(
                       RsCase{3, 1, {1, 0, 4}, DType::kI64},   // an empty slice
                       RsCase{2, 2, {}, DType::kF16}));        // fallback path, last dim
 
+struct A2aCase {
+  int n;
+  Dims global;     // the whole tensor
+  int splitDim;    // split over the ranks afterwards
+  int concatDim;   // split over the ranks before
+  DType dt;
+  bool outGiven;   // the output is allocated on entry (else extents are exchanged)
+};
+
+void PrintTo(const A2aCase& c, std::ostream* os) {
+  *os << c.n << " ranks, " << dimsToString(c.global) << " dim " << c.concatDim << " -> " << c.splitDim << " "
+      << dtypeName(c.dt) << (c.outGiven ? "" : ", extents exchanged");
+}
+
+/// \returns the extent of chunk `r` of `extent` split `n` ways (the first extent % n one larger).
+int64_t chunkLen(int64_t extent, int n, int r) { return extent / n + (r < extent % n ? 1 : 0); }
+int64_t chunkStart(int64_t extent, int n, int r) {
+  int64_t off = 0;
+  for (int k = 0; k < r; ++k) off += chunkLen(extent, n, k);
+  return off;
+}
+
+class RuntimeCommAllToAll : public ::testing::TestWithParam<A2aCase> {};
+
+TEST_P(RuntimeCommAllToAll, MovesTheSplitToAnotherDim) {
+  const A2aCase& c = GetParam();
+  // Every element distinct (modulo 251 for bytes), so that a chunk in the
+  // wrong place shows.
+  Tensor whole = Tensor::zeros(c.dt, c.global);
+  for (int64_t i = 0; i < whole.numel(); ++i) whole.setDouble(i, c.dt == DType::kU8 ? i % 251 : i + 1);
+  std::vector<int> ranks(c.n);
+  for (int r = 0; r < c.n; ++r) ranks[r] = r;
+  std::vector<Tensor> got(c.n);
+  expectAllOk(onRanks(c.n, {{"tp", ranks}}, false, [&](int r, RankComms& comms) -> Status {
+    const int64_t ext = c.global[c.concatDim];
+    ASSIGN_OR_RETURN(Tensor mine, sliceAlong(whole, c.concatDim, chunkStart(ext, c.n, r), chunkLen(ext, c.n, r)));
+    Tensor out;
+    if (c.outGiven) {
+      Dims shape = c.global;
+      shape[c.splitDim] = chunkLen(c.global[c.splitDim], c.n, r);
+      out = Tensor::zeros(c.dt, shape);
+    }
+    Status st = comms.groups[0]->allToAll(mine, c.splitDim, c.concatDim, &out);
+    got[r] = out;
+    return st;
+  }));
+  const int64_t ext = c.global[c.splitDim];
+  for (int r = 0; r < c.n; ++r) {
+    auto want = sliceAlong(whole, c.splitDim, chunkStart(ext, c.n, r), chunkLen(ext, c.n, r));
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ(got[r].type(), want->type()) << "rank " << r;
+    for (int64_t i = 0; i < want->numel(); ++i)
+      ASSERT_EQ(got[r].getDouble(i), want->getDouble(i)) << "rank " << r << " element " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RuntimeCommAllToAll,
+    ::testing::Values(A2aCase{2, {4, 6}, 1, 0, DType::kF32, true},           // even: rows -> columns
+                      A2aCase{2, {5, 3, 4}, 0, 2, DType::kF32, true},        // uneven 3/2 along the new split
+                      A2aCase{3, {7, 5, 2}, 1, 0, DType::kF64, true},        // uneven both ways: 3,2,2 -> 2,2,1
+                      A2aCase{3, {2, 4, 5}, 2, 1, DType::kI64, false},       // extents exchanged: 2,1,1 -> 2,2,1
+                      A2aCase{4, {3, 6, 2}, 0, 1, DType::kF16, true},        // an empty chunk of the new split
+                      A2aCase{4, {2, 9, 3}, 1, 0, DType::kI32, true},        // ranks 2, 3 hold no rows before
+                      A2aCase{4, {8, 2, 3}, 2, 0, DType::kU8, false}));      // bytes, innermost split
+
+TEST(RuntimeComm, AllToAllRejectsAnOutputOfTheWrongShape) {
+  auto st = onRanks(2, {{"tp", {0, 1}}}, false, [&](int, RankComms& c) {
+    Tensor out = Tensor::zeros(DType::kF32, {4, 4});  // should be [4, 2]
+    return c.groups[0]->allToAll(Tensor::zeros(DType::kF32, {2, 4}), 1, 0, &out);
+  });
+  for (const Status& s : st) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("all-to-all"), std::string::npos) << s.message();
+  }
+}
+
 TEST(RuntimeComm, SendRecvInOrder) {
   std::vector<Tensor> got(2);
   expectAllOk(onRanks(3, {}, true, [&](int r, RankComms& c) -> Status {
