@@ -443,12 +443,14 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
     if (recv) {
       if (InFlight* f = postedFor(static_cast<int>(i), static_cast<int>(m))) {  // posted during the previous run
         bufs[f->outSlot] = f->out;
+        if (profiling_) ++instrProfile_[i].calls;
         continue;
       }
     }
     if (!inflight_.empty() && s.ins->kind() != plan::Instruction::FREE) RETURN_IF_ERROR(waitConflicts(s));
     if (!recv && (!profiling_ || s.ins->kind() == plan::Instruction::FREE)) {
       RETURN_IF_ERROR(execute(s, bufs, comms));
+      if (!overlap_) RETURN_IF_ERROR(finishRun(static_cast<int>(m)));  // what it started, at once
       if (postAhead && static_cast<int>(i) == postAfter_) RETURN_IF_ERROR(postRecvsAhead(static_cast<int>(m) + 1, comms));
       continue;
     }
@@ -465,6 +467,7 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
       ++t.calls;
       if (s.kernel) t.provider = std::string(s.kernel->provider());
     }
+    if (!overlap_) RETURN_IF_ERROR(finishRun(static_cast<int>(m)));  // what it started, at once
     if (postAhead && static_cast<int>(i) == postAfter_) RETURN_IF_ERROR(postRecvsAhead(static_cast<int>(m) + 1, comms));
   }
   RETURN_IF_ERROR(finishRun(static_cast<int>(m)));
@@ -634,7 +637,7 @@ Status Executor::startComm(const Step& s, const Tensor* in, bool readsInput, Ten
   f.work = std::move(work).value();
   f.blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.issued).count();
   inflight_.push_back(std::move(f));
-  return overlap_ ? Status::OK() : finish(inflight_.size() - 1);
+  return Status::OK();
 }
 
 bool Executor::overlaps(int a, int b) const {

@@ -104,7 +104,7 @@ class Executor {
   /// Collectives have their own timeout (RunOptions::timeoutSeconds).
   void setTimeLimit(int seconds) { limit_.seconds = seconds; }
   /// With `on` false, every collective and receive is waited for right after
-  /// its start and no receive is posted ahead: nothing overlaps (for
+  /// its instruction started it and no receive is posted ahead: nothing overlaps (for
   /// comparison). On by default.
   void setOverlap(bool on) { overlap_ = on; }
 
