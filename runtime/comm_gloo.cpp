@@ -487,9 +487,13 @@ class GlooCommunicator final : public Communicator {
         st = job.run(&result);
         if (!st.ok()) failed = st;
       }
+      {
+        // Idle before the waiter learns of it: a communicator destroyed
+        // after its last wait must not think a job still runs (and abort).
+        std::lock_guard<std::mutex> lock(queueMu_);
+        busy_ = false;
+      }
       job.work->finish(std::move(st), std::move(result));
-      std::lock_guard<std::mutex> lock(queueMu_);
-      busy_ = false;
     }
   }
 

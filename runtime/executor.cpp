@@ -19,10 +19,15 @@
 //     waited for.
 //  5. Receives posted ahead: the RECVs that open the program (nothing before
 //     them touches memory) with arena outputs are, for run m+1, posted during
-//     run m right after the last instruction that touches their bytes (and
-//     after every RECV of the program, so each peer's receives keep their
-//     order). Only when the world communicator starts operations in the
-//     background: posting a blocking receive early would only move the block.
+//     run m right after its last RECV (so each peer's receives keep their
+//     order), into a staging buffer of their own (two per receive, used by
+//     alternate runs: the memory plan reuses the arena bytes of a received
+//     tensor after its last reader, so run m's instructions may still write
+//     them). Run m+1's first reader waits for the receive, which then copies
+//     the staging buffer into the planned place. Rule 2 ignores such a
+//     receive until its run starts. Only when the world communicator starts
+//     operations in the background: posting a blocking receive early would
+//     only move the block.
 #include "runtime/executor.h"
 
 #include <algorithm>
@@ -203,15 +208,9 @@ Status Executor::prepare(bool verifyChecksums) {
     leadingRecvs_.push_back(s.index);
   }
   if (!leadingRecvs_.empty() && prog_.microbatches() > 1) {
-    for (const Step& s : steps_) {
+    for (const Step& s : steps_)
       if (s.ins->kind() == plan::Instruction::RECV) postAfter_ = std::max(postAfter_, s.index);
-      for (int r : leadingRecvs_) {
-        const int slot = steps_[r].out[0];
-        auto touches = [&](int x) { return overlaps(x, slot); };
-        if (std::any_of(s.reads.begin(), s.reads.end(), touches) || std::any_of(s.writes.begin(), s.writes.end(), touches))
-          postAfter_ = std::max(postAfter_, s.index);
-      }
-    }
+    staging_.resize(leadingRecvs_.size());
   } else {
     leadingRecvs_.clear();
   }
@@ -651,6 +650,11 @@ bool Executor::overlaps(int a, int b) const {
 Status Executor::waitConflicts(const Step& s) {
   for (size_t k = 0; k < inflight_.size();) {
     const InFlight& f = inflight_[k];
+    // A receive posted for a later run writes its staging buffer only.
+    if (f.postedAhead && f.microbatch != microbatch_) {
+      ++k;
+      continue;
+    }
     bool conflict = false;
     for (int r : s.reads) conflict = conflict || overlaps(r, f.outSlot);
     for (int w : s.writes) conflict = conflict || overlaps(w, f.outSlot) || (f.inSlot >= 0 && overlaps(w, f.inSlot));
@@ -719,15 +723,23 @@ Status Executor::postRecvsAhead(int m, RankComms* comms) {
   const int current = microbatch_;
   microbatch_ = m;
   Status st = Status::OK();
-  for (int r : leadingRecvs_) {
-    const Step& s = steps_[r];
-    st = waitConflicts(s);
-    if (!st.ok()) break;
-    // The receive's planned place, as run m will see it.
-    st = startComm(s, nullptr, false, arenaViews_[s.out[0]], arenaViews_[s.out[0]],
+  for (size_t k = 0; k < leadingRecvs_.size() && st.ok(); ++k) {
+    const Step& s = steps_[leadingRecvs_[k]];
+    const int slot = s.out[0];
+    // Run m-1's receive may still be in flight into the other buffer; run
+    // m-2's, which used this one, was waited for at the end of its run.
+    Tensor& into = staging_[k][m % 2];
+    if (!into.defined()) {
+      auto mem = backend_->allocate(types_[slot].bytes());
+      if (!mem.ok()) {
+        st = mem.status().withContext(where(s));
+        break;
+      }
+      into = mem->view(0, types_[slot]);
+    }
+    st = startComm(s, nullptr, false, arenaViews_[slot], into,
                    [&](Tensor* got) { return comms->world->startRecv(got, s.ins->peer()); });
-    if (!st.ok()) break;
-    inflight_.back().postedAhead = true;
+    if (st.ok()) inflight_.back().postedAhead = true;
   }
   microbatch_ = current;
   return st;

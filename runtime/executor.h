@@ -12,6 +12,7 @@
 // computation that does not touch their memory.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -241,9 +242,11 @@ class Executor {
   std::vector<InFlight> inflight_;
   // RECVs at the head of the program (before anything else touches memory)
   // whose output is in the arena: posted for run m+1 once run m has executed
-  // step postAfter_, the last one that touches their memory.
+  // step postAfter_ (its last RECV), into staging_[k][(m+1) % 2] (allocated
+  // when first used).
   std::vector<int> leadingRecvs_;
   int postAfter_ = -1;
+  std::vector<std::array<Tensor, 2>> staging_;
   bool overlap_ = true;
   CommTimes collectiveTimes_, receiveTimes_;
 };

@@ -225,7 +225,7 @@ plan::Plan pipelinePlan() {
   return p;
 }
 
-TEST(RuntimeOverlap, ReceivesArePostedAMicroBatchAheadOnceTheirBufferIsFree) {
+TEST(RuntimeOverlap, ReceivesArePostedAMicroBatchAheadIntoBuffersOfTheirOwn) {
   plan::Plan p = pipelinePlan();
   p.mutable_ranks(0)->mutable_outputs();  // stage 0 binds no output
   LoadedPlan lp = writeAndLoad("overlap_pipeline", p);
@@ -244,10 +244,12 @@ TEST(RuntimeOverlap, ReceivesArePostedAMicroBatchAheadOnceTheirBufferIsFree) {
     for (int64_t i = 0; i < 6; ++i) want.mutableData<float>()[i] = -static_cast<float>(10 * m + i);
     expectClose(outs[m].tensor, want);
   }
-  // Micro-batch 1's receive was posted during micro-batch 0, after Neg read r.
+  // Micro-batch 1's receive was posted during micro-batch 0, before Neg read
+  // micro-batch 0's r (the simulated peer's data lands at once: into its own
+  // buffer, or the output of micro-batch 0 would be micro-batch 1's).
   EXPECT_EQ((*exec)->receiveTimes().postedAhead, 1);
   EXPECT_EQ((*exec)->receiveTimes().operations, 2);
-  EXPECT_EQ(events, (Events{"start recv #1", "wait recv #1", "start recv #2", "wait recv #2"}));
+  EXPECT_EQ(events, (Events{"start recv #1", "start recv #2", "wait recv #1", "wait recv #2"}));
 }
 
 }  // namespace
