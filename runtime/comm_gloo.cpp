@@ -18,8 +18,10 @@
 //     then wait), so every operation of the communicator keeps the order in
 //     which it was called. postSend() stays on the calling thread: it only
 //     posts a buffer, which gloo's pairs take from any thread.
-//  5. abort() closes the connections: the running job fails, the queued ones
-//     fail without running, and every wait() returns.
+//  5. abort() closes the connections and fails the running job and the
+//     queued ones at once, so every wait() returns; nothing starts after. The
+//     gloo call in flight ends at its own timeout or when a peer closes (a
+//     rank's own close does not wake it), and its result is dropped.
 #include "runtime/comm_gloo.h"
 
 #include <gloo/allgather.h>
@@ -134,10 +136,12 @@ class GlooWork final : public CommWork {
     std::lock_guard<std::mutex> lock(mu_);
     return at_;
   }
-  /// The communication thread's side: the operation ended with `s`.
+  /// The operation ended with `s` (the communication thread's side, or
+  /// abort()'s); only the first call counts.
   void finish(Status s, Tensor result) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return;
       status_ = std::move(s);
       result_ = std::move(result);
       at_ = Clock::now();
@@ -176,12 +180,16 @@ class GlooCommunicator final : public Communicator {
 
   ~GlooCommunicator() override {
     if (!worker_) return;
+    bool left;
     {
       std::lock_guard<std::mutex> lock(queueMu_);
       stopping_ = true;
-      // Nobody waits for what is left: end it now rather than at the timeout.
-      if (busy_ || !queue_.empty()) abort();
+      left = running_ || !queue_.empty();
     }
+    // Nobody waits for what is left: fail it now. A gloo call already
+    // running ends at its own timeout (or when a peer closes), as a blocking
+    // call would.
+    if (left) abort();
     queueCv_.notify_all();
     worker_->join();
   }
@@ -430,12 +438,26 @@ class GlooCommunicator final : public Communicator {
 
   void abort() override {
     aborted_ = true;
-    if (!ctx_) return;
-    try {
-      ctx_->closeConnections();
-    } catch (const std::exception&) {
-      // Best effort: the peers fall back to their timeout.
+    if (ctx_) {
+      try {
+        ctx_->closeConnections();
+      } catch (const std::exception&) {
+        // Best effort: the peers fall back to their timeout.
+      }
     }
+    // Step 5: every wait returns now. Closing this rank's connections does
+    // not wake its own gloo call in flight; that call ends at its timeout
+    // or when a peer closes, and its result is dropped.
+    std::deque<Job> queued;
+    std::shared_ptr<GlooWork> running;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      queued.swap(queue_);
+      running = running_;
+    }
+    Status aborted = environmentError(prefix("operation"), "the communicator was aborted");
+    if (running) running->finish(aborted, Tensor());
+    for (Job& j : queued) j.work->finish(aborted, Tensor());
   }
 
  private:
@@ -474,7 +496,7 @@ class GlooCommunicator final : public Communicator {
         if (queue_.empty()) return;
         job = std::move(queue_.front());
         queue_.pop_front();
-        busy_ = true;
+        running_ = job.work;
       }
       Tensor result;
       Status st;
@@ -491,7 +513,7 @@ class GlooCommunicator final : public Communicator {
         // Idle before the waiter learns of it: a communicator destroyed
         // after its last wait must not think a job still runs (and abort).
         std::lock_guard<std::mutex> lock(queueMu_);
-        busy_ = false;
+        running_ = nullptr;
       }
       job.work->finish(std::move(st), std::move(result));
     }
@@ -578,7 +600,8 @@ class GlooCommunicator final : public Communicator {
   std::mutex queueMu_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;
-  bool stopping_ = false, busy_ = false;
+  bool stopping_ = false;
+  std::shared_ptr<GlooWork> running_;  // the job the thread runs, if any
   std::atomic<bool> aborted_{false};
 };
 

@@ -443,6 +443,7 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
       if (InFlight* f = postedFor(static_cast<int>(i), static_cast<int>(m))) {  // posted during the previous run
         bufs[f->outSlot] = f->out;
         if (profiling_) ++instrProfile_[i].calls;
+        if (postAhead && static_cast<int>(i) == postAfter_) RETURN_IF_ERROR(postRecvsAhead(static_cast<int>(m) + 1, comms));
         continue;
       }
     }

@@ -195,12 +195,12 @@ TEST(RuntimeOverlap, InstructionsReusingACollectivesMemoryWaitForIt) {
   EXPECT_EQ((*exec)->collectiveTimes().operations, 4);
 }
 
-/// A two-stage pipeline of 2 micro-batches: stage 0 sends Relu of its slice,
+/// A two-stage pipeline of 3 micro-batches: stage 0 sends Relu of its slice,
 /// stage 1 receives it into r@0 and outputs Neg(r).
 plan::Plan pipelinePlan() {
   plan::Plan p;
-  addIo(&p, true, "x", f32({4, 3}));
-  addIo(&p, false, "y", f32({4, 3}));
+  addIo(&p, true, "x", f32({6, 3}));
+  addIo(&p, false, "y", f32({6, 3}));
   ProgBuilder b0(p.add_ranks(), 0), b1(p.add_ranks(), 1);
   int x = b0.buffer("x", f32({2, 3}));
   int h = b0.buffer("h", f32({2, 3}));
@@ -214,9 +214,9 @@ plan::Plan pipelinePlan() {
   b1.output(y, 0, 0, 0, 2);
   for (int k = 0; k < 2; ++k) {
     plan::RankProgram* prog = p.mutable_ranks(k);
-    prog->set_microbatches(2);
+    prog->set_microbatches(3);
     prog->set_stage(k);
-    prog->mutable_inputs()->Mutable(0)->set_per_microbatch(true);
+    if (k == 0) prog->mutable_inputs(0)->set_per_microbatch(true);
     if (k == 1) prog->mutable_outputs(0)->set_per_microbatch(true);
     prog->set_arena_bytes(64);
     place(prog, k == 0 ? h : r, 0);
@@ -226,30 +226,29 @@ plan::Plan pipelinePlan() {
 }
 
 TEST(RuntimeOverlap, ReceivesArePostedAMicroBatchAheadIntoBuffersOfTheirOwn) {
-  plan::Plan p = pipelinePlan();
-  p.mutable_ranks(0)->mutable_outputs();  // stage 0 binds no output
-  LoadedPlan lp = writeAndLoad("overlap_pipeline", p);
+  LoadedPlan lp = writeAndLoad("overlap_pipeline", pipelinePlan());
   auto exec = Executor::create(lp, lp.plan.ranks(1), /*verifyChecksums=*/false);
   ASSERT_TRUE(exec.ok()) << exec.status().message();
   Events events;
   RankComms comms;
   comms.world = std::make_unique<FakePeer>(1, &events);
   std::vector<OutputPiece> outs;
-  Status st = (*exec)->run({Tensor::zeros(f32({4, 3}))}, &comms, &outs);
+  Status st = (*exec)->run({Tensor::zeros(f32({6, 3}))}, &comms, &outs);
   ASSERT_TRUE(st.ok()) << st.message();
-  ASSERT_EQ(outs.size(), 2u);
-  for (int m = 0; m < 2; ++m) {
+  ASSERT_EQ(outs.size(), 3u);
+  for (int m = 0; m < 3; ++m) {
     EXPECT_EQ(outs[m].offset, 2 * m);
     Tensor want = Tensor::zeros(f32({2, 3}));
     for (int64_t i = 0; i < 6; ++i) want.mutableData<float>()[i] = -static_cast<float>(10 * m + i);
     expectClose(outs[m].tensor, want);
   }
-  // Micro-batch 1's receive was posted during micro-batch 0, before Neg read
-  // micro-batch 0's r (the simulated peer's data lands at once: into its own
-  // buffer, or the output of micro-batch 0 would be micro-batch 1's).
-  EXPECT_EQ((*exec)->receiveTimes().postedAhead, 1);
-  EXPECT_EQ((*exec)->receiveTimes().operations, 2);
-  EXPECT_EQ(events, (Events{"start recv #1", "start recv #2", "wait recv #1", "wait recv #2"}));
+  // Micro-batch m+1's receive was posted during micro-batch m, before Neg
+  // read micro-batch m's r (the simulated peer's data lands at once: into a
+  // buffer of its own, or micro-batch m's output would be m+1's).
+  EXPECT_EQ((*exec)->receiveTimes().postedAhead, 2);
+  EXPECT_EQ((*exec)->receiveTimes().operations, 3);
+  EXPECT_EQ(events, (Events{"start recv #1", "start recv #2", "wait recv #1", "start recv #3", "wait recv #2",
+                            "wait recv #3"}));
 }
 
 }  // namespace
