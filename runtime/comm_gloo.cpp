@@ -18,10 +18,10 @@
 //     then wait), so every operation of the communicator keeps the order in
 //     which it was called. postSend() stays on the calling thread: it only
 //     posts a buffer, which gloo's pairs take from any thread.
-//  5. abort() closes the connections and fails the running job and the
-//     queued ones at once, so every wait() returns; nothing starts after. The
-//     gloo call in flight ends at its own timeout or when a peer closes (a
-//     rank's own close does not wake it), and its result is dropped.
+//  5. abort() closes the connections and fails the queued jobs at once;
+//     nothing starts after. The gloo call in flight ends as a blocking call
+//     would: at its timeout or when a peer closes (a rank's own close does
+//     not wake it).
 #include "runtime/comm_gloo.h"
 
 #include <gloo/allgather.h>
@@ -445,18 +445,16 @@ class GlooCommunicator final : public Communicator {
         // Best effort: the peers fall back to their timeout.
       }
     }
-    // Step 5: every wait returns now. Closing this rank's connections does
-    // not wake its own gloo call in flight; that call ends at its timeout
-    // or when a peer closes, and its result is dropped.
+    // Step 5: the queued operations fail now. The gloo call in flight ends
+    // as a blocking call would: at its timeout or when a peer closes (this
+    // rank's own close does not wake it); a rank blocked in its wait() is
+    // then stopped by the launcher's watcher, as one blocked in the call was.
     std::deque<Job> queued;
-    std::shared_ptr<GlooWork> running;
     {
       std::lock_guard<std::mutex> lock(queueMu_);
       queued.swap(queue_);
-      running = running_;
     }
     Status aborted = environmentError(prefix("operation"), "the communicator was aborted");
-    if (running) running->finish(aborted, Tensor());
     for (Job& j : queued) j.work->finish(aborted, Tensor());
   }
 
