@@ -1,3 +1,27 @@
+// The gloo communicator (comm_gloo.h).
+//
+// Started operations (Communicator::start*):
+//  1. A start call checks what it can on the calling thread, keeps handles on
+//     its operands (the tensors' memory stays alive) and queues a job; the
+//     first one starts the communicator's communication thread.
+//  2. The job carries the calling thread's memory account, so that what the
+//     operation allocates (an all-gather's result and staging) is charged to
+//     the rank as when the call blocks.
+//  3. The thread runs the jobs one at a time in the order they were queued,
+//     on the communicator's gloo context (a context is not safe for
+//     concurrent operations; one thread in order is), and marks each work
+//     done with its status and, for a gather or scatter, its result tensor,
+//     which wait() hands to the caller. Each gloo call keeps its timeout, so
+//     a wait ends within the timeout of the operation that hangs; after a
+//     failure the queued jobs fail at once.
+//  4. Once the thread exists, the blocking calls go through it too (start,
+//     then wait), so every operation of the communicator keeps the order in
+//     which it was called. postSend() stays on the calling thread: it only
+//     posts a buffer, which gloo's pairs take from any thread.
+//  5. abort() closes the connections and fails the queued jobs at once;
+//     nothing starts after. The gloo call in flight ends as a blocking call
+//     would: at its timeout or when a peer closes (a rank's own close does
+//     not wake it).
 #include "runtime/comm_gloo.h"
 
 #include <gloo/allgather.h>
@@ -14,9 +38,15 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "runtime/support/memory_account.h"
 #include "runtime/tcp_store.h"
@@ -95,6 +125,57 @@ void copyIntoSlab(const Split3& s, const uint8_t* src, int64_t ext, uint8_t* dst
 /// extent % n chunks one larger), as the compiler splits dimensions.
 int64_t chunkOf(int64_t extent, int n, int r) { return extent / n + (r < extent % n ? 1 : 0); }
 
+/// A started operation of a GlooCommunicator: done once its communication
+/// thread ran it (step 3 of the algorithm at the top).
+class GlooWork final : public CommWork {
+ public:
+  explicit GlooWork(Tensor* out) : out_(out) {}
+  Status wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (out_ && status_.ok()) *out_ = std::move(result_);
+    out_ = nullptr;
+    return status_;
+  }
+  Clock::time_point finishedAt() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return at_;
+  }
+  /// The operation ended with `s` (the communication thread's side, or
+  /// abort()'s); only the first call counts.
+  void finish(Status s, Tensor result) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return;
+      status_ = std::move(s);
+      result_ = std::move(result);
+      at_ = Clock::now();
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  Tensor result_;
+  Tensor* out_;  // where wait() delivers result_ (all-gather, reduce-scatter)
+  Clock::time_point at_;
+};
+
+/// The handle start*() returns: the work is shared with the thread running it.
+class GlooWorkHandle final : public CommWork {
+ public:
+  explicit GlooWorkHandle(std::shared_ptr<GlooWork> w) : w_(std::move(w)) {}
+  Status wait() override { return w_->wait(); }
+  Clock::time_point finishedAt() const override { return w_->finishedAt(); }
+
+ private:
+  std::shared_ptr<GlooWork> w_;
+};
+
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx, int globalRank, int groupRank,
@@ -102,12 +183,90 @@ class GlooCommunicator final : public Communicator {
       : ctx_(std::move(ctx)), globalRank_(globalRank), rank_(groupRank), size_(groupSize),
         label_(std::move(label)), timeout_(timeout), sendSeq_(groupSize, 0), recvSeq_(groupSize, 0) {}
 
-  ~GlooCommunicator() override = default;
+  ~GlooCommunicator() override {
+    if (!worker_) return;
+    bool left;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      stopping_ = true;
+      left = running_ || !queue_.empty();
+    }
+    // Nobody waits for what is left: fail it now. A gloo call already
+    // running ends at its own timeout (or when a peer closes), as a blocking
+    // call would.
+    if (left) abort();
+    queueCv_.notify_all();
+    worker_->join();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   Status allReduceSum(Tensor& t) override {
+    if (!worker_) return doAllReduceSum(t);
+    ASSIGN_OR_RETURN(std::unique_ptr<CommWork> w, startAllReduceSum(t));
+    return w->wait();
+  }
+  Status allGather(const Tensor& in, int dim, Tensor* out) override {
+    if (!worker_) return doAllGather(in, dim, out);
+    ASSIGN_OR_RETURN(std::unique_ptr<CommWork> w, startAllGather(in, dim, out));
+    return w->wait();
+  }
+  Status reduceScatterSum(const Tensor& in, int dim, Tensor* out) override {
+    if (!worker_) return doReduceScatterSum(in, dim, out);
+    ASSIGN_OR_RETURN(std::unique_ptr<CommWork> w, startReduceScatterSum(in, dim, out));
+    return w->wait();
+  }
+  Status allToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) override {
+    if (!worker_) return doAllToAll(in, splitDim, concatDim, out);
+    ASSIGN_OR_RETURN(std::unique_ptr<CommWork> w, startAllToAll(in, splitDim, concatDim, out));
+    return w->wait();
+  }
+  Status recv(Tensor* t, int peer) override {
+    if (!worker_) return doRecv(t, peer);
+    ASSIGN_OR_RETURN(std::unique_ptr<CommWork> w, startRecv(t, peer));
+    return w->wait();
+  }
+
+  bool startsInBackground() const override { return size_ > 1; }
+
+  StatusOr<std::unique_ptr<CommWork>> startAllReduceSum(Tensor& t) override {
+    if (size_ == 1 || t.nbytes() == 0 || !sumFor(t.dtype())) return Communicator::startAllReduceSum(t);
+    Tensor mine = t;  // the same bytes
+    return issue(nullptr, [this, mine](Tensor*) mutable { return doAllReduceSum(mine); });
+  }
+  StatusOr<std::unique_ptr<CommWork>> startAllGather(const Tensor& in, int dim, Tensor* out) override {
+    if (size_ == 1) return Communicator::startAllGather(in, dim, out);
+    return issue(out, [this, in, dim](Tensor* result) { return doAllGather(in, dim, result); });
+  }
+  StatusOr<std::unique_ptr<CommWork>> startReduceScatterSum(const Tensor& in, int dim, Tensor* out) override {
+    if (size_ == 1) return Communicator::startReduceScatterSum(in, dim, out);
+    Tensor given = *out;  // its extent says this rank's slice
+    return issue(out, [this, in, dim, given](Tensor* result) {
+      *result = given;
+      return doReduceScatterSum(in, dim, result);
+    });
+  }
+  StatusOr<std::unique_ptr<CommWork>> startAllToAll(const Tensor& in, int splitDim, int concatDim,
+                                                     Tensor* out) override {
+    if (size_ == 1) return Communicator::startAllToAll(in, splitDim, concatDim, out);
+    Tensor given = *out;  // when defined, its extents say every rank's rows
+    return issue(out, [this, in, splitDim, concatDim, given](Tensor* result) {
+      *result = given;
+      return doAllToAll(in, splitDim, concatDim, result);
+    });
+  }
+  StatusOr<std::unique_ptr<CommWork>> startRecv(Tensor* t, int peer) override {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return invalidInput(prefix("recv"), "invalid peer ", peer, " (world of ", size_, ")");
+    if (!t->defined()) return internalError(prefix("recv"), "receive buffer is not allocated");
+    if (t->nbytes() == 0) return Communicator::startRecv(t, peer);
+    Tensor into = *t;  // the same bytes
+    return issue(nullptr, [this, into, peer](Tensor*) mutable { return doRecv(&into, peer); });
+  }
+
+ private:
+  Status doAllReduceSum(Tensor& t) {
     SumFn fn = sumFor(t.dtype());
     if (!fn) return unsupported(prefix("all-reduce"), "sum of ", t.type().str(), " is not supported");
     if (size_ == 1 || t.nbytes() == 0) return Status::OK();
@@ -120,7 +279,7 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  Status allGather(const Tensor& in, int dim, Tensor* out) override {
+  Status doAllGather(const Tensor& in, int dim, Tensor* out) {
     if (dim < 0 || dim >= in.rank())
       return invalidInput(prefix("all-gather"), "dim ", dim, " is out of range for ", in.type().str());
     if (size_ == 1) {
@@ -175,7 +334,7 @@ class GlooCommunicator final : public Communicator {
     return Status::OK();
   }
 
-  Status reduceScatterSum(const Tensor& in, int dim, Tensor* out) override {
+  Status doReduceScatterSum(const Tensor& in, int dim, Tensor* out) {
     if (dim < 0 || dim >= in.rank())
       return invalidInput(prefix("reduce-scatter"), "dim ", dim, " is out of range for ",
                           in.type().str());
@@ -240,7 +399,7 @@ class GlooCommunicator final : public Communicator {
     return Status::OK();
   }
 
-  Status allToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) override {
+  Status doAllToAll(const Tensor& in, int splitDim, int concatDim, Tensor* out) {
     const int rank = in.rank();
     if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank || splitDim == concatDim)
       return invalidInput(prefix("all-to-all"), "split dim ", splitDim, " and concat dim ", concatDim,
@@ -325,19 +484,7 @@ class GlooCommunicator final : public Communicator {
     return Status::OK();
   }
 
-  Status send(const Tensor& t, int peer) override {
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      return invalidInput(prefix("send"), "invalid peer ", peer, " (world of ", size_, ")");
-    if (t.nbytes() == 0) return Status::OK();
-    uint64_t slot = kP2PSlot | sendSeq_[peer]++;
-    return guard(strCat("send to rank ", peer).c_str(), t.type(), [&] {
-      auto buf = ctx_->createUnboundBuffer(const_cast<void*>(t.raw()), t.nbytes());
-      buf->send(peer, slot);
-      if (!buf->waitSend(timeout_)) throw std::runtime_error("send aborted");
-    });
-  }
-
-  Status recv(Tensor* t, int peer) override {
+  Status doRecv(Tensor* t, int peer) {
     if (peer < 0 || peer >= size_ || peer == rank_)
       return invalidInput(prefix("recv"), "invalid peer ", peer, " (world of ", size_, ")");
     if (!t->defined()) return internalError(prefix("recv"), "receive buffer is not allocated");
@@ -347,6 +494,19 @@ class GlooCommunicator final : public Communicator {
       auto buf = ctx_->createUnboundBuffer(t->mutableData(), t->nbytes());
       buf->recv(peer, slot);
       if (!buf->waitRecv(timeout_)) throw std::runtime_error("recv aborted");
+    });
+  }
+
+ public:
+  Status send(const Tensor& t, int peer) override {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return invalidInput(prefix("send"), "invalid peer ", peer, " (world of ", size_, ")");
+    if (t.nbytes() == 0) return Status::OK();
+    uint64_t slot = kP2PSlot | sendSeq_[peer]++;
+    return guard(strCat("send to rank ", peer).c_str(), t.type(), [&] {
+      auto buf = ctx_->createUnboundBuffer(const_cast<void*>(t.raw()), t.nbytes());
+      buf->send(peer, slot);
+      if (!buf->waitSend(timeout_)) throw std::runtime_error("send aborted");
     });
   }
 
@@ -381,15 +541,86 @@ class GlooCommunicator final : public Communicator {
   }
 
   void abort() override {
-    if (!ctx_) return;
-    try {
-      ctx_->closeConnections();
-    } catch (const std::exception&) {
-      // Best effort: the peers fall back to their timeout.
+    aborted_ = true;
+    if (ctx_) {
+      try {
+        ctx_->closeConnections();
+      } catch (const std::exception&) {
+        // Best effort: the peers fall back to their timeout.
+      }
     }
+    // Step 5: the queued operations fail now. The gloo call in flight ends
+    // as a blocking call would: at its timeout or when a peer closes (this
+    // rank's own close does not wake it); a rank blocked in its wait() is
+    // then stopped by the launcher's watcher, as one blocked in the call was.
+    std::deque<Job> queued;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      queued.swap(queue_);
+    }
+    Status aborted = environmentError(prefix("operation"), "the communicator was aborted");
+    for (Job& j : queued) j.work->finish(aborted, Tensor());
   }
 
  private:
+  /// One operation for the communication thread: `run` computes it (into
+  /// `*result` where it makes a tensor) on this rank's memory account.
+  struct Job {
+    std::shared_ptr<GlooWork> work;
+    std::function<Status(Tensor* result)> run;
+    MemoryAccount* account = nullptr;
+  };
+
+  /// Steps 1-2: queues `run` behind the operations started before it.
+  /// \returns its work; `out` receives the result tensor at wait().
+  StatusOr<std::unique_ptr<CommWork>> issue(Tensor* out, std::function<Status(Tensor*)> run) {
+    if (aborted_) return environmentError(prefix("start"), "the communicator was aborted");
+    if (!worker_) worker_ = std::make_unique<std::thread>([this] { serve(); });
+    auto work = std::make_shared<GlooWork>(out);
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      queue_.push_back({work, std::move(run), currentMemoryAccount()});
+    }
+    queueCv_.notify_one();
+    return std::unique_ptr<CommWork>(new GlooWorkHandle(std::move(work)));
+  }
+
+  /// Step 3: the communication thread runs the queue in order. After a
+  /// failure (a timeout, a lost peer, abort()) the rest fail at once: the
+  /// group's operations no longer match between its ranks.
+  void serve() {
+    Status failed;
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(queueMu_);
+        queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        running_ = job.work;
+      }
+      Tensor result;
+      Status st;
+      if (aborted_) {
+        st = environmentError(prefix("operation"), "not run: the communicator was aborted");
+      } else if (!failed.ok()) {
+        st = environmentError(prefix("operation"), "not run: an earlier one failed: ", failed.message());
+      } else {
+        ScopedMemoryAccount charging(job.account);
+        st = job.run(&result);
+        if (!st.ok()) failed = st;
+      }
+      {
+        // Idle before the waiter learns of it: a communicator destroyed
+        // after its last wait must not think a job still runs (and abort).
+        std::lock_guard<std::mutex> lock(queueMu_);
+        running_ = nullptr;
+      }
+      job.work->finish(std::move(st), std::move(result));
+    }
+  }
+
   // Point-to-point slots live above every slot gloo's collectives build.
   static constexpr uint64_t kP2PSlot = uint64_t{1} << 60;
 
@@ -444,7 +675,7 @@ class GlooCommunicator final : public Communicator {
     }
     // Types gloo's reduce-scatter has no sum for, and empty blocks: all-reduce,
     // then move this rank's block to the front as the reduce-scatter would.
-    RETURN_IF_ERROR(allReduceSum(work));
+    RETURN_IF_ERROR(doAllReduceSum(work));
     size_t es = dtypeSize(work.dtype());
     size_t off = std::accumulate(counts.begin(), counts.begin() + rank_, size_t{0}) * es;
     uint8_t* p = work.mutableData<uint8_t>();
@@ -466,6 +697,14 @@ class GlooCommunicator final : public Communicator {
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
   };
   std::vector<std::unique_ptr<PendingSend>> pending_;
+  // The communication thread (started by the first start*() call) and its queue.
+  std::unique_ptr<std::thread> worker_;
+  std::mutex queueMu_;
+  std::condition_variable queueCv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::shared_ptr<GlooWork> running_;  // the job the thread runs, if any
+  std::atomic<bool> aborted_{false};
 };
 
 std::string groupLabel(const std::string& name, const std::vector<int>& ranks) {

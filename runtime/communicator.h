@@ -2,8 +2,16 @@
 // uses. One communicator spans one group of ranks (Plan.groups); ranks, peers
 // and the rank order of gathers are positions inside that group. Every call is
 // bounded by a timeout: a peer that never arrives is an error, never a hang.
+//
+// Each operation also has a start form (startAllReduceSum, ...) that returns
+// a CommWork at once and completes in the background; CommWork::wait()
+// finishes it. Operations of one communicator complete in the order they were
+// started or called. The default start forms run the blocking call, so a
+// communicator that implements only the blocking calls is correct, with
+// nothing overlapped.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +20,29 @@
 #include "runtime/support/tensor.h"
 
 namespace pcc {
+
+/// An operation a Communicator started (Communicator::startAllReduceSum and
+/// the others). Until wait() returns, the caller must keep its operands alive,
+/// must not write its input or output, and must not read its output.
+class CommWork {
+ public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~CommWork() = default;
+  /// Waits for the operation to finish (bounded by the communicator's
+  /// timeout). On a device backend this may only order the device's compute
+  /// after the operation, without blocking the host.
+  /// \returns its status (the same on every call); the output holds the
+  /// result only when it is ok.
+  virtual Status wait() = 0;
+  /// \returns when the operation finished, as measured where it ran (the
+  /// communication thread), or, where that is not known, when wait() returned.
+  /// Valid once wait() has returned.
+  virtual Clock::time_point finishedAt() const = 0;
+};
+
+/// \returns a work that has already finished with `status` (the start forms'
+/// default: the blocking call ran).
+std::unique_ptr<CommWork> finishedWork(Status status);
 
 class Communicator {
  public:
@@ -54,6 +85,25 @@ class Communicator {
   /// Waits until every postSend() has been taken by its peer (bounded by the
   /// timeout). \returns the first failure.
   virtual Status waitSends() { return Status::OK(); }
+
+  /// \returns whether the start forms return before their operation ends (a
+  /// communication thread or stream runs it); false when they run the
+  /// blocking call (the defaults).
+  virtual bool startsInBackground() const { return false; }
+  /// Starts allReduceSum(t): `t` is summed in place in the background.
+  /// \returns the work, or an error found before anything was started.
+  virtual StatusOr<std::unique_ptr<CommWork>> startAllReduceSum(Tensor& t);
+  /// Starts allGather(in, dim, out); `*out` is set once wait() returned ok.
+  virtual StatusOr<std::unique_ptr<CommWork>> startAllGather(const Tensor& in, int dim, Tensor* out);
+  /// Starts reduceScatterSum(in, dim, out); `*out` as in reduceScatterSum,
+  /// holding the slice once wait() returned ok.
+  virtual StatusOr<std::unique_ptr<CommWork>> startReduceScatterSum(const Tensor& in, int dim, Tensor* out);
+  /// Starts allToAll(in, splitDim, concatDim, out); `*out` as in allToAll,
+  /// holding the exchanged tensor once wait() returned ok.
+  virtual StatusOr<std::unique_ptr<CommWork>> startAllToAll(const Tensor& in, int splitDim, int concatDim,
+                                                             Tensor* out);
+  /// Posts recv(t, peer): `*t`'s memory receives the data in the background.
+  virtual StatusOr<std::unique_ptr<CommWork>> startRecv(Tensor* t, int peer);
 
   /// Closes this rank's connections so that peers blocked on it fail at once
   /// instead of waiting for their timeout. The communicator is unusable after.

@@ -1,3 +1,33 @@
+// The executor (executor.h).
+//
+// The wait rule for collectives and receives:
+//  1. A collective (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER) or a RECV is
+//     started when the program reaches it (Communicator::start*) and kept in
+//     flight with handles on its operands; its output slot counts as written.
+//  2. Before any other instruction runs, every operation in flight whose
+//     output that instruction reads, or whose input (still read by the
+//     communicator: all-gather, reduce-scatter; an all-reduce works on a copy
+//     in its output) or output that instruction writes, is waited for and
+//     its result put in place. "Reads" and "writes" compare memory, not
+//     buffer ids: the memory plan reuses arena ranges, so an instruction that
+//     writes a buffer lying over an in-flight operation's bytes waits for it
+//     (a started operation counts as such a writer too).
+//  3. FREE waits for nothing: it only ends a buffer's name, the memory stays
+//     where it was (the arena) or alive in the in-flight record (other
+//     buffers), and whatever reuses the bytes later writes them and waits.
+//  4. At the end of each micro-batch run, every operation of that run is
+//     waited for.
+//  5. Receives posted ahead: the RECVs that open the program (nothing before
+//     them touches memory) with arena outputs are, for run m+1, posted during
+//     run m right after its last RECV (so each peer's receives keep their
+//     order), into a staging buffer of their own (two per receive, used by
+//     alternate runs: the memory plan reuses the arena bytes of a received
+//     tensor after its last reader, so run m's instructions may still write
+//     them). Run m+1's first reader waits for the receive, which then copies
+//     the staging buffer into the planned place. Rule 2 ignores such a
+//     receive until its run starts. Only when the world communicator starts
+//     operations in the background: posting a blocking receive early would
+//     only move the block.
 #include "runtime/executor.h"
 
 #include <algorithm>
@@ -120,7 +150,7 @@ Status Executor::prepare(bool verifyChecksums) {
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
     const plan::Instruction& ins = prog_.instructions(i);
-    Step s{&ins, i, {}, {}, {}, nullptr, nullptr, {}, {}};
+    Step s{&ins, i, {}, {}, {}, nullptr, nullptr, {}, {}, {}, {}};
     std::string ctx = where(s);
     // Kernels and regions may name absent operands (-1).
     bool kernel = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;
@@ -165,6 +195,27 @@ Status Executor::prepare(bool verifyChecksums) {
     steps_.push_back(std::move(s));
   }
   hostWeights_.resize(buffers_.size());
+  for (Step& s : steps_) {
+    if (s.ins->kind() == plan::Instruction::FREE) continue;
+    for (int slot : s.in)
+      if (slot >= 0) s.reads.push_back(slot);
+    for (int slot : s.out)
+      if (slot >= 0) s.writes.push_back(slot);
+  }
+  // Step 5 of the wait rule: which receives may be posted a run ahead, and after which step.
+  for (const Step& s : steps_) {
+    if (s.ins->kind() == plan::Instruction::FREE) continue;
+    if (s.ins->kind() != plan::Instruction::RECV || homes_[s.out[0]] != Home::kArena || types_[s.out[0]].bytes() == 0)
+      break;
+    leadingRecvs_.push_back(s.index);
+  }
+  if (!leadingRecvs_.empty() && prog_.microbatches() > 1) {
+    for (const Step& s : steps_)
+      if (s.ins->kind() == plan::Instruction::RECV) postAfter_ = std::max(postAfter_, s.index);
+    staging_.resize(leadingRecvs_.size());
+  } else {
+    leadingRecvs_.clear();
+  }
   // Kernels are prepared once the steps no longer move (they keep &attrs).
   RETURN_IF_ERROR(prepareRegions(verifyChecksums));
   // Folding asks which slots anything else reads (a model output is read by the caller).
@@ -428,12 +479,16 @@ StatusOr<Tensor> Executor::boundInput(const RunInputs& inputs, size_t i, int64_t
 Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs) {
   if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
   waitSeconds_ = 0;
+  collectiveTimes_ = CommTimes{};
+  receiveTimes_ = CommTimes{};
+  inflight_.clear();  // what a failed run left (its communicators are aborted)
   outputs->clear();
   if (profiling_ && instrProfile_.size() != steps_.size()) instrProfile_.assign(steps_.size(), InstructionTime{});
   const int runs = std::max(1, prog_.microbatches());
   for (microbatch_ = 0; microbatch_ < runs; ++microbatch_)
     RETURN_IF_ERROR(runOnce(inputs, comms, outputs, microbatch_ + 1 == runs));
   microbatch_ = 0;
+  while (!inflight_.empty()) RETURN_IF_ERROR(finish(0));
   // Sends run in the background; the run ends when the peers have them.
   if (comms && comms->world) {
     auto t0 = std::chrono::steady_clock::now();
@@ -456,12 +511,25 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
     if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
     bufs[inputSlots_[i]] = std::move(dev).value();
   }
+  const bool postAhead = overlap_ && postAfter_ >= 0 && m + 1 < std::max(1, prog_.microbatches()) && comms && comms->world &&
+                         comms->world->startsInBackground();
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
     if (s.folded) continue;  // computed by an earlier step's kernel
     const bool recv = s.ins->kind() == plan::Instruction::RECV;
+    if (recv) {
+      if (InFlight* f = postedFor(static_cast<int>(i), static_cast<int>(m))) {  // posted during the previous run
+        bufs[f->outSlot] = f->out;
+        if (profiling_) ++instrProfile_[i].calls;
+        if (postAhead && static_cast<int>(i) == postAfter_) RETURN_IF_ERROR(postRecvsAhead(static_cast<int>(m) + 1, comms));
+        continue;
+      }
+    }
+    if (!inflight_.empty() && s.ins->kind() != plan::Instruction::FREE) RETURN_IF_ERROR(waitConflicts(s));
     if (!recv && (!profiling_ || s.ins->kind() == plan::Instruction::FREE)) {
       RETURN_IF_ERROR(execute(s, bufs, comms));
+      if (!overlap_) RETURN_IF_ERROR(finishRun(static_cast<int>(m)));  // what it started, at once
+      if (postAhead && static_cast<int>(i) == postAfter_) RETURN_IF_ERROR(postRecvsAhead(static_cast<int>(m) + 1, comms));
       continue;
     }
     // The whole instruction: gathering its operands, the kernel or the
@@ -470,13 +538,17 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
     RETURN_IF_ERROR(execute(s, bufs, comms));
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (recv) waitSeconds_ += took;  // the stage idles until its input arrives
-    if (!profiling_) continue;
-    InstructionTime& t = instrProfile_[i];
-    t.minSeconds = t.calls == 0 ? took : std::min(t.minSeconds, took);
-    t.seconds += took;
-    ++t.calls;
-    if (s.kernel) t.provider = std::string(s.kernel->provider());
+    if (profiling_) {
+      InstructionTime& t = instrProfile_[i];
+      t.minSeconds = t.calls == 0 ? took : std::min(t.minSeconds, took);
+      t.seconds += took;
+      ++t.calls;
+      if (s.kernel) t.provider = std::string(s.kernel->provider());
+    }
+    if (!overlap_) RETURN_IF_ERROR(finishRun(static_cast<int>(m)));  // what it started, at once
+    if (postAhead && static_cast<int>(i) == postAfter_) RETURN_IF_ERROR(postRecvsAhead(static_cast<int>(m) + 1, comms));
   }
+  RETURN_IF_ERROR(finishRun(static_cast<int>(m)));
   for (size_t i = 0; i < outputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.outputs(static_cast<int>(i));
     // A piece that is not the batch's is the same in every run: kept once.
@@ -544,13 +616,6 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
     t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++t.calls;
   };
-  // A collective's result lands in `out`, unless the communicator made a tensor of its own.
-  auto settle = [&](const Tensor& got, const Tensor& out, const char* what) -> Status {
-    RETURN_IF_ERROR(checkType(s, s.out[0], got, what));
-    if (got.raw() == out.raw()) return Status::OK();
-    return backend_->copy(got, out).withContext(where(s));
-  };
-
   switch (ins.kind()) {
     case plan::Instruction::KERNEL:
     case plan::Instruction::LAUNCH: {
@@ -589,34 +654,31 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
       RETURN_IF_ERROR(checkType(s, s.out[0], *in, "the input"));
       ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
       RETURN_IF_ERROR(backend_->copy(*in, out).withContext(where(s)));
-      Tensor t = out;
-      RETURN_IF_ERROR(c->allReduceSum(t).withContext(where(s)));
-      return settle(t, out, "the reduced tensor");
+      // The communicator sums the copy: the input is free at once.
+      return startComm(s, in, false, out, out, [&](Tensor* got) { return c->startAllReduceSum(*got); });
     }
     case plan::Instruction::ALL_GATHER: {
       ASSIGN_OR_RETURN(Communicator * c, group());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
-      Tensor got;
-      RETURN_IF_ERROR(c->allGather(*in, ins.dim(), &got).withContext(where(s)));
-      RETURN_IF_ERROR(checkType(s, s.out[0], got, "the gathered tensor"));
       ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
-      return settle(got, out, "the gathered tensor");
+      return startComm(s, in, true, out, Tensor(), [&](Tensor* got) { return c->startAllGather(*in, ins.dim(), got); });
     }
     case plan::Instruction::REDUCE_SCATTER: {
       ASSIGN_OR_RETURN(Communicator * c, group());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
       ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
-      Tensor got = out;  // defined on entry: its extent is this rank's slice
-      RETURN_IF_ERROR(c->reduceScatterSum(*in, ins.dim(), &got).withContext(where(s)));
-      return settle(got, out, "the scattered slice");
+      // `out` defined on entry: its extent is this rank's slice.
+      return startComm(s, in, true, out, out,
+                       [&](Tensor* got) { return c->startReduceScatterSum(*in, ins.dim(), got); });
     }
     case plan::Instruction::ALL_TO_ALL: {
       ASSIGN_OR_RETURN(Communicator * c, group());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
       ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
-      Tensor got = out;  // defined on entry: its extent along concat_dim is the whole
-      RETURN_IF_ERROR(c->allToAll(*in, ins.dim(), ins.concat_dim(), &got).withContext(where(s)));
-      return settle(got, out, "the exchanged tensor");
+      // `out` defined on entry: its extent along concat_dim is the whole.
+      return startComm(s, in, true, out, out, [&](Tensor* got) {
+        return c->startAllToAll(*in, ins.dim(), ins.concat_dim(), got);
+      });
     }
     case plan::Instruction::SEND: {
       ASSIGN_OR_RETURN(Communicator * c, world());
@@ -627,9 +689,7 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
     case plan::Instruction::RECV: {
       ASSIGN_OR_RETURN(Communicator * c, world());
       ASSIGN_OR_RETURN(Tensor out, outputOf(s.out[0], bufs));
-      Tensor got = out;
-      RETURN_IF_ERROR(c->recv(&got, ins.peer()).withContext(where(s)));
-      return settle(got, out, "the received tensor");
+      return startComm(s, nullptr, false, out, out, [&](Tensor* got) { return c->startRecv(got, ins.peer()); });
     }
     case plan::Instruction::REGION: {
       ASSIGN_OR_RETURN(Operands ops, operands());
@@ -646,6 +706,131 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
     default:
       return invalidInput(where(s), ": unknown instruction kind");
   }
+}
+
+template <typename Start>
+Status Executor::startComm(const Step& s, const Tensor* in, bool readsInput, Tensor out, Tensor got, Start&& start) {
+  InFlight f;
+  f.step = s.index;
+  f.microbatch = microbatch_;
+  if (in) f.in = *in;
+  f.inSlot = readsInput ? s.in[0] : -1;
+  f.outSlot = s.out[0];
+  f.out = std::move(out);
+  f.got = std::make_unique<Tensor>(std::move(got));  // its address stays put while the work runs
+  f.issued = std::chrono::steady_clock::now();
+  auto work = start(f.got.get());
+  if (!work.ok()) return work.status().withContext(where(s));
+  f.work = std::move(work).value();
+  f.blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.issued).count();
+  inflight_.push_back(std::move(f));
+  return Status::OK();
+}
+
+bool Executor::overlaps(int a, int b) const {
+  if (a == b) return true;
+  if (homes_[a] != Home::kArena || homes_[b] != Home::kArena) return false;
+  const uint64_t alo = static_cast<uint64_t>(buffers_[a]->arena_offset()), ahi = alo + types_[a].bytes();
+  const uint64_t blo = static_cast<uint64_t>(buffers_[b]->arena_offset()), bhi = blo + types_[b].bytes();
+  return alo < bhi && blo < ahi;
+}
+
+Status Executor::waitConflicts(const Step& s) {
+  for (size_t k = 0; k < inflight_.size();) {
+    const InFlight& f = inflight_[k];
+    // A receive posted for a later run writes its staging buffer only.
+    if (f.postedAhead && f.microbatch != microbatch_) {
+      ++k;
+      continue;
+    }
+    bool conflict = false;
+    for (int r : s.reads) conflict = conflict || overlaps(r, f.outSlot);
+    for (int w : s.writes) conflict = conflict || overlaps(w, f.outSlot) || (f.inSlot >= 0 && overlaps(w, f.inSlot));
+    if (!conflict) {
+      ++k;
+      continue;
+    }
+    RETURN_IF_ERROR(finish(k));  // removes it: k now names the next one
+  }
+  return Status::OK();
+}
+
+Status Executor::finish(size_t k) {
+  InFlight f = std::move(inflight_[k]);
+  inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(k));
+  const Step& s = steps_[f.step];
+  const int current = microbatch_;
+  microbatch_ = f.microbatch;  // messages name the operation's run
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = f.work->wait();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.blocked += took;
+  const bool recv = s.ins->kind() == plan::Instruction::RECV;
+  if (recv) waitSeconds_ += took;  // the stage idles until its input arrives
+  if (profiling_ && static_cast<size_t>(f.step) < instrProfile_.size()) instrProfile_[f.step].seconds += took;
+  if (st.ok()) {
+    const char* what = recv ? "the received tensor"
+                       : s.ins->kind() == plan::Instruction::ALL_REDUCE ? "the reduced tensor"
+                       : s.ins->kind() == plan::Instruction::ALL_GATHER ? "the gathered tensor"
+                                                                           : "the scattered slice";
+    st = checkType(s, f.outSlot, *f.got, what);
+    if (st.ok() && f.got->raw() != f.out.raw()) st = backend_->copy(*f.got, f.out).withContext(where(s));
+  } else {
+    st = st.withContext(where(s));
+  }
+  microbatch_ = current;
+  if (!st.ok()) return st;
+  CommTimes& t = recv ? receiveTimes_ : collectiveTimes_;
+  const double busy = std::max(0.0, std::chrono::duration<double>(f.work->finishedAt() - f.issued).count());
+  t.busySeconds += busy;
+  t.blockedSeconds += f.blocked;
+  t.hiddenSeconds += std::max(0.0, busy - f.blocked);
+  ++t.operations;
+  if (f.postedAhead) ++t.postedAhead;
+  return Status::OK();
+}
+
+Status Executor::finishRun(int m) {
+  for (size_t k = 0; k < inflight_.size();) {
+    if (inflight_[k].microbatch != m) {
+      ++k;
+      continue;
+    }
+    RETURN_IF_ERROR(finish(k));
+  }
+  return Status::OK();
+}
+
+Executor::InFlight* Executor::postedFor(int step, int m) {
+  for (InFlight& f : inflight_)
+    if (f.step == step && f.microbatch == m) return &f;
+  return nullptr;
+}
+
+Status Executor::postRecvsAhead(int m, RankComms* comms) {
+  const int current = microbatch_;
+  microbatch_ = m;
+  Status st = Status::OK();
+  for (size_t k = 0; k < leadingRecvs_.size() && st.ok(); ++k) {
+    const Step& s = steps_[leadingRecvs_[k]];
+    const int slot = s.out[0];
+    // Run m-1's receive may still be in flight into the other buffer; run
+    // m-2's, which used this one, was waited for at the end of its run.
+    Tensor& into = staging_[k][m % 2];
+    if (!into.defined()) {
+      auto mem = backend_->allocate(types_[slot].bytes());
+      if (!mem.ok()) {
+        st = mem.status().withContext(where(s));
+        break;
+      }
+      into = mem->view(0, types_[slot]);
+    }
+    st = startComm(s, nullptr, false, arenaViews_[slot], into,
+                   [&](Tensor* got) { return comms->world->startRecv(got, s.ins->peer()); });
+    if (st.ok()) inflight_.back().postedAhead = true;
+  }
+  microbatch_ = current;
+  return st;
 }
 
 }  // namespace pcc

@@ -7,8 +7,12 @@
 // itself: every allocation, copy and kernel goes through the backend.
 // REGION instructions (If, Loop, Scan) run through a RegionRunner
 // (runtime/region.h), their bodies' kernels prepared on the same backend.
+// Collectives and receives are started when reached and waited for only where
+// the program needs them (executor.cpp: the wait rule), so they overlap the
+// computation that does not touch their memory.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -74,6 +78,24 @@ class Executor {
   /// \returns the seconds the last run() spent waiting on transfers: in RECV
   /// for an earlier stage's activations, and for its own sends to be taken.
   double waitSeconds() const { return waitSeconds_; }
+  /// The communication of the last run() that could overlap computation:
+  /// collectives, and receives, each summed over the run's operations.
+  struct CommTimes {
+    /// From each start to its completion (CommWork::finishedAt, measured
+    /// where it ran).
+    double busySeconds = 0;
+    /// The time the rank was held by it: its start call and its wait.
+    double blockedSeconds = 0;
+    /// Of busySeconds, the part the rank computed through: per operation,
+    /// busy minus blocked, at least 0.
+    double hiddenSeconds = 0;
+    int64_t operations = 0;
+    /// Receives started ahead, during the previous micro-batch.
+    int64_t postedAhead = 0;
+  };
+  const CommTimes& collectiveTimes() const { return collectiveTimes_; }
+  const CommTimes& receiveTimes() const { return receiveTimes_; }
+
   /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
   uint64_t arenaBytes() const { return arena_.bytes; }
 
@@ -82,6 +104,10 @@ class Executor {
   /// that long (its condition never turned false, or a huge trip count).
   /// Collectives have their own timeout (RunOptions::timeoutSeconds).
   void setTimeLimit(int seconds) { limit_.seconds = seconds; }
+  /// With `on` false, every collective and receive is waited for right after
+  /// its instruction started it and no receive is posted ahead: nothing overlaps (for
+  /// comparison). On by default.
+  void setOverlap(bool on) { overlap_ = on; }
 
   /// Per-op time accounting: when on, run() adds each kernel's seconds and
   /// calls to opProfile() under its op name and the kernel provider that ran
@@ -133,6 +159,21 @@ class Executor {
     // A KERNEL the backend computes in an earlier step's kernel
     // (Backend::prepareFolded): it does not run.
     bool folded = false;
+    // The memory it reads and writes (for the wait rule).
+    std::vector<int> reads, writes;  // slots
+  };
+  /// A collective or receive started and not yet waited for.
+  struct InFlight {
+    std::unique_ptr<CommWork> work;
+    int step = 0;        // its instruction
+    int microbatch = 0;  // the run it belongs to
+    Tensor in, out;      // its operands, kept alive until it is waited for
+    std::unique_ptr<Tensor> got;  // where the communicator delivers its result
+    int inSlot = -1;     // the input it still reads after the start; -1: none
+    int outSlot = -1;
+    std::chrono::steady_clock::time_point issued;
+    double blocked = 0;  // seconds in its start call and its wait
+    bool postedAhead = false;  // a receive posted during the previous run
   };
 
   Executor(const LoadedPlan& p, const plan::RankProgram& prog, std::shared_ptr<Backend> backend)
@@ -160,6 +201,25 @@ class Executor {
   /// Prepares the REGION steps (their bodies' kernels and weights).
   Status prepareRegions(bool verifyChecksums);
   Status execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms);
+  /// \returns whether slots `a` and `b` may share memory: the same slot, or
+  /// arena buffers whose byte ranges overlap.
+  bool overlaps(int a, int b) const;
+  /// The wait rule: waits for every operation in flight whose output step `s`
+  /// reads, or whose input or output memory `s` writes.
+  Status waitConflicts(const Step& s);
+  /// Waits for `inflight_[k]`, puts its result in its output and removes it.
+  Status finish(size_t k);
+  /// Waits for every operation of micro-batch run `m`.
+  Status finishRun(int m);
+  /// Starts the receives of `leadingRecvs_` for micro-batch run `m`.
+  Status postRecvsAhead(int m, RankComms* comms);
+  /// \returns the in-flight receive step `step` posted for run `m`, or nullptr.
+  InFlight* postedFor(int step, int m);
+  /// Starts the collective or receive of step `s` (its output `out`, its
+  /// input `in` or nullptr) with `start`, which is handed where the result
+  /// goes, and records it in flight.
+  template <typename Start>
+  Status startComm(const Step& s, const Tensor* in, bool readsInput, Tensor out, Tensor got, Start&& start);
   /// \returns the memory output `slot` is written to in this run (and marks it written).
   StatusOr<Tensor> outputOf(int slot, std::vector<Tensor>& bufs);
   /// \returns "rank R: node 'N' (OP)" or the instruction's index and kind.
@@ -187,6 +247,17 @@ class Executor {
   RunLimit limit_;
   int microbatch_ = 0;       // the run in progress (for messages)
   double waitSeconds_ = 0;   // of the last run()
+  // Started collectives and receives, in the order they were started.
+  std::vector<InFlight> inflight_;
+  // RECVs at the head of the program (before anything else touches memory)
+  // whose output is in the arena: posted for run m+1 once run m has executed
+  // step postAfter_ (its last RECV), into staging_[k][(m+1) % 2] (allocated
+  // when first used).
+  std::vector<int> leadingRecvs_;
+  int postAfter_ = -1;
+  std::vector<std::array<Tensor, 2>> staging_;
+  bool overlap_ = true;
+  CommTimes collectiveTimes_, receiveTimes_;
 };
 
 }  // namespace pcc

@@ -173,6 +173,7 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));
   ASSIGN_OR_RETURN(auto exec, Executor::create(p, prog, std::shared_ptr<Backend>(std::move(backend)), o.verifyChecksums));
   exec->setTimeLimit(o.timeoutSeconds);
+  exec->setOverlap(o.overlapComm);
   return exec;
 }
 
@@ -368,10 +369,31 @@ std::vector<RunResult::InstructionTime> instructionTimes(const Executor& e) {
   return out;
 }
 
-/// Mean seconds of one timed run, and of its waiting on transfers.
+/// Mean seconds of one timed run, and of its waiting on transfers; its
+/// communication that may overlap computation.
 struct RunTimes {
   double seconds = 0, waitSeconds = 0;
+  RunResult::CommOverlap collectives, receives;
 };
+
+void addComm(RunResult::CommOverlap* into, const Executor::CommTimes& t) {
+  into->busySeconds += t.busySeconds;
+  into->blockedSeconds += t.blockedSeconds;
+  into->hiddenSeconds += t.hiddenSeconds;
+  into->operations += static_cast<double>(t.operations);
+  into->postedAhead += static_cast<double>(t.postedAhead);
+}
+
+void scaleComm(RunResult::CommOverlap* c, double by) {
+  c->busySeconds *= by;
+  c->blockedSeconds *= by;
+  c->hiddenSeconds *= by;
+  c->operations *= by;
+  c->postedAhead *= by;
+}
+
+/// The figures each rank sends rank 0 after a run of rank processes.
+constexpr int64_t kRankFigures = 17;
 
 StatusOr<RunTimes> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, RankComms* comms,
                              std::vector<OutputPiece>* pieces, const RunOptions& o,
@@ -385,9 +407,13 @@ StatusOr<RunTimes> timedRuns(Executor& exec, const std::vector<Tensor>& inputs, 
     if (it < o.warmup) continue;
     t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     t.waitSeconds += exec.waitSeconds();
+    addComm(&t.collectives, exec.collectiveTimes());
+    addComm(&t.receives, exec.receiveTimes());
   }
   t.seconds /= o.iters;
   t.waitSeconds /= o.iters;
+  scaleComm(&t.collectives, 1.0 / o.iters);
+  scaleComm(&t.receives, 1.0 / o.iters);
   return t;
 }
 
@@ -497,6 +523,10 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   RunResult result;
   result.rankSeconds.assign(n, 0.0);
   result.rankWaitSeconds.assign(n, 0.0);
+  if (!o.pipeline) {
+    result.rankCollectives.assign(n, {});
+    result.rankReceives.assign(n, {});
+  }
   // Every rank is a thread of this process: they share its processors.
   const int kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(n);
   {
@@ -530,6 +560,8 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
         }
         result.rankSeconds[r] = secs->seconds;
         result.rankWaitSeconds[r] = secs->waitSeconds;
+        result.rankCollectives[r] = secs->collectives;
+        result.rankReceives[r] = secs->receives;
       });
     }
     for (auto& t : threads) t.join();
@@ -654,7 +686,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
       Status reader = o.pipeline->error();
       return failed(reader.ok() ? withRank(st, rank) : reader);
     }
-    secs = RunTimes{mean(myTimes.run), mean(myTimes.transferWait)};
+    secs = RunTimes{mean(myTimes.run), mean(myTimes.transferWait), {}, {}};
   } else {
     auto timed = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
     if (!timed.ok()) return failed(withRank(timed.status(), rank));
@@ -671,10 +703,14 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   // Rank times and memory figures, then pieces, go to rank 0 in rank order;
   // rank 0 assembles.
   RunResult::RankMemory mem = account ? rankMemory(*account, *pr.progs[rank], true) : RunResult::RankMemory{};
-  Tensor t = Tensor::fromVector<double>(DType::kF64, {7},
+  const RunResult::CommOverlap& co = secs->collectives;
+  const RunResult::CommOverlap& re = secs->receives;
+  Tensor t = Tensor::fromVector<double>(DType::kF64, {kRankFigures},
                                         {secs->seconds, secs->waitSeconds, double(mem.peakBytes),
                                          double(mem.weightBytes), double(mem.arenaBytes), double(mem.processPeakRss),
-                                         double(o.localRank)});
+                                         double(o.localRank), co.busySeconds, co.blockedSeconds, co.hiddenSeconds,
+                                         co.operations, co.postedAhead, re.busySeconds, re.blockedSeconds,
+                                         re.hiddenSeconds, re.operations, re.postedAhead});
   RunResult result;
   if (rank != 0) {
     Status sent = comms.world->send(t, 0);
@@ -698,10 +734,14 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   if (o.profile) result.instructions.push_back(instructionTimes(*exec));
   result.rankSeconds.push_back(secs->seconds);
   result.rankWaitSeconds.push_back(secs->waitSeconds);
+  if (!o.pipeline) {
+    result.rankCollectives.push_back(secs->collectives);
+    result.rankReceives.push_back(secs->receives);
+  }
   if (account) result.memory.push_back(mem);
   result.localRanks.push_back(o.localRank);
   for (int r = 1; r < n; ++r) {
-    Tensor s = Tensor::zeros(DType::kF64, {7});
+    Tensor s = Tensor::zeros(DType::kF64, {kRankFigures});
     if (Status got = comms.world->recv(&s, r); !got.ok()) return failed(got);
     const double* f = s.data<double>();
     result.rankSeconds.push_back(f[0]);
@@ -710,6 +750,10 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
       result.memory.push_back({static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3]), static_cast<int64_t>(f[4]),
                                static_cast<int64_t>(f[5])});
     result.localRanks.push_back(static_cast<int>(f[6]));
+    if (!o.pipeline) {
+      result.rankCollectives.push_back({f[7], f[8], f[9], f[10], f[11]});
+      result.rankReceives.push_back({f[12], f[13], f[14], f[15], f[16]});
+    }
     if (o.pipeline) {
       Tensor st = Tensor::zeros(DType::kF64, {1 + 2 * static_cast<int64_t>(batches)});
       if (Status got = comms.world->recv(&st, r); !got.ok()) return failed(got);

@@ -36,6 +36,10 @@ struct RunOptions {
   int threadsPerRank = 0;
   /// Run the rank programs on the reference kernels instead of the oneDNN ones.
   bool referenceKernels = false;
+  /// Overlap collectives and receives with computation (Executor::setOverlap);
+  /// false waits for each one right after its start (`pcc-run --no-overlap`,
+  /// for comparison).
+  bool overlapComm = true;
   /// Time every kernel by op (RunResult.profile) and every instruction of
   /// every rank (RunResult.instructions).
   bool profile = false;
@@ -128,6 +132,17 @@ struct RunResult {
     int64_t processPeakRss = -1;
   };
   std::vector<RankMemory> memory;
+  /// Per rank, the mean per timed run of the communication that may overlap
+  /// computation (Executor::CommTimes): collectives, and receives. Empty in
+  /// a streamed run.
+  struct CommOverlap {
+    double busySeconds = 0;     ///< from each start to its completion
+    double blockedSeconds = 0;  ///< the rank held in the start call and the wait
+    double hiddenSeconds = 0;   ///< busy minus blocked, per operation, at least 0
+    double operations = 0;
+    double postedAhead = 0;     ///< receives posted during the previous micro-batch
+  };
+  std::vector<CommOverlap> rankCollectives, rankReceives;
   /// runPlanRank on rank 0: every rank's RunOptions::localRank, in rank order.
   std::vector<int> localRanks;
   /// A streamed run (RunOptions.pipeline): per batch, the outputs, and per

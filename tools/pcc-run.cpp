@@ -125,6 +125,9 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  "or auto (cuda when a GPU is usable, else cpu, saying so)")
       ->type_name("NAME");
   app.add_flag("--reference-kernels", a.run.referenceKernels, "run the ranks on the reference kernels, not oneDNN's");
+  app.add_flag("--no-overlap{false}", a.run.overlapComm,
+               "wait for every collective and receive right after starting\n"
+               "it, and post no receive ahead (for comparison)");
   app.add_flag("--poison-memory", a.run.poisonMemory,
                "fill the ranks' memory with 0xFF bytes (NaN) before use: a\n"
                "check that every kernel writes all of its outputs");
@@ -336,8 +339,24 @@ void printPipelineProfile(const plan::Plan& plan, const RunResult& res) {
     std::printf("pipeline bubble: measured %.1f%%\n", measured);
 }
 
+/// With --profile: per rank, the collectives and receives of a run, and how
+/// much of their time the rank computed through (measured: each operation
+/// from its start to its completion, less the time the rank waited for it).
+void printCommProfile(const RunResult& res) {
+  auto line = [](size_t r, const char* what, const RunResult::CommOverlap& c) {
+    if (c.operations <= 0) return;
+    std::printf("comm rank %zu: %.0f %s per run: %.3f ms in flight, %.3f ms hidden behind compute (%.1f%%), "
+                "%.3f ms waited", r, c.operations, what, c.busySeconds * 1e3, c.hiddenSeconds * 1e3,
+                c.busySeconds > 0 ? 100.0 * c.hiddenSeconds / c.busySeconds : 0.0, c.blockedSeconds * 1e3);
+    if (c.postedAhead > 0) std::printf(" (%.0f posted a micro-batch ahead)", c.postedAhead);
+    std::printf("\n");
+  };
+  for (size_t r = 0; r < res.rankCollectives.size(); ++r) line(r, "collectives", res.rankCollectives[r]);
+  for (size_t r = 0; r < res.rankReceives.size(); ++r) line(r, "receives", res.rankReceives[r]);
+}
+
 /// With --profile: every rank's memory, rank 0's time per op and provider,
-/// and the pipeline stages.
+/// the communication's overlap and the pipeline stages.
 void printProfile(const Args& a, const plan::Plan& plan, const RunResult& res) {
   for (size_t r = 0; r < res.memory.size(); ++r) {
     const RunResult::RankMemory& m = res.memory[r];
@@ -355,6 +374,7 @@ void printProfile(const Args& a, const plan::Plan& plan, const RunResult& res) {
   for (const auto& [op, t] : ops)
     std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
                 total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+  printCommProfile(res);
   printPipelineProfile(plan, res);
 }
 
@@ -391,6 +411,17 @@ Status writeProfileJson(const std::string& path, const Args& a, const plan::Plan
       rank["arena_bytes"] = m.arenaBytes;
       if (m.processPeakRss >= 0) rank["process_peak_rss_bytes"] = m.processPeakRss;
     }
+    auto comm = [](const RunResult::CommOverlap& c) {
+      Json j;
+      j["operations"] = c.operations;
+      j["busy_seconds"] = c.busySeconds;
+      j["hidden_seconds"] = c.hiddenSeconds;
+      j["blocked_seconds"] = c.blockedSeconds;
+      j["posted_ahead"] = c.postedAhead;
+      return j;
+    };
+    if (r < static_cast<int>(res.rankCollectives.size())) rank["collectives"] = comm(res.rankCollectives[r]);
+    if (r < static_cast<int>(res.rankReceives.size())) rank["receives"] = comm(res.rankReceives[r]);
     Json list = Json::array();
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction& ins = prog.instructions(i);

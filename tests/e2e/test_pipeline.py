@@ -4,7 +4,9 @@ pp=2, dp=2,pp=2, tp=2,pp=2 and dp=2,tp=2,pp=2 (and the CNN under pp=4), for
 1, 2 and 4 micro-batches. Every plan must have one stage per pp coordinate,
 every rank running its program once per micro-batch, with transfers between
 the stages; `pcc-run --check` must match the reference evaluator and the
-outputs onnxruntime's (float32, rtol 1e-4)."""
+outputs onnxruntime's (float32, rtol 1e-4). With micro-batches, the later
+stages post their receives a micro-batch ahead (`--profile`), and for the MLP
+the outputs equal those of `--no-overlap` (nothing overlapped) bit for bit."""
 
 import json
 import os
@@ -71,6 +73,17 @@ def _run_case(suite, tools, case, work, model, strategy, mb):
     if not suite.check(f"{case}: pcc-run --check", r.returncode == 0, r.describe()):
         return
     suite.check(f"{case}: --profile shows the stages' bubble", "bubble" in r.stdout, r.describe())
+    if mb > 1:
+        suite.check(f"{case}: receives posted a micro-batch ahead", "posted a micro-batch ahead" in r.stdout,
+                    r.describe())
+    if model == "mlp.onnx":
+        blocking = os.path.join(work, "outputs_no_overlap")
+        rb = tools.run("pcc-run", [plan, "--inputs", data, "--outputs", blocking, "--no-overlap"])
+        if suite.check(f"{case}: pcc-run --no-overlap", rb.returncode == 0, rb.describe()):
+            for k in range(len(expected)):
+                with open(os.path.join(outs, f"output_{k}.pb"), "rb") as a, \
+                        open(os.path.join(blocking, f"output_{k}.pb"), "rb") as b:
+                    suite.check(f"{case}: output_{k} equals --no-overlap's bit for bit", a.read() == b.read())
     for k, want in enumerate(expected):
         path = os.path.join(outs, f"output_{k}.pb")
         if not suite.check(f"{case}: output_{k}.pb written", os.path.exists(path), r.describe()):

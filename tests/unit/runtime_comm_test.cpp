@@ -271,5 +271,125 @@ TEST(RuntimeComm, CollectiveTimesOutWithAnError) {
   EXPECT_TRUE(st[1].ok());
 }
 
+
+// Started operations (Communicator::start*): run on the communicator's own
+// thread, in the order they were started, finished by wait().
+
+TEST(RuntimeCommAsync, StartedOperationsFinishInIssueOrder) {
+  std::vector<std::vector<Tensor>> got(2, std::vector<Tensor>(4));
+  std::vector<std::vector<CommWork::Clock::time_point>> at(2);
+  expectAllOk(onRanks(2, {{"tp", {0, 1}}}, false, [&](int r, RankComms& c) -> Status {
+    Communicator& g = *c.groups[0];
+    EXPECT_TRUE(g.startsInBackground());
+    got[r][0] = rankTensor(DType::kF32, {3, 4}, r);
+    Tensor in = rankTensor(DType::kF32, {2, 3}, r);
+    got[r][2] = Tensor::zeros(DType::kF32, {2, 3});  // this rank's slice: one row
+    got[r][2] = sliceAlong(got[r][2], 0, 0, 1).value().clone();
+    got[r][3] = rankTensor(DType::kF64, {5}, r);
+    std::vector<std::unique_ptr<CommWork>> w;
+    ASSIGN_OR_RETURN(auto a, g.startAllReduceSum(got[r][0]));
+    w.push_back(std::move(a));
+    ASSIGN_OR_RETURN(auto b, g.startAllGather(in, 1, &got[r][1]));
+    w.push_back(std::move(b));
+    ASSIGN_OR_RETURN(auto d, g.startReduceScatterSum(in, 0, &got[r][2]));
+    w.push_back(std::move(d));
+    // A blocking call after started ones runs after them, on the same thread.
+    RETURN_IF_ERROR(g.allReduceSum(got[r][3]));
+    for (int k = 2; k >= 0; --k) RETURN_IF_ERROR(w[k]->wait());  // any order
+    for (auto& x : w) at[r].push_back(x->finishedAt());
+    return w[1]->wait();  // the same status again
+  }));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_LE(at[r][0], at[r][1]);
+    EXPECT_LE(at[r][1], at[r][2]);
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(got[r][0].getDouble(i), 2 * (i % 5) + 10) << i;
+    ASSERT_EQ(got[r][1].shape(), (Dims{2, 6}));
+    for (int64_t row = 0; row < 2; ++row)
+      for (int64_t col = 0; col < 6; ++col)
+        EXPECT_EQ(got[r][1].getDouble(row * 6 + col), (row * 3 + col % 3) % 5 + 10 * (col / 3)) << row << "," << col;
+    ASSERT_EQ(got[r][2].shape(), (Dims{1, 3}));
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(got[r][2].getDouble(i), 2 * ((r * 3 + i) % 5) + 10) << r << " " << i;
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(got[r][3].getDouble(i), 2 * (i % 5) + 10) << i;
+  }
+}
+
+TEST(RuntimeCommAsync, PostedReceivesKeepTheirOrder) {
+  std::vector<Tensor> got(3);
+  expectAllOk(onRanks(2, {}, true, [&](int r, RankComms& c) -> Status {
+    if (r == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the receives are posted first
+      for (int k = 0; k < 3; ++k) RETURN_IF_ERROR(c.world->postSend(rankTensor(DType::kF32, {4}, k), 1));
+      return c.world->waitSends();
+    }
+    std::vector<std::unique_ptr<CommWork>> w;
+    for (int k = 0; k < 3; ++k) {
+      got[k] = Tensor::zeros(DType::kF32, {4});
+      ASSIGN_OR_RETURN(auto x, c.world->startRecv(&got[k], 0));
+      w.push_back(std::move(x));
+    }
+    for (int k = 2; k >= 0; --k) RETURN_IF_ERROR(w[k]->wait());
+    return Status::OK();
+  }));
+  for (int k = 0; k < 3; ++k) expectClose(got[k], rankTensor(DType::kF32, {4}, k));
+}
+
+TEST(RuntimeCommAsync, TimeoutIsReportedAtWaitAndLaterOperationsFailAtOnce) {
+  auto st = onRanks(
+      2, {{"tp", {0, 1}}}, false,
+      [&](int r, RankComms& c) -> Status {
+        if (r == 1) return Status::OK();  // never joins
+        Tensor t = Tensor::zeros(DType::kF32, {8}), u = Tensor::zeros(DType::kF32, {8});
+        auto t0 = std::chrono::steady_clock::now();
+        ASSIGN_OR_RETURN(auto w, c.groups[0]->startAllReduceSum(t));
+        ASSIGN_OR_RETURN(auto later, c.groups[0]->startAllReduceSum(u));
+        // Starting does not wait for the peer.
+        EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5);
+        Status first = w->wait();
+        EXPECT_FALSE(first.ok());
+        EXPECT_NE(first.message().find("timeout"), std::string::npos) << first.message();
+        auto t1 = std::chrono::steady_clock::now();
+        Status second = later->wait();
+        EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.5);
+        EXPECT_NE(second.message().find("an earlier one failed"), std::string::npos) << second.message();
+        return first;
+      },
+      std::chrono::seconds(2));
+  ASSERT_FALSE(st[0].ok());
+  EXPECT_NE(st[0].message().find("rank 0"), std::string::npos) << st[0].message();
+  EXPECT_NE(st[0].message().find("all-reduce"), std::string::npos) << st[0].message();
+  EXPECT_TRUE(st[1].ok());
+}
+
+TEST(RuntimeCommAsync, AbortFailsQueuedOperationsAtOnce) {
+  double waited = 0;
+  auto st = onRanks(
+      2, {{"tp", {0, 1}}}, false,
+      [&](int r, RankComms& c) -> Status {
+        if (r == 1) return Status::OK();  // never joins
+        Tensor t = Tensor::zeros(DType::kF32, {8}), u = Tensor::zeros(DType::kF32, {8});
+        ASSIGN_OR_RETURN(auto running, c.groups[0]->startAllReduceSum(t));
+        ASSIGN_OR_RETURN(auto queued, c.groups[0]->startAllReduceSum(u));
+        std::thread stopper([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          c.abortAll();
+        });
+        auto t0 = std::chrono::steady_clock::now();
+        Status b = queued->wait();
+        waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        Status a = running->wait();  // as a blocking call: at the timeout
+        stopper.join();
+        EXPECT_FALSE(a.ok());
+        EXPECT_FALSE(b.ok());
+        EXPECT_NE(b.message().find("aborted"), std::string::npos) << b.message();
+        // Nothing starts on an aborted communicator.
+        auto after = c.groups[0]->startAllReduceSum(t);
+        EXPECT_FALSE(after.ok());
+        return b;
+      },
+      std::chrono::seconds(4));
+  EXPECT_FALSE(st[0].ok());
+  EXPECT_LT(waited, 2.0);  // the queued operation fails at the abort, not at the 4 s timeout
+}
+
 }  // namespace
 }  // namespace pcc
