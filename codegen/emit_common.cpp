@@ -44,9 +44,65 @@ std::string cTypeOf(DType t) {
   }
 }
 
-std::string scalarPrelude(const std::string& q) {
+std::string vectorMathPrelude(const std::string& q) {
   std::string s;
   auto line = [&](const std::string& l) { s += l + "\n"; };
+  // A select that leaves no arithmetic in a branch: with FP traps assumed
+  // (the default), the compiler would not vectorize a ?: whose arm computes.
+  line(q + " float pk_fsel(bool c, float a, float b) {");
+  line("  union { float f; int i; } ua, ub;");
+  line("  ua.f = a;");
+  line("  ub.f = b;");
+  line("  const int m = -(int)c;");
+  line("  ua.i = (ua.i & m) | (ub.i & ~m);");
+  line("  return ua.f;");
+  line("}");
+  // exp(x) = 2^n * e^r with n = round(x / ln 2) (the 1.5 * 2^23 trick rounds
+  // to nearest), ln 2 split in two for an exact r, e^r by a degree-6
+  // polynomial (Cephes' expf coefficients), 2^n as 2^(n-1) * 2 built from its
+  // exponent bits so that n = 128 stays representable. Relative error about
+  // 1e-7; inf, -inf and NaN as expf; results below FLT_MIN flush to 0.
+  line(q + " float pk_exp(float x) {");
+  line("  const float hi = 88.72283935546875f, lo = -87.33654022216797f;");
+  line("  const float xc = pk_fsel(x < lo, lo, pk_fsel(x > hi, hi, x));");
+  line("  const float n = (xc * 1.44269502162933349609375f + 12582912.0f) - 12582912.0f;");
+  line("  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;");
+  line("  float p = 1.9875691500e-4f;");
+  line("  p = p * r + 1.3981999507e-3f;");
+  line("  p = p * r + 8.3334519073e-3f;");
+  line("  p = p * r + 4.1665795894e-2f;");
+  line("  p = p * r + 1.6666665459e-1f;");
+  line("  p = p * r + 5.0000001201e-1f;");
+  line("  p = p * r * r + r + 1.0f;");
+  line("  union { int i; float f; } e;");
+  line("  e.i = ((int)n + 126) << 23;");
+  line("  const float y = p * e.f * 2.0f;");
+  line("  return pk_fsel(x > hi, 1.0f / 0.0f, pk_fsel(x < lo, 0.0f, y));");
+  line("}");
+  // tanh: an odd polynomial below 0.625 (Cephes' tanhf), 1 - 2 / (e^2|x| + 1) above.
+  line(q + " float pk_tanh(float x) {");
+  line("  const float a = fabsf(x), z = x * x;");
+  line("  float p = -5.70498872745e-3f;");
+  line("  p = p * z + 2.06390887954e-2f;");
+  line("  p = p * z - 5.37397155531e-2f;");
+  line("  p = p * z + 1.33314422036e-1f;");
+  line("  p = p * z - 3.33332819422e-1f;");
+  line("  const float big = 1.0f - 2.0f / (pk_exp(2.0f * a) + 1.0f);");
+  line("  return pk_fsel(a < 0.625f, x + x * z * p, pk_fsel(x < 0.0f, -big, big));");
+  line("}");
+  line(q + " float pk_sigmoid(float x) { return 1.0f / (1.0f + pk_exp(-x)); }");
+  // 0.5 * (1 + tanh(u)) = 1 / (1 + e^-2u): no cancellation where tanh(u) is near -1.
+  line(q + " float pk_gelu_tanh(float x) {");
+  line("  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);");
+  line("  return x / (1.0f + pk_exp(-2.0f * u));");
+  line("}");
+  return s;
+}
+
+std::string scalarPrelude(const std::string& q, bool vectorMath) {
+  std::string s;
+  auto line = [&](const std::string& l) { s += l + "\n"; };
+  if (vectorMath) s += vectorMathPrelude(q);
   line("template <class T> " + q + " T pk_add(T a, T b) { return a + b; }");
   line("template <class T> " + q + " T pk_sub(T a, T b) { return a - b; }");
   line("template <class T> " + q + " T pk_mul(T a, T b) { return a * b; }");
@@ -66,15 +122,15 @@ std::string scalarPrelude(const std::string& q) {
   line(q + " float pk_neg(float x) { return -x; }");
   line(q + " float pk_abs(float x) { return fabsf(x); }");
   line(q + " float pk_sqrt(float x) { return sqrtf(x); }");
-  line(q + " float pk_exp(float x) { return expf(x); }");
+  if (!vectorMath) line(q + " float pk_exp(float x) { return expf(x); }");
   line(q + " float pk_log(float x) { return logf(x); }");
   line(q + " float pk_erf(float x) { return erff(x); }");
-  line(q + " float pk_tanh(float x) { return tanhf(x); }");
-  line(q + " float pk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }");
+  if (!vectorMath) line(q + " float pk_tanh(float x) { return tanhf(x); }");
+  if (!vectorMath) line(q + " float pk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }");
   line(q + " float pk_relu(float x) { return x < 0.0f ? 0.0f : x; }");
   line(q + " float pk_recip(float x) { return 1.0f / x; }");
   line(q + " float pk_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }");
-  line(q + " float pk_gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }");
+  if (!vectorMath) line(q + " float pk_gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }");
   line(q + " float pk_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }");
   return s;
 }

@@ -41,7 +41,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kCxxFlags[] = {"-O3", "-fno-math-errno", "-fPIC", "-shared", "-fopenmp", "-w"};
+const char* const kCxxFlags[] = {"-O3",    "-fno-math-errno", "-ffp-contract=off", "-fPIC",
+                                 "-shared", "-fopenmp",        "-w"};
 
 std::string defaultCacheDir() {
   if (const char* d = std::getenv("PCC_CACHE_DIR"); d && *d) return (fs::path(d) / "cpu").string();

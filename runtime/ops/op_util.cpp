@@ -38,21 +38,75 @@ void BroadcastWalker::next() {
   }
 }
 
+namespace {
+
+/// Copies `n` elements of `elemSize` bytes, `stride` elements apart in `s`, to
+/// consecutive places in `d`.
+void copyRow(const char* s, int64_t stride, int64_t n, char* d, size_t elemSize) {
+  if (stride == 1) {
+    std::memcpy(d, s, static_cast<size_t>(n) * elemSize);
+    return;
+  }
+  auto typed = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = reinterpret_cast<T*>(d);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(o + i, s + i * stride * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  };
+  switch (elemSize) {
+    case 1: typed(uint8_t{}); break;
+    case 2: typed(uint16_t{}); break;
+    case 4: typed(uint32_t{}); break;
+    case 8: typed(uint64_t{}); break;
+    default:
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(d + i * elemSize, s + i * stride * static_cast<int64_t>(elemSize), elemSize);
+  }
+}
+
+}  // namespace
+
+// Algorithm:
+//  1. Drop the size-1 dims and merge each dim into the next where their
+//     strides chain (stride[k] == stride[k+1] * shape[k+1]): a transpose that
+//     keeps the last dims, a slice of whole rows, a broadcast of a row become
+//     few long rows.
+//  2. Copy row by row: a row of stride 1 is one memcpy, any other a loop of
+//     fixed-size element copies.
 void copyStrided(const void* src, int64_t base, const std::vector<int64_t>& strides,
                  const Dims& shape, void* dst, size_t elemSize) {
   int64_t n = numElements(shape);
   if (n == 0) return;
+  // Step 1.
+  Dims dims;
+  std::vector<int64_t> st;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 1) continue;
+    if (!dims.empty() && st.back() == strides[k] * shape[k]) {
+      dims.back() *= shape[k];
+      st.back() = strides[k];
+      continue;
+    }
+    dims.push_back(shape[k]);
+    st.push_back(strides[k]);
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    st.push_back(0);
+  }
+  // Step 2.
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
-  size_t rank = shape.size();
-  std::vector<int64_t> idx(rank, 0);
+  const size_t outer = dims.size() - 1;
+  const int64_t inner = dims.back(), innerStride = st.back();
+  const int64_t es = static_cast<int64_t>(elemSize);
+  std::vector<int64_t> idx(outer, 0);
   int64_t off = base;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(d + i * elemSize, s + off * elemSize, elemSize);
-    for (size_t k = rank; k-- > 0;) {
-      off += strides[k];
-      if (++idx[k] < shape[k]) break;
-      off -= strides[k] * shape[k];
+  for (int64_t row = 0; row < n / inner; ++row) {
+    copyRow(s + off * es, innerStride, inner, d + row * inner * es, elemSize);
+    for (size_t k = outer; k-- > 0;) {
+      off += st[k];
+      if (++idx[k] < dims[k]) break;
+      off -= st[k] * dims[k];
       idx[k] = 0;
     }
   }
