@@ -13,6 +13,10 @@
 //     or zero strides that the compiler vectorizes. Output 0 may be input 0's
 //     memory (planned in place): element c is read before it is written and
 //     no element is read by another, so the loop stays correct.
+//     float16 and bfloat16 elements are `unsigned short`, widened to float
+//     on load and rounded to nearest even on store by the prelude's portable
+//     pk_from_f16 / pk_to_f16 (bf16 alike), which the library holds only
+//     when one of its kernels needs them.
 //
 // A reduction kernel (KernelSpec::reduces) instead, per row (OpenMP over rows):
 //  5. One pass over the row per reduction, in Expr order: an `omp simd` loop
