@@ -6,9 +6,10 @@
 //     body op without a scalar form here (anchors, views, other reductions),
 //     a dtype other than float32, float16, bfloat16, int32, int64 and bool
 //     (the three float types only for a reduction), a reduction over axes
-//     that are not trailing, reductions over different shapes or axes. The index space is the reductions' input
-//     shape, else the results' shape; results must lie over the whole index
-//     space or, with a reduction, over its rows (keepdims or not).
+//     that are not trailing, reductions over different shapes or axes. The
+//     index space is the reductions' input shape, else the results' shape;
+//     results must lie over the whole index space or, with a reduction, over
+//     its rows (keepdims or not).
 //  2. Check that every value of the body broadcasts (numpy rules, one way) to
 //     the index space, so each can be evaluated at every index; a reduction's
 //     result without its axes (keepdims = 0) may only leave the group.
