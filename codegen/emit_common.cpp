@@ -6,9 +6,14 @@
 //     each root but not into the Exprs already in scope (`have`: a row's
 //     reductions, computed by the emitter's own loops).
 //  2. Print each marked Expr not in scope in order as one `const T vN = ...;`:
-//     an input is its load, a constant a literal of its type (floats in
-//     hexadecimal, so they are exact), anything else a call of its pk_ helper.
-//  3. Print one store per output.
+//     an input is its load (a float16 or bfloat16 one widened to float by
+//     pk_from_f16 / pk_from_bf16), a constant a literal of its type (floats
+//     in hexadecimal, so they are exact), a cast to float16 or bfloat16 the
+//     float rounded to that type (pk_round_f16 / pk_round_bf16), anything
+//     else a call of its pk_ helper. float16 and bfloat16 values are floats
+//     in the code: math on them is float32.
+//  3. Print one store per output (pk_to_f16 / pk_to_bf16 round a float16
+//     or bfloat16 one to its storage type).
 #include <cstdio>
 
 #include "codegen/kernel_emit.h"
@@ -21,6 +26,8 @@ std::string literal(double v, DType t) {
   char buf[64];
   switch (t) {
     case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
       if (v != v) return "(0.0f / 0.0f)";
       if (v > 3.5e38) return "(1.0f / 0.0f)";
       if (v < -3.5e38) return "(-1.0f / 0.0f)";
@@ -36,12 +43,102 @@ std::string literal(double v, DType t) {
 
 std::string cTypeOf(DType t) {
   switch (t) {
-    case DType::kF32: return "float";
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return "float";
     case DType::kI32: return "int";
     case DType::kI64: return "long long";
     case DType::kBool: return "bool";
     default: return "void";
   }
+}
+
+std::string storageTypeOf(DType t, bool cuda) {
+  if (t == DType::kF16) return cuda ? "__half" : "unsigned short";
+  if (t == DType::kBF16) return cuda ? "__nv_bfloat16" : "unsigned short";
+  return cTypeOf(t);
+}
+
+std::string loadAs(DType t, const std::string& element) {
+  if (t == DType::kF16) return strCat("pk_from_f16(", element, ")");
+  if (t == DType::kBF16) return strCat("pk_from_bf16(", element, ")");
+  return element;
+}
+
+std::string storeAs(DType t, const std::string& value) {
+  if (t == DType::kF16) return strCat("pk_to_f16(", value, ")");
+  if (t == DType::kBF16) return strCat("pk_to_bf16(", value, ")");
+  return value;
+}
+
+bool usesHalfTypes(const KernelSpec& spec) {
+  for (const Expr& e : spec.exprs)
+    if (e.dtype == DType::kF16 || e.dtype == DType::kBF16) return true;
+  for (const KernelInput& in : spec.inputs)
+    if (in.type.dtype == DType::kF16 || in.type.dtype == DType::kBF16) return true;
+  for (const KernelOutput& o : spec.outputs)
+    if (o.type.dtype == DType::kF16 || o.type.dtype == DType::kBF16) return true;
+  return false;
+}
+
+std::string halfConversionsCpp() {
+  // The same arithmetic as halfToFloat, floatToHalf, bf16ToFloat and
+  // floatToBf16 (runtime/support/tensor.cpp), bit for bit: round to nearest
+  // even, overflow to infinity, float16 subnormals kept, NaN stays NaN.
+  return R"(static inline float pk_bits_to_float(unsigned int b) { float f; memcpy(&f, &b, 4); return f; }
+static inline unsigned int pk_float_to_bits(float f) { unsigned int b; memcpy(&b, &f, 4); return b; }
+static inline float pk_from_f16(unsigned short h) {
+  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (ex == 0) {
+    if (man == 0) return pk_bits_to_float(sign);
+    int e = -1;
+    do { ++e; man <<= 1; } while (!(man & 0x400u));
+    return pk_bits_to_float(sign | (unsigned int)(127 - 15 - e) << 23 | (man & 0x3ffu) << 13);
+  }
+  if (ex == 31) return pk_bits_to_float(sign | 0x7f800000u | man << 13);
+  return pk_bits_to_float(sign | (ex + 127 - 15) << 23 | man << 13);
+}
+static inline unsigned short pk_to_f16(float f) {
+  const unsigned int x = pk_float_to_bits(f), sign = (x >> 16) & 0x8000u, man = x & 0x7fffffu;
+  const int ex = (int)((x >> 23) & 0xffu) - 127 + 15;
+  if (((x >> 23) & 0xffu) == 0xffu) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u : 0u));
+  if (ex >= 31) return (unsigned short)(sign | 0x7c00u);
+  if (ex <= 0) {
+    if (ex < -10) return (unsigned short)sign;
+    const unsigned int m = man | 0x800000u, shift = (unsigned int)(14 - ex);
+    unsigned int h = m >> shift;
+    const unsigned int rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
+    if (rem > mid || (rem == mid && (h & 1u))) ++h;
+    return (unsigned short)(sign | h);
+  }
+  unsigned int h = sign | (unsigned int)ex << 10 | man >> 13;
+  const unsigned int rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return (unsigned short)h;
+}
+static inline float pk_from_bf16(unsigned short h) { return pk_bits_to_float((unsigned int)h << 16); }
+static inline unsigned short pk_to_bf16(float f) {
+  const unsigned int x = pk_float_to_bits(f);
+  if (f != f) return (unsigned short)((x >> 16) | 0x40u);
+  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static inline float pk_round_f16(float f) { return pk_from_f16(pk_to_f16(f)); }
+static inline float pk_round_bf16(float f) { return pk_from_bf16(pk_to_bf16(f)); }
+)";
+}
+
+std::string halfConversionsCuda() {
+  // cuda_fp16.h and cuda_bf16.h round to nearest even too; NaN stays NaN
+  // (its payload may differ from the C++ form's).
+  return R"(#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__device__ __forceinline__ float pk_from_f16(__half h) { return __half2float(h); }
+__device__ __forceinline__ __half pk_to_f16(float f) { return __float2half_rn(f); }
+__device__ __forceinline__ float pk_from_bf16(__nv_bfloat16 h) { return __bfloat162float(h); }
+__device__ __forceinline__ __nv_bfloat16 pk_to_bf16(float f) { return __float2bfloat16_rn(f); }
+__device__ __forceinline__ float pk_round_f16(float f) { return __half2float(__float2half_rn(f)); }
+__device__ __forceinline__ float pk_round_bf16(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
+)";
 }
 
 std::string vectorMathPrelude(const std::string& q) {
@@ -151,10 +248,16 @@ std::string exprLines(const KernelSpec& spec, const std::vector<int>& roots, con
     std::string rhs;
     auto arg = [&](size_t k) { return strCat("v", e.args.at(k)); };
     switch (e.op) {
-      case ScalarOp::kInput: rhs = load(e.input); break;
+      case ScalarOp::kInput: rhs = loadAs(spec.inputs[e.input].type.dtype, load(e.input)); break;
       case ScalarOp::kConst: rhs = literal(e.value, e.dtype); break;
       case ScalarOp::kCast:
-        rhs = e.dtype == DType::kBool ? strCat("(", arg(0), " != 0)") : strCat("(", cTypeOf(e.dtype), ")", arg(0));
+        if (e.dtype == DType::kBool) {
+          rhs = strCat("(", arg(0), " != 0)");
+        } else if (e.dtype == DType::kF16 || e.dtype == DType::kBF16) {
+          rhs = strCat(e.dtype == DType::kF16 ? "pk_round_f16" : "pk_round_bf16", "((float)", arg(0), ")");
+        } else {
+          rhs = strCat("(", cTypeOf(e.dtype), ")", arg(0));
+        }
         break;
       case ScalarOp::kSelect: rhs = strCat(arg(0), " ? ", arg(1), " : ", arg(2)); break;
       case ScalarOp::kReduceSum:
@@ -170,6 +273,10 @@ std::string exprLines(const KernelSpec& spec, const std::vector<int>& roots, con
   return s;
 }
 
+std::string outputValue(const KernelSpec& spec, size_t k) {
+  return storeAs(spec.outputs[k].type.dtype, strCat("v", spec.outputs[k].expr));
+}
+
 std::string exprStatements(const KernelSpec& spec, const std::string& indent,
                            const std::function<std::string(int)>& load, const std::string& store) {
   std::vector<int> roots;
@@ -177,7 +284,7 @@ std::string exprStatements(const KernelSpec& spec, const std::string& indent,
   std::string s = exprLines(spec, roots, std::vector<bool>(spec.exprs.size(), false), indent, load);
   // Step 3.
   for (size_t k = 0; k < spec.outputs.size(); ++k)
-    s += strCat(indent, "out", k, "[", store, "] = v", spec.outputs[k].expr, ";\n");
+    s += strCat(indent, "out", k, "[", store, "] = ", outputValue(spec, k), ";\n");
   return s;
 }
 

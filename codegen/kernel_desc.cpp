@@ -4,11 +4,12 @@
 // Algorithm:
 //  1. Refuse what this kernel form cannot hold: a node that is not Fused, a
 //     body op without a scalar form here (anchors, views, other reductions),
-//     a dtype other than float32, int32, int64 and bool (float32 only for a
-//     reduction), a reduction over axes that are not trailing, reductions
-//     over different shapes or axes. The index space is the reductions' input
-//     shape, else the results' shape; results must lie over the whole index
-//     space or, with a reduction, over its rows (keepdims or not).
+//     a dtype other than float32, float16, bfloat16, int32, int64 and bool
+//     (the three float types only for a reduction), a reduction over axes
+//     that are not trailing, reductions over different shapes or axes. The
+//     index space is the reductions' input shape, else the results' shape;
+//     results must lie over the whole index space or, with a reduction, over
+//     its rows (keepdims or not).
 //  2. Check that every value of the body broadcasts (numpy rules, one way) to
 //     the index space, so each can be evaluated at every index; a reduction's
 //     result without its axes (keepdims = 0) may only leave the group.
@@ -39,7 +40,7 @@ namespace pcc {
 namespace {
 
 bool supportedDtype(DType t) {
-  return t == DType::kF32 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool;
+  return isFloatValue(t) || t == DType::kI32 || t == DType::kI64 || t == DType::kBool;
 }
 
 /// \returns whether `shape` broadcasts to `to` one way (right-aligned, each
@@ -56,6 +57,8 @@ StatusOr<double> scalarOf(const Value& v) {
   const Tensor& t = v.constantData();
   switch (t.dtype()) {
     case DType::kF32: return static_cast<double>(*t.data<float>());
+    case DType::kF16:
+    case DType::kBF16: return t.getDouble(0);  // exact: every float16/bfloat16 value is a float
     case DType::kI64: return static_cast<double>(*t.data<int64_t>());
     case DType::kI32: return static_cast<double>(*t.data<int32_t>());
     case DType::kBool: return *t.data<bool>() ? 1.0 : 0.0;
@@ -153,7 +156,7 @@ class Describer {
   /// Step 3 for one node. \returns the Expr of its output.
   StatusOr<int> translate(const Node& n, const std::vector<int>& a) {
     DType t = n.output(0)->type().dtype;
-    bool isFloat = t == DType::kF32;
+    bool isFloat = isFloatValue(t);
     auto need = [&](size_t k) -> Status {
       if (a.size() < k) return unsupported(n.opName(), " with ", a.size(), " operands");
       return Status::OK();
@@ -251,11 +254,16 @@ class Describer {
 
   /// Step 3 for reduction `n` over rows of `len` points; `a` its operands'
   /// Exprs (kernelOperands). \returns the Expr of its output.
-  StatusOr<int> reduction(const Node& n, const std::vector<int>& a, int64_t len) {
+  StatusOr<int> reduction(const Node& n, const std::vector<int>& operands, int64_t len) {
     const DType f = DType::kF32;
-    if (a.empty()) return unsupported(n.opName(), " without operands");
-    for (int e : a)
-      if (e >= 0 && typeOf(e) != f) return unsupported(n.opName(), " on ", dtypeName(typeOf(e)));
+    if (operands.empty()) return unsupported(n.opName(), " without operands");
+    // float16 and bfloat16 operands are read as float32: the math and the
+    // sums are float32, the result is rounded once when stored or cast.
+    std::vector<int> a = operands;
+    for (int& e : a) {
+      if (e >= 0 && !isFloatValue(typeOf(e))) return unsupported(n.opName(), " on ", dtypeName(typeOf(e)));
+      if (e >= 0) e = as(e, f);
+    }
     int x = a[0];
     auto bin = [&](ScalarOp op, int l, int r) { return add(op, f, {l, r}); };
     auto un = [&](ScalarOp op, int v) { return add(op, f, {v}); };
@@ -402,8 +410,8 @@ bool mayBeGenerated(const Node& n) {
   if (n.numBodies() > 0 || n.outputs().size() != 1) return false;
   if (isGeneratedReduction(n)) {
     for (const Value* v : kernelOperands(n))
-      if (v && v->type().dtype != DType::kF32) return false;
-    return n.output(0)->type().dtype == DType::kF32;
+      if (v && !isFloatValue(v->type().dtype)) return false;
+    return isFloatValue(n.output(0)->type().dtype);
   }
   if (!isElementwiseOp(n.op())) return false;
   if (!supportedDtype(n.output(0)->type().dtype)) return false;
@@ -443,9 +451,9 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
     if (!isRed) continue;
     if (!n->input(0)) return unsupported(n->opName(), " ('", label(*n), "') without its data operand");
     for (const Value* v : kernelOperands(*n))
-      if (v && v->type().dtype != DType::kF32)
+      if (v && !isFloatValue(v->type().dtype))
         return unsupported(n->opName(), " ('", label(*n), "') on ", dtypeName(v->type().dtype),
-                           ": reductions are generated on float32 only");
+                           ": reductions are generated on float32, float16 and bfloat16 only");
     ASSIGN_OR_RETURN(size_t k, trailingAxes(*n));
     if (red && (k != axes || n->input(0)->type().shape != red->input(0)->type().shape))
       return unsupported("it holds reductions over different rows ('", label(*red), "' and '", label(*n), "')");

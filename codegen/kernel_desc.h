@@ -48,6 +48,11 @@ enum class ScalarOp : int8_t {
   kReduceSum, kReduceMax,
 };
 
+/// \returns whether `t` is a float type a kernel computes on: float32, and
+/// float16 and bfloat16, which are loaded as float32, computed on as float32
+/// and rounded (to nearest even) only when stored or cast to them.
+inline bool isFloatValue(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
 /// \returns whether `op` is a reduction along the row (kReduceSum, kReduceMax).
 inline bool isReduceOp(ScalarOp op) { return op == ScalarOp::kReduceSum || op == ScalarOp::kReduceMax; }
 
@@ -100,8 +105,9 @@ struct KernelSpec {
 };
 
 /// Describes Fused node `fused` (passes/fuse.cpp) whose body holds only
-/// elementwise ops on float32, int32, int64 and bool values, and at most
-/// reductions over trailing axes on float32 (Softmax and LogSoftmax on the
+/// elementwise ops on float32, float16, bfloat16, int32, int64 and bool
+/// values, and at most reductions over trailing axes on the three float
+/// types (Softmax and LogSoftmax on the
 /// last axis, LayerNormalization, RMSNormalization, ReduceSum, ReduceMean,
 /// ReduceMax, GlobalAveragePool; all of one input shape and axes).
 /// \returns the description, or an unsupported error whose message says why
@@ -119,7 +125,7 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
 
 /// \returns whether `n` alone could be part of a generated kernel: an
 /// elementwise op with a generated form on supported dtypes, or a reduction
-/// with one on float32 (a cheap test before describeGroup).
+/// with one on float types (a cheap test before describeGroup).
 bool mayBeGenerated(const Node& n);
 
 /// \returns whether `n` is one of the reductions a kernel can describe

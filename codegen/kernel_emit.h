@@ -13,9 +13,38 @@
 
 namespace pcc {
 
-/// \returns the C type the emitted code stores `t` in ("float", "long long",
-/// "int", "bool"); the same on both targets.
+/// \returns the C type the emitted code computes on for `t` ("float" for the
+/// three float types, "long long", "int", "bool"); the same on both targets.
 std::string cTypeOf(DType t);
+
+/// \returns the C type the emitted code keeps `t` in memory as: cTypeOf(t),
+/// except float16 and bfloat16 ("unsigned short" in C++; "__half" and
+/// "__nv_bfloat16" in CUDA when `cuda`).
+std::string storageTypeOf(DType t, bool cuda);
+
+/// \returns `element` (an lvalue of storage type `t`) as the float or other
+/// value the expression computes on: pk_from_f16 / pk_from_bf16 for float16
+/// and bfloat16, else `element` itself.
+std::string loadAs(DType t, const std::string& element);
+
+/// \returns `value` converted to storage type `t` for a store: pk_to_f16 /
+/// pk_to_bf16 (round to nearest even) for float16 and bfloat16, else `value`.
+std::string storeAs(DType t, const std::string& value);
+
+/// \returns the C expression output k of `spec` stores: its Expr's `vN`,
+/// converted to the output's storage type (storeAs).
+std::string outputValue(const KernelSpec& spec, size_t k);
+
+/// \returns whether any input, output or Expr of `spec` is float16 or bfloat16.
+bool usesHalfTypes(const KernelSpec& spec);
+
+/// \returns the C++ definitions of pk_from_f16, pk_to_f16, pk_from_bf16,
+/// pk_to_bf16, pk_round_f16 and pk_round_bf16 (portable C++ on unsigned short
+/// and memcpy, bit-exact with runtime/support's conversions; needs <string.h>).
+std::string halfConversionsCpp();
+
+/// \returns the same functions for CUDA, on cuda_fp16.h and cuda_bf16.h.
+std::string halfConversionsCuda();
 
 /// \returns the scalar helpers pk_* every kernel calls, each declared with
 /// `qualifier` ("static inline" for C++, "__device__ __forceinline__" for CUDA).
@@ -65,8 +94,16 @@ constexpr int64_t kCudaWarpRowMax = 1024;
 /// one warp (warp shuffles) or one block (warp shuffles, then shared memory).
 std::string emitCudaKernel(const std::string& name, const KernelSpec& spec);
 
+/// \returns the elements each thread handles per step on the CUDA vector
+/// path of `spec` (16 bytes of its smallest element type: 4 float32, 8
+/// float16 or bfloat16), or 0 when it has none: a reduction, more than one
+/// merged dimension, an input neither contiguous nor a scalar, a contiguous
+/// input or an output that is not a float type, or fewer elements than that.
+int cudaVectorWidth(const KernelSpec& spec);
+
 /// \returns the grid the CUDA kernel of `spec` is launched with (blocks of
-/// kCudaBlock threads, one per kCudaBlock points, one per 8 rows of a warp
+/// kCudaBlock threads, one per kCudaBlock points (kCudaBlock vector steps
+/// with a vector path, cudaVectorWidth), one per 8 rows of a warp
 /// reduction, one per row of a block reduction; at most 65535 * 4: the loop
 /// strides over the rest).
 int64_t cudaGridFor(const KernelSpec& spec);

@@ -240,10 +240,59 @@ def make_cnn_small():
         opset=13, rename_outputs={y: "logits"})
 
 
+def make_block_f16():
+    """A float16 transformer-style block: x f16[batch,16,64] -> LayerNorm ->
+    MatMul 64->128 + bias -> Gelu (erf formula) -> MatMul 128->64 + bias ->
+    residual Add -> LayerNorm -> MatMul 64->32 -> Tanh (-> t f16) -> Mul by 4 ->
+    Softmax -> Cast -> probs f32[batch,16,32]. Weights and constants float16."""
+    b = GraphBuilder(SEED + 4)
+    f16 = np.float16
+
+    def weight(name, shape, fan_in=None, scale=None, offset=0.0):
+        if scale is None:
+            scale = 1.0 / math.sqrt(fan_in if fan_in else shape[-1])
+        data = (b.rng.standard_normal(shape) * scale + offset).astype(f16)
+        return b.init(name, data)
+
+    def layer_norm(x, prefix, scope):
+        g = weight(f"{prefix}.weight", [D], scale=0.1, offset=1.0)
+        beta = weight(f"{prefix}.bias", [D], scale=0.1)
+        return b.node("LayerNormalization", [x, g, beta], scope=scope, axis=-1, epsilon=1e-5)
+
+    def linear(x, n_in, n_out, prefix, scope, bias=True):
+        h = b.node("MatMul", [x, weight(f"{prefix}.weight", [n_in, n_out], fan_in=n_in)], scope=scope)
+        if bias:
+            h = b.node("Add", [h, weight(f"{prefix}.bias", [n_out], scale=0.05)], scope=scope)
+        return h
+
+    h = layer_norm("x", "ln_1", "/ln_1")
+    h = linear(h, D, 2 * D, "fc1", "/fc1")
+    t = b.node("Div", [h, b.const(np.array(math.sqrt(2.0), dtype=f16), "/act")], scope="/act")
+    t = b.node("Erf", [t], scope="/act")
+    t = b.node("Add", [t, b.const(np.array(1.0, dtype=f16), "/act")], scope="/act")
+    t = b.node("Mul", [h, t], scope="/act")
+    h = b.node("Mul", [t, b.const(np.array(0.5, dtype=f16), "/act")], scope="/act")
+    h = linear(h, 2 * D, D, "fc2", "/fc2")
+    x = b.node("Add", ["x", h], scope="/residual")
+    h = layer_norm(x, "ln_2", "/ln_2")
+    t = b.node("Tanh", [linear(h, D, 32, "head", "/head", bias=False)], scope="/head")
+    # "t" is also a graph output: its producer's output is renamed to "t" (model()).
+    s = b.node("Mul", ["t", b.const(np.array(4.0, dtype=f16), "/softmax")], scope="/softmax")
+    s = b.node("Softmax", [s], scope="/softmax", axis=-1)
+    probs = b.node("Cast", [s], scope="/softmax", to=TensorProto.FLOAT)
+    return b.model(
+        "block_f16",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", SEQ, D])],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT16, ["batch", SEQ, 32]),
+         helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", SEQ, 32])],
+        opset=17, rename_outputs={t: "t", probs: "probs"})
+
+
 MODELS = {
     "mlp.onnx": make_mlp,
     "gpt2_tiny.onnx": make_gpt2_tiny,
     "cnn_small.onnx": make_cnn_small,
+    "block_f16.onnx": make_block_f16,
 }
 
 
@@ -257,6 +306,8 @@ def sample_inputs(model, batch, seed=0):
         shape = [d.dim_value if d.HasField("dim_value") else batch for d in t.shape.dim]
         if t.elem_type == TensorProto.INT64:
             feeds[vi.name] = rng.integers(0, VOCAB, size=shape, dtype=np.int64)
+        elif t.elem_type == TensorProto.FLOAT16:
+            feeds[vi.name] = rng.standard_normal(shape).astype(np.float16)
         else:
             feeds[vi.name] = rng.standard_normal(shape).astype(np.float32)
     return feeds

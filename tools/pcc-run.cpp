@@ -46,6 +46,10 @@ struct Args {
   std::string plan, inputs, expect, outputs, profileJson;
   bool check = false;
   double rtol = 1e-4, atol = 1e-5;
+  /// --rtol or --atol given: every output is compared at them (else the
+  /// float outputs of a plan with float16 or bfloat16 values at
+  /// planHalfTolerance).
+  bool toleranceGiven = false;
   uint64_t seed = 0;
   RunOptions run;
   std::string rendezvous;
@@ -91,8 +95,12 @@ std::variant<Args, int> parse(int argc, char** argv) {
   app.add_option("--expect", a.expect, "compare outputs with DIR/output_K.pb")->type_name("DIR");
   app.add_option("--outputs", a.outputs, "write outputs to DIR/output_K.pb")->type_name("DIR");
   app.add_flag("--check", a.check, "compare outputs with the plan's reference program");
-  cli::addNumber(app, "--rtol", 0, a.rtol, "relative tolerance (default 1e-4)", "R");
-  cli::addNumber(app, "--atol", 0, a.atol, "absolute tolerance (default 1e-5)", "A");
+  CLI::Option* rtol = cli::addNumber(app, "--rtol", 0, a.rtol,
+                                     "relative tolerance (default 1e-4; the float outputs of\n"
+                                     "a plan with float16 / bfloat16 values: 7.8e-3 / 6.3e-2)", "R");
+  CLI::Option* atol = cli::addNumber(app, "--atol", 0, a.atol,
+                                     "absolute tolerance (default 1e-5; the float outputs of\n"
+                                     "a plan with float16 / bfloat16 values: 7.8e-3 / 6.3e-2)", "A");
   CLI::Option* iters = cli::addInteger(app, "--iters", 1, kIntMax, [&](int64_t n) { a.run.iters = static_cast<int>(n); },
                                        "timed runs (default 1)");
   CLI::Option* warmup = cli::addInteger(app, "--warmup", 0, kIntMax, [&](int64_t n) { a.run.warmup = static_cast<int>(n); },
@@ -201,6 +209,7 @@ std::variant<Args, int> parse(int argc, char** argv) {
       return cli::kExitUsage;
     }
   }
+  a.toleranceGiven = rtol->count() + atol->count() > 0;
   if (!a.profileJson.empty()) a.run.profile = true;
   a.run.measureMemory = a.run.profile;
   if (a.plan.empty()) {
@@ -221,13 +230,39 @@ std::string tensorFile(const std::string& dir, const char* kind, int k) {
   return (std::filesystem::path(dir) / (std::string(kind) + "_" + std::to_string(k) + ".pb")).string();
 }
 
+/// \returns the default tolerance (relative and absolute) of values
+/// computed in `t`, 0 for all but float16 and bfloat16. A value rounded to
+/// float16 (11 significant bits) is off by up to u = 2^-11, to bfloat16 (8
+/// bits) by u = 2^-8; a plan and its reference program round at different
+/// points (a generated kernel once per group, the reference kernels after
+/// every op, oneDNN per its own accumulation), and the differences add up
+/// through a model: 16 u, 7.8e-3 and 6.3e-2.
+double halfTolerance(DType t) {
+  if (t == DType::kF16) return 16 * 0x1p-11;
+  if (t == DType::kBF16) return 16 * 0x1p-8;
+  return 0;
+}
+
+/// \returns the default tolerance of the float outputs of `plan`: that of the
+/// coarsest float type among its outputs and its ranks' buffers (a float32
+/// output cast from float16 values carries float16's precision), 0 when it
+/// holds no float16 or bfloat16 value.
+double planHalfTolerance(const plan::Plan& plan) {
+  double tol = 0;
+  for (const plan::IoDesc& o : plan.outputs()) tol = std::max(tol, halfTolerance(static_cast<DType>(o.desc().dtype())));
+  for (const plan::RankProgram& r : plan.ranks())
+    for (const plan::Buffer& b : r.buffers()) tol = std::max(tol, halfTolerance(static_cast<DType>(b.desc().dtype())));
+  return tol;
+}
+
 /// Compares every output with `want`; prints one line per output.
 /// \returns false when any differs.
 bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vector<Tensor>& want,
             const char* against, const Args& a, const std::string& prefix = "") {
   bool allOk = true;
   for (size_t k = 0; k < got.size(); ++k) {
-    Diff d = compareTensors(got[k], want[k], a.rtol, a.atol);
+    const double half = a.toleranceGiven || !isFloat(got[k].dtype()) ? 0 : planHalfTolerance(p.plan);
+    Diff d = compareTensors(got[k], want[k], std::max(a.rtol, half), std::max(a.atol, half));
     std::printf("%soutput %zu '%s' %s vs %s: max abs %.3g, max rel %.3g: %s%s%s\n", prefix.c_str(), k,
                 p.plan.outputs(static_cast<int>(k)).name().c_str(), got[k].type().str().c_str(),
                 against, d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",

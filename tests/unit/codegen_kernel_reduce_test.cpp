@@ -155,7 +155,7 @@ TEST(KernelReduce, RefusesWithAReason) {
       {"graph @g(%x: i64[4,8]) -> (%r: i64[4,1]) {\n"
        "  %e = Neg(%x) : i64[4,8]\n"
        "  %r = ReduceMax(%e) {axes = [1]} : i64[4,1]\n  return %r\n}\n",
-       "ReduceMax ('r') on i64: reductions are generated on float32 only"},
+       "ReduceMax ('r') on i64: reductions are generated on float32, float16 and bfloat16 only"},
       {"graph @g(%x: f32[4,8]) -> (%r: f32[4,8]) {\n"
        "  %e = Exp(%x) : f32[4,8]\n"
        "  %r = Hardmax(%e) {axis = -1} : f32[4,8]\n  return %r\n}\n",

@@ -40,8 +40,10 @@ inline const Node* firstFused(const Graph& g) {
 }
 
 /// Compiles `text` on `gpus` CPU ranks with generated kernels, runs it, and
-/// compares with the reference program. \returns the emitted plan.
-inline plan::Plan runGenerated(const std::string& text, int gpus, const char* dirName) {
+/// compares with the reference program at `rtol` and `atol` (float32's by
+/// default). \returns the emitted plan.
+inline plan::Plan runGenerated(const std::string& text, int gpus, const char* dirName, double rtol = 1e-5,
+                               double atol = 1e-6) {
   auto ref = parseGraph(text, "k.ir");
   EXPECT_TRUE(ref.ok()) << ref.status().message();
   std::unique_ptr<Graph> g = (*ref)->clone();
@@ -84,7 +86,7 @@ inline plan::Plan runGenerated(const std::string& text, int gpus, const char* di
   if (got.ok() && want.ok()) {
     EXPECT_EQ(got->outputs.size(), want->size());
     for (size_t i = 0; i < want->size() && i < got->outputs.size(); ++i) {
-      Diff d = compareTensors(got->outputs[i], (*want)[i], 1e-5, 1e-6);
+      Diff d = compareTensors(got->outputs[i], (*want)[i], rtol, atol);
       EXPECT_TRUE(d.ok) << "output " << i << ": " << d.where;
     }
   }
