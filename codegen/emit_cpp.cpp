@@ -23,6 +23,7 @@
 //     index space at r * C + c, then the outputs over the rows are evaluated
 //     once and stored at r. Every read of row r precedes every write of it,
 //     so output 0 may still lie over input 0.
+#include "codegen/attention_kernel.h"
 #include "codegen/kernel_emit.h"
 
 namespace pcc {
@@ -130,6 +131,7 @@ std::string emitReduction(const std::string& name, const KernelSpec& spec) {
 }
 
 std::string emitOne(const std::string& name, const KernelSpec& spec) {
+  if (spec.attention) return emitAttentionCpp(name, *spec.attention);
   if (spec.reduces) return emitReduction(name, spec);
   // Step 1.
   const std::vector<int64_t>& d = spec.dims;

@@ -229,7 +229,7 @@ Status buildKernels(const KernelTable& table, const KernelOptions& opts, plan::P
     (*files)[base + ".cubin"] = im.cubin;
   }
   for (int i = 0; i < plan.kernels_size(); ++i) {
-    plan.mutable_kernels(i)->set_cuda_block(kCudaBlock);
+    plan.mutable_kernels(i)->set_cuda_block(cudaBlockFor(table.specs()[i]));
     plan.mutable_kernels(i)->set_cuda_grid(cudaGridFor(table.specs()[i]));
   }
   return Status::OK();

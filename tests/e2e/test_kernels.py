@@ -14,8 +14,10 @@ plans must pass `ptxas` for its arch. Reductions and norms (Softmax,
 LayerNormalization, RMSNormalization, Reduce* over trailing axes,
 GlobalAveragePool) are generated kernels too: no --gpus 1 plan may run one
 on its own kernel (`pcc-report --format costs` lists every instruction), and
-the plans must hold some reduction kernels. NVRTC and the C++ compiler cache
-under the build folder.
+the plans must hold some reduction kernels. A recognized Attention is a
+generated kernel (online softmax) unless the plan lists it among the
+fallbacks with a reason, and the plans must launch some. NVRTC and the C++
+compiler cache under the build folder.
 """
 import glob
 import json
@@ -85,6 +87,14 @@ def run_case(suite, tools, totals, name, model, batch, data_dir, config, target,
                                for i in rank["instructions"] if i["kind"] == "kernel" and i["op"] in GENERATED_REDUCTIONS})
                 suite.check(f"{case}: every reduction runs as a generated kernel", not left,
                             "  on their own kernels: " + ", ".join(left[:8]) + f"\n  fallbacks: {kernels['fallbacks'][:8]}")
+                refused = {f["node"] for f in kernels["fallbacks"] if f["reason"]}
+                instructions = [i for rank in json.loads(r.stdout)["ranks"] for i in rank["instructions"]]
+                left = sorted({i["node"] for i in instructions
+                               if i["kind"] == "kernel" and i["op"] == "Attention" and i["node"] not in refused})
+                suite.check(f"{case}: every Attention is a generated kernel or refused with a reason", not left,
+                            "  on the runtime's kernel without a reason: " + ", ".join(left[:8]))
+                totals["attention kernels"] += sum(1 for i in instructions
+                                                   if i["kind"] == "launch" and i["op"] == "Attention")
         inputs = ["--inputs", data_dir] if data_dir else []
         if config == CONFIGS[0]:  # as users run it (test_models and test_exported cover the other meshes)
             r = tools.run("pcc-run", [plan, "--check", *inputs], timeout=600)
@@ -176,7 +186,7 @@ def main():
     print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)
     suite.run_case("corrupt library", corrupt_library, suite, tools)
     suite.run_case("no compiler", no_compiler, suite, tools)
-    totals = {"launches": 0, "fallbacks": 0, "ptxas": 0, "reduction kernels": 0}
+    totals = {"launches": 0, "fallbacks": 0, "ptxas": 0, "reduction kernels": 0, "attention kernels": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
     cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
     for name, model, batch, data in cases:
@@ -185,10 +195,12 @@ def main():
                            config, target, ptxas)
     print(f"generated-kernel launches in all plans: {totals['launches']}; fused groups not generated whole: "
           f"{totals['fallbacks']}; PTX files accepted by ptxas: {totals['ptxas']}; "
-          f"compensated sums in the CPU libraries: {totals['reduction kernels']}", flush=True)
+          f"compensated sums in the CPU libraries: {totals['reduction kernels']}; "
+          f"Attention launches (--gpus 1): {totals['attention kernels']}", flush=True)
     if not args.filter:
         suite.check("the plans launch generated kernels", totals["launches"] > 0, f"  {totals}")
         suite.check("the plans hold generated reduction kernels", totals["reduction kernels"] > 0, f"  {totals}")
+        suite.check("the plans launch generated Attention kernels", totals["attention kernels"] > 0, f"  {totals}")
         if target == "cuda" and ptxas:
             suite.check("ptxas checked some PTX", totals["ptxas"] > 0, f"  {totals}")
     return suite.finish()
