@@ -200,7 +200,7 @@ struct NumericCase {
   AttrMap attrs;
   int keyTile = 0;  ///< 0: the default
   DType maskType = DType::kUndefined;
-  Dims mask;
+  Dims mask = {};
 };
 
 /// Fills mask `m` [..., L]: floats in [-1, 1) with row 1 all -inf (a row
