@@ -104,6 +104,7 @@ StatusOr<KernelSpec> describeAttentionTypes(const std::vector<TensorType>& input
   d->causal = attrs.getInt("is_causal", 0) != 0;
   d->scale = attrs.has("scale") ? attrs.getFloat("scale", 1.0f)
                                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d->headSize)));
+  if (!std::isfinite(d->scale)) return unsupported("Attention ('", group, "') with scale ", d->scale);
   // Step 4.
   const int64_t accumulators = (d->valueSize + 31) / 32;
   d->keyTile = keyTile > 0 ? keyTile
@@ -144,6 +145,14 @@ std::string attentionKey(const AttentionDesc& d) {
   for (int64_t m : d.maskStrides) s += strCat(" ", m);
   s += strCat(" | causal ", d.causal ? 1 : 0, " scale ", scale, " tiles ", d.keyTile, " ", d.queryTile);
   return s;
+}
+
+std::string attentionFloatLiteral(float f) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", static_cast<double>(f));
+  std::string s = b;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
 }
 
 int64_t attentionTiles(const AttentionDesc& d) {

@@ -75,6 +75,10 @@ std::string emitAttentionCpp(const std::string& name, const AttentionDesc& d);
 /// `d` (codegen/emit_attention_cuda.cpp).
 std::string emitAttentionCuda(const std::string& name, const AttentionDesc& d, const std::string& group);
 
+/// \returns `f` as a C float literal both targets read back exactly
+/// ("0.125f", "1.0f", "1e-05f"); `f` must be finite.
+std::string attentionFloatLiteral(float f);
+
 /// \returns the number of query tiles, B * Hq * ceil(S / queryTile): one CUDA block each.
 int64_t attentionTiles(const AttentionDesc& d);
 

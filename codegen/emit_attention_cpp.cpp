@@ -15,8 +15,6 @@
 //     acc = acc * alpha + sum p_j v_j; m = m'.
 //  4. Y = acc / l, or zeros when l = 0 (a row masked everywhere, as the
 //     reference gives).
-#include <cstdio>
-
 #include "codegen/attention_kernel.h"
 #include "codegen/kernel_emit.h"
 
@@ -26,12 +24,6 @@ namespace {
 
 /// Rows * keys * (D + Dv) below which one thread does every row.
 constexpr int64_t kParallelWork = 1 << 20;
-
-std::string floatLiteral(float f) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.9gf", static_cast<double>(f));
-  return b;
-}
 
 }  // namespace
 
@@ -45,7 +37,7 @@ std::string emitAttentionCpp(const std::string& name, const AttentionDesc& d) {
   s += "  float* y = (float*)pk_out[0];\n";
   s += strCat("  const long long S = ", d.qLen, "LL, T = ", d.kvLen, "LL, HQ = ", d.qHeads, "LL, G = ",
               d.qHeads / d.kvHeads, "LL;\n");
-  s += strCat("  const float scale = ", floatLiteral(d.scale), ", NEG = -1.0f / 0.0f;\n");
+  s += strCat("  const float scale = ", attentionFloatLiteral(d.scale), ", NEG = -1.0f / 0.0f;\n");
   s += strCat("#pragma omp parallel for schedule(static) if (", rows * d.kvLen * (d.headSize + d.valueSize),
               "LL >= ", kParallelWork, "LL)\n");
   s += strCat("  for (long long r = 0; r < ", rows, "LL; ++r) {\n");

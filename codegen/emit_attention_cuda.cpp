@@ -21,23 +21,10 @@
 // Barriers: one before the query rows are overwritten (the previous tile's
 // readers are done), two around each K/V tile load, and __syncwarp around
 // each row's probabilities.
-#include <algorithm>
-#include <cstdio>
-
 #include "codegen/attention_kernel.h"
 #include "codegen/kernel_emit.h"
 
 namespace pcc {
-
-namespace {
-
-std::string floatLiteral(float f) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.9gf", static_cast<double>(f));
-  return b;
-}
-
-}  // namespace
 
 std::string emitAttentionCuda(const std::string& name, const AttentionDesc& d, const std::string& group) {
   constexpr int kWarps = kAttentionCudaBlock / 32;
@@ -56,7 +43,7 @@ std::string emitAttentionCuda(const std::string& name, const AttentionDesc& d, c
   s += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
   s += strCat("  const long long S = ", d.qLen, "LL, T = ", d.kvLen, "LL, HQ = ", d.qHeads, "LL, G = ",
               d.qHeads / d.kvHeads, "LL, NQT = (S + BQ - 1) / BQ, NT = ", d.batch, "LL * HQ * NQT;\n");
-  s += strCat("  const float scale = ", floatLiteral(d.scale), ", NEG = -1.0f / 0.0f;\n");
+  s += strCat("  const float scale = ", attentionFloatLiteral(d.scale), ", NEG = -1.0f / 0.0f;\n");
   s += "  for (long long t = blockIdx.x; t < NT; t += gridDim.x) {\n";
   s += "    const long long qt = t % NQT, h = (t / NQT) % HQ, b = t / (NQT * HQ), kh = h / G, i0 = qt * BQ;\n";
   // Step 1.

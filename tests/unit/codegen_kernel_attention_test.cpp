@@ -149,6 +149,13 @@ TEST(KernelAttention, RefusesWithAReason) {
   }
 }
 
+TEST(KernelAttention, FloatLiteralsReadBackExactly) {
+  EXPECT_EQ(attentionFloatLiteral(1.0f), "1.0f");
+  EXPECT_EQ(attentionFloatLiteral(0.125f), "0.125f");
+  EXPECT_EQ(attentionFloatLiteral(1e-5f), "9.99999975e-06f");
+  EXPECT_EQ(std::stof(attentionFloatLiteral(0.35355339f)), 0.35355339f);
+}
+
 TEST(KernelAttention, EqualNodesShareAKernel) {
   auto a = describeAttentionTypes(types({1, 2, 4, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}), {}, 1, "a");
   auto b = describeAttentionTypes(types({1, 2, 4, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}), {}, 1, "b");
@@ -172,7 +179,7 @@ TEST(KernelAttention, CudaFormCompiles) {
   specs.push_back(describeAttentionTypes(types({2, 5, 96}, {2, 7, 96}, {2, 7, 96}, DType::kBool, {2, 1, 1, 7}),
                                          attrs({{"q_num_heads", 4}, {"kv_num_heads", 4}}), 1, "bool"));
   specs.push_back(describeAttentionTypes(types({1, 2, 9, 32}, {1, 2, 9, 32}, {1, 2, 9, 16}, DType::kF32, {9, 9}),
-                                         {}, 1, "float"));
+                                         attrs({}, 1.0f), 1, "float, scale 1"));
   specs.push_back(describeAttentionTypes(types({1, 1, 3, 512}, {1, 1, 3, 512}, {1, 1, 3, 512}), {}, 1, "large"));
   KernelTable table;
   for (auto& s : specs) {
@@ -273,7 +280,7 @@ TEST(KernelAttentionGenerated, EqualsTheReference) {
       {"causal, more keys than queries", {2, 2, 9, 8}, {2, 2, 17, 8}, {2, 2, 17, 8}, attrs({{"is_causal", 1}}), 4},
       {"causal, fewer keys than queries", {1, 2, 12, 8}, {1, 2, 7, 8}, {1, 2, 7, 8}, attrs({{"is_causal", 1}}), 4},
       {"scale", {1, 2, 10, 8}, {1, 2, 10, 8}, {1, 2, 10, 8}, attrs({}, 0.7f), 4},
-      {"float mask [T]", {2, 3, 5, 8}, {2, 3, 19, 8}, {2, 3, 19, 8}, {}, 4, DType::kF32, {19}},
+      {"float mask [T], scale 1", {2, 3, 5, 8}, {2, 3, 19, 8}, {2, 3, 19, 8}, attrs({}, 1.0f), 4, DType::kF32, {19}},
       {"float mask [S, T], a row all -inf", {2, 3, 5, 8}, {2, 3, 19, 8}, {2, 3, 19, 8}, {}, 4, DType::kF32, {5, 19}},
       {"float mask [B, H, S, T]", {2, 3, 5, 8}, {2, 3, 19, 8}, {2, 3, 19, 8}, {}, 4, DType::kF32, {2, 3, 5, 19}},
       {"float mask shorter than the keys", {2, 3, 5, 8}, {2, 3, 19, 8}, {2, 3, 19, 8}, {}, 4, DType::kF32,
