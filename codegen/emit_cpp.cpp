@@ -34,6 +34,7 @@
 //     scalar helpers are inlined into each clone. exp, tanh, sigmoid and
 //     tanh-GELU come from vectorMathPrelude (the C library's expf and tanhf
 //     would keep those loops scalar).
+#include "codegen/attention_kernel.h"
 #include "codegen/kernel_emit.h"
 
 namespace pcc {
@@ -143,6 +144,7 @@ std::string emitReduction(const std::string& name, const KernelSpec& spec) {
 }
 
 std::string emitOne(const std::string& name, const KernelSpec& spec) {
+  if (spec.attention) return emitAttentionCpp(name, *spec.attention);
   if (spec.reduces) return emitReduction(name, spec);
   // Step 1.
   const std::vector<int64_t>& d = spec.dims;

@@ -36,6 +36,7 @@
 //     lie over input 0) thread 0 stores the outputs over the rows at r.
 #include <algorithm>
 
+#include "codegen/attention_kernel.h"
 #include "codegen/kernel_emit.h"
 
 namespace pcc {
@@ -206,13 +207,17 @@ int cudaVectorWidth(const KernelSpec& spec) {
 }
 
 int64_t cudaGridFor(const KernelSpec& spec) {
+  if (spec.attention) return std::clamp<int64_t>(attentionTiles(*spec.attention), 1, int64_t{65535} * 4);
   int64_t n = spec.numel();
   if (int v = cudaVectorWidth(spec)) n = (n + v - 1) / v;
   if (spec.reduces) n = warpPerRow(spec) ? spec.rows() * 32 : spec.rows() * kCudaBlock;
   return std::clamp<int64_t>((n + kCudaBlock - 1) / kCudaBlock, 1, int64_t{65535} * 4);
 }
 
+int cudaBlockFor(const KernelSpec& spec) { return spec.attention ? kAttentionCudaBlock : kCudaBlock; }
+
 std::string emitCudaKernel(const std::string& name, const KernelSpec& spec) {
+  if (spec.attention) return emitAttentionCuda(name, *spec.attention, spec.group);
   if (spec.reduces) return emitReduction(name, spec);
   const std::vector<int64_t>& d = spec.dims;
   std::string s = opening(name, spec);

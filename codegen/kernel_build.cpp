@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -137,9 +138,11 @@ StatusOr<std::string> compileCpu(const std::string& source, const KernelOptions&
     auto logOr = readFile(work / "log.txt");
     std::string log = logOr.ok() ? *logOr : std::string();
     cleanup();
-    // "kernels.cc:LINE:COL: error: ..."
+    // "kernels.cc:LINE:COL: error: ..." (after a "kernels.cc: In function ..." line without a number)
     int line = 0;
     size_t at = log.find("kernels.cc:");
+    while (at != std::string::npos && !std::isdigit(static_cast<unsigned char>(log[at + 11])))
+      at = log.find("kernels.cc:", at + 11);
     if (at != std::string::npos) line = std::atoi(log.c_str() + at + 11);
     std::string first = log.substr(at == std::string::npos ? 0 : at);
     first = first.substr(0, first.find('\n'));
@@ -230,7 +233,7 @@ Status buildKernels(const KernelTable& table, const KernelOptions& opts, plan::P
     (*files)[base + ".cubin"] = im.cubin;
   }
   for (int i = 0; i < plan.kernels_size(); ++i) {
-    plan.mutable_kernels(i)->set_cuda_block(kCudaBlock);
+    plan.mutable_kernels(i)->set_cuda_block(cudaBlockFor(table.specs()[i]));
     plan.mutable_kernels(i)->set_cuda_grid(cudaGridFor(table.specs()[i]));
   }
   return Status::OK();

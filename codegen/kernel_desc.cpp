@@ -35,6 +35,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/attention_kernel.h"
+
 namespace pcc {
 
 namespace {
@@ -635,6 +637,7 @@ std::string specKey(const KernelSpec& spec) {
   }
   for (const KernelOutput& o : spec.outputs) s += strCat("\nout ", o.type.str(), " ", o.expr, o.perRow ? " row" : "");
   if (spec.reduces) s += "\nreduces";
+  if (spec.attention) s += "\n" + attentionKey(*spec.attention);
   return s;
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@
 #include "runtime/support/status.h"
 
 namespace pcc {
+
+struct AttentionDesc;  // codegen/attention_kernel.h
 
 /// The scalar operations of an expression. Each is a function `pk_NAME` of
 /// the emitted prelude (scalarOpName), the same on every target.
@@ -91,6 +94,9 @@ struct KernelSpec {
   std::vector<KernelOutput> outputs;  ///< the fused node's outputs, in order
   /// A reduction kernel: dims.back() is the reduction axis (never empty then).
   bool reduces = false;
+  /// An Attention kernel (codegen/attention_kernel.h): dims and exprs are
+  /// empty, inputs Q, K, V and the mask when there is one (no strides), output Y.
+  std::shared_ptr<const AttentionDesc> attention;
 
   /// \returns the number of points of the index space.
   int64_t numel() const;

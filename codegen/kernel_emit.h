@@ -104,8 +104,13 @@ int cudaVectorWidth(const KernelSpec& spec);
 /// \returns the grid the CUDA kernel of `spec` is launched with (blocks of
 /// kCudaBlock threads, one per kCudaBlock points (kCudaBlock vector steps
 /// with a vector path, cudaVectorWidth), one per 8 rows of a warp
-/// reduction, one per row of a block reduction; at most 65535 * 4: the loop
+/// reduction, one per row of a block reduction, one per query tile of an
+/// attention kernel; at most 65535 * 4: the loop
 /// strides over the rest).
 int64_t cudaGridFor(const KernelSpec& spec);
+
+/// \returns the threads per block the CUDA kernel of `spec` is launched
+/// with: kCudaBlock, or kAttentionCudaBlock for an attention kernel.
+int cudaBlockFor(const KernelSpec& spec);
 
 }  // namespace pcc

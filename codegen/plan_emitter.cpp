@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "codegen/attention_kernel.h"
 #include "codegen/kernel_build.h"
 #include "codegen/memory_plan.h"
 #include "codegen/region_emitter.h"
@@ -111,6 +112,8 @@ class ProgramEmitter {
       } else if (kernels_ && prefix.empty() && isGeneratedReduction(*n) && mayBeGenerated(*n) &&
                  emitLoneReduction(*n, bufferOf)) {
         // A reduction outside any fused group: one generated kernel of its own.
+      } else if (kernels_ && prefix.empty() && n->op() == OpKind::Attention && emitAttention(*n, bufferOf)) {
+        // Attention: a generated kernel with online softmax (codegen/attention_kernel.h).
       } else {
         plan::Instruction* ins = prog_->add_instructions();
         ins->set_kind(collectiveKind(n->op()));
@@ -177,6 +180,32 @@ class ProgramEmitter {
     *c->mutable_desc() = toDesc(n.output(0)->type());
     for (const Value* v : ins) ins0->add_inputs(bufferOf(v));
     ins0->add_outputs(bufferOf(n.output(0)));
+    return true;
+  }
+
+  /// Emits Attention node `n` as a LAUNCH of its generated kernel (op
+  /// "Attention", so the memory planner never puts Y over Q). \returns false,
+  /// emitting nothing but the reason in the kernel table's fallbacks, when
+  /// describeAttention refuses it (it then runs on the runtime's kernels).
+  template <typename BufferOf>
+  bool emitAttention(const Node& n, BufferOf& bufferOf) {
+    const std::string name = n.name().empty() ? n.output(0)->name() : n.name();
+    auto spec = describeAttention(n);
+    if (!spec.ok()) {
+      kernels_->fallback(name, spec.status().message());
+      return false;
+    }
+    plan::Instruction* ins = prog_->add_instructions();
+    ins->set_kind(plan::Instruction::LAUNCH);
+    ins->set_op(std::string(n.opName()));
+    ins->set_node(name);
+    ins->set_kernel(kernels_->add(std::move(spec).value()));
+    plan::Computed* c = ins->add_computes();
+    c->set_node(name);
+    *c->mutable_desc() = toDesc(n.output(0)->type());
+    for (size_t k = 0; k < 4 && k < n.inputs().size(); ++k)
+      if (n.input(k)) ins->add_inputs(bufferOf(n.input(k)));
+    ins->add_outputs(bufferOf(n.output(0)));
     return true;
   }
 

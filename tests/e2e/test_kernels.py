@@ -19,8 +19,10 @@ generated too: no fused group of any plan may be left out for a float16 or
 bfloat16 value, and the float16 model's plans are compared at float16's
 tolerance (RTOL_HALF: the generated kernels round once, the reference
 kernels after every op). With --target cuda, some PTX of the --gpus 1 plans
-must hold the 16-byte vector loads and stores of flat kernels. NVRTC and the
-C++ compiler cache under the build folder.
+must hold the 16-byte vector loads and stores of flat kernels. A recognized Attention is a generated kernel
+(online softmax) unless the plan lists it among the fallbacks with a
+reason, and the plans must launch some. NVRTC and the C++ compiler cache
+under the build folder.
 """
 import glob
 import json
@@ -100,6 +102,14 @@ def run_case(suite, tools, totals, name, model, batch, data_dir, config, target,
                                for i in rank["instructions"] if i["kind"] == "kernel" and i["op"] in GENERATED_REDUCTIONS})
                 suite.check(f"{case}: every reduction runs as a generated kernel", not left,
                             "  on their own kernels: " + ", ".join(left[:8]) + f"\n  fallbacks: {kernels['fallbacks'][:8]}")
+                refused = {f["node"] for f in kernels["fallbacks"] if f["reason"]}
+                instructions = [i for rank in json.loads(r.stdout)["ranks"] for i in rank["instructions"]]
+                left = sorted({i["node"] for i in instructions
+                               if i["kind"] == "kernel" and i["op"] == "Attention" and i["node"] not in refused})
+                suite.check(f"{case}: every Attention is a generated kernel or refused with a reason", not left,
+                            "  on the runtime's kernel without a reason: " + ", ".join(left[:8]))
+                totals["attention kernels"] += sum(1 for i in instructions
+                                                   if i["kind"] == "launch" and i["op"] == "Attention")
         inputs = ["--inputs", data_dir] if data_dir else []
         if config == CONFIGS[0]:  # as users run it (test_models and test_exported cover the other meshes)
             r = tools.run("pcc-run", [plan, "--check", *inputs], timeout=600)
@@ -197,7 +207,7 @@ def main():
     suite.run_case("corrupt library", corrupt_library, suite, tools)
     suite.run_case("no compiler", no_compiler, suite, tools)
     totals = {"launches": 0, "fallbacks": 0, "ptxas": 0, "reduction kernels": 0, "half fallbacks": 0,
-              "float16 stores": 0, "vector PTX": 0}
+              "float16 stores": 0, "vector PTX": 0, "attention kernels": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
     cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
     for name, model, batch, data in cases:
@@ -208,10 +218,12 @@ def main():
           f"{totals['fallbacks']}; PTX files accepted by ptxas: {totals['ptxas']}; "
           f"compensated sums in the CPU libraries: {totals['reduction kernels']}; float16 stores: "
           f"{totals['float16 stores']}; groups left out for float16/bfloat16: {totals['half fallbacks']}; "
-          f"PTX files with 16-byte vector loads: {totals['vector PTX']}", flush=True)
+          f"PTX files with 16-byte vector loads: {totals['vector PTX']}; "
+          f"Attention launches (--gpus 1): {totals['attention kernels']}", flush=True)
     if not args.filter:
         suite.check("the plans launch generated kernels", totals["launches"] > 0, f"  {totals}")
         suite.check("the plans hold generated reduction kernels", totals["reduction kernels"] > 0, f"  {totals}")
+        suite.check("the plans launch generated Attention kernels", totals["attention kernels"] > 0, f"  {totals}")
         suite.check("the plans hold generated float16 kernels", totals["float16 stores"] > 0, f"  {totals}")
         if target == "cuda":
             suite.check("some PTX has the 16-byte vector loads", totals["vector PTX"] > 0, f"  {totals}")
