@@ -6,7 +6,9 @@
 //
 //   1. The shapes (heads, sequences, the layouts of 3-D and 4-D operands) are
 //      worked out once per input shapes with the op's own shape function.
-//   2. Per (batch, head) and tile of query rows, on oneDNN: the scores
+//   2. Below kGemmWork multiply-adds per head: per query row in plain loops
+//      (scores, max-subtracted softmax, Y = p . V). From there, per (batch,
+//      head) and tile of query rows, on oneDNN: the scores
 //      S = Q K^T * scale as one matmul (K read through strides, no copy) into
 //      a per-thread scratch tile of at most kTileFloats, the mask and causal
 //      bias added in a loop, the softmax over the keys as a oneDNN softmax
@@ -42,6 +44,8 @@ using ops::reduce_norm_attention_schema::AttentionShapes;
 
 /// Work (multiply-adds) below which one thread does all rows.
 constexpr int64_t kParallelWork = 1 << 20;
+/// Multiply-adds per (batch, head) from which the oneDNN path runs.
+constexpr int64_t kGemmWork = 1 << 18;
 /// The most scores one tile holds (a thread's scratch: 256 KiB).
 constexpr int64_t kTileFloats = 1 << 16;
 
@@ -63,6 +67,10 @@ class AttentionKernel : public KernelOverride {
       prepare(in, mask);
     if (!supported_) return false;
     Tensor& y = outputRef(out, 0, a_.outputs[0].shape);
+    if (!gemm_) {
+      computeRows(*in[0], *in[1], *in[2], mask, y.mutableData<float>());
+      return true;
+    }
     RETURN_IF_ERROR(compute(*in[0], *in[1], *in[2], mask, y.mutableData<float>()));
     return true;
   }
@@ -86,6 +94,11 @@ class AttentionKernel : public KernelOverride {
       maskLen_ = mask->shape().back();
       maskStrides_ = ops::broadcastStrides(mask->shape(), Dims{a_.q.b, a_.q.h, a_.q.s, maskLen_});
       if (maskStrides_.size() != 4) return;
+    }
+    gemm_ = a_.q.s * a_.total * (a_.q.d + a_.vd) >= kGemmWork;
+    if (!gemm_) {
+      supported_ = true;
+      return;
     }
     const int64_t S = a_.q.s, rowsPerTile = std::clamp<int64_t>(kTileFloats / a_.total, 1, S);
     const int64_t tiles = (S + rowsPerTile - 1) / rowsPerTile, m = (S + tiles - 1) / tiles;
@@ -231,12 +244,66 @@ class AttentionKernel : public KernelOverride {
     return failed;
   }
 
+  /// The small-shape path: per query row, scores, softmax and weighted sum
+  /// in plain loops (a oneDNN call per head costs more than the work).
+  void computeRows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask, float* y) const {
+    const AttentionShapes& a = a_;
+    const float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
+    const float* maskF = mask && mask->dtype() == DType::kF32 ? mask->data<float>() : nullptr;
+    const uint8_t* maskB = mask && mask->dtype() == DType::kBool ? mask->data<uint8_t>() : nullptr;
+    const int64_t rows = a.q.b * a.q.h * a.q.s, T = a.total, D = a.q.d, VD = a.vd, group = a.q.h / a.k.h;
+    ops::reduce_norm_attention_schema::HeadView yv = a.q;
+    yv.d = VD;
+    const bool parallel = rows * T * (D + VD) >= kParallelWork;
+#pragma omp parallel if (parallel)
+    {
+      std::vector<float> score(static_cast<size_t>(T));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = r % a.q.s, h = (r / a.q.s) % a.q.h, b = r / (a.q.s * a.q.h), kh = h / group;
+        const float* qi = pq + a.q.at(b, h, i, 0);
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < T; ++j) {
+          const float* kj = pk + a.k.at(b, kh, j, 0);
+          float dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t d = 0; d < D; ++d) dot += qi[d] * kj[d];
+          float s = dot * scale_;
+          if (mask) {
+            if (j >= maskLen_) {
+              s = -INFINITY;
+            } else {
+              int64_t off = b * maskStrides_[0] + h * maskStrides_[1] + i * maskStrides_[2] + j * maskStrides_[3];
+              s += maskF ? maskF[off] : (maskB[off] ? 0.0f : -INFINITY);
+            }
+          }
+          if (causal_ && j > i) s = -INFINITY;
+          score[j] = s;
+          mx = std::max(mx, s);
+        }
+        float* yi = y + yv.at(b, h, i, 0);
+        std::fill(yi, yi + VD, 0.0f);
+        if (mx == -INFINITY) continue;  // masked everywhere: zeros
+        float sum = 0;
+        for (int64_t j = 0; j < T; ++j) sum += score[j] = std::exp(score[j] - mx);
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < T; ++j) {
+          const float p = score[j] * inv;
+          const float* vj = pv + a.v.at(b, kh, j, 0);
+#pragma omp simd
+          for (int64_t d = 0; d < VD; ++d) yi[d] += p * vj[d];
+        }
+      }
+    }
+  }
+
   AttrMap attrs_;
   bool causal_, plain_;
   ShapeKey key_;
   bool supported_ = false;
   AttentionShapes a_;
   float scale_ = 1;
+  bool gemm_ = false;  ///< per head, enough work for the oneDNN path
   TilePrims tile_, tail_;  ///< tiles of m rows; tail_.m = 0 when m divides the sequence
   int64_t maskLen_ = 0;
   std::vector<int64_t> maskStrides_;

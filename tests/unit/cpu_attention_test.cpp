@@ -86,6 +86,12 @@ TEST(CpuAttention, MatchesReference) {
       {"bool mask [B, 1, 1, T]", {3, 2, 4, 8}, {3, 2, 6, 8}, {3, 2, 6, 8}, {}, DType::kBool, {3, 1, 1, 6}},
       {"bool mask, rows masked everywhere", {1, 2, 6, 8}, {1, 2, 2, 8}, {1, 2, 2, 8}, {}, DType::kBool, {6, 2}},
       {"large (threads)", {4, 8, 64, 32}, {4, 8, 64, 32}, {4, 8, 64, 32}, attrs({{"is_causal", 1}})},
+      // From 2^18 multiply-adds per head the oneDNN path runs: its layouts, masks and tiles.
+      {"oneDNN path, 3-D grouped, float mask", {2, 64, 4 * 64}, {2, 64, 2 * 64}, {2, 64, 2 * 64},
+       attrs({{"q_num_heads", 4}, {"kv_num_heads", 2}}), DType::kF32, {64, 64}},
+      {"oneDNN path, bool mask [B, 1, 1, T]", {2, 2, 64, 64}, {2, 2, 70, 64}, {2, 2, 70, 48}, {}, DType::kBool,
+       {2, 1, 1, 70}},
+      {"oneDNN path, tail tile, causal", {1, 1, 301, 16}, {1, 1, 301, 16}, {1, 1, 301, 16}, attrs({{"is_causal", 1}})},
   };
   uint64_t seed = 100;
   for (const AttentionCase& c : cases) {
