@@ -30,6 +30,7 @@
 #include "runtime/ops/registry.h"
 #include "runtime/plan_convert.h"
 #include "runtime/schema/infer_util.h"
+#include "runtime/support/weight_packing.h"
 
 namespace pcc {
 
@@ -45,6 +46,22 @@ int64_t bufferBytes(const plan::RankProgram& prog, int id) {
 /// \returns whether the Conv `ins` runs on oneDNN's convolution with its
 /// reorders (float32, not pointwise; see step 3); false when its geometry
 /// cannot be read (inference refuses such a plan anyway).
+/// \returns whether `ins` is a MatMul or Gemm whose kernel keeps a packed copy
+/// of its constant B (runtime/cpu/dnnl_matmul.cpp, packsConstantWeight).
+bool packingGemm(const plan::RankProgram& prog, const plan::Instruction& ins) {
+  if ((ins.op() != "MatMul" && ins.op() != "Gemm") || ins.inputs_size() < 2) return false;
+  const int a = ins.inputs(0), b = ins.inputs(1);
+  if (a < 0 || b < 0 || a >= prog.buffers_size() || b >= prog.buffers_size() || prog.buffers(b).weight() < 0)
+    return false;
+  TensorType ta = fromDesc(prog.buffers(a).desc()), tb = fromDesc(prog.buffers(b).desc());
+  if (ta.dtype != DType::kF32 || tb.dtype != DType::kF32 || tb.rank() != 2 || ta.rank() < 1) return false;
+  if (ins.op() == "MatMul") return ta.shape.back() == tb.shape[0] && packsConstantWeight(tb.shape[0], tb.shape[1]);
+  StatusOr<AttrMap> attrs = fromAttrProtos(ins.attrs());
+  if (!attrs.ok() || ta.rank() != 2) return false;
+  const bool transB = attrs->getInt("transB", 0) != 0;
+  return packsConstantWeight(transB ? tb.shape[1] : tb.shape[0], transB ? tb.shape[0] : tb.shape[1]);
+}
+
 bool reorderingConv(const plan::RankProgram& prog, const plan::Instruction& ins) {
   if (ins.op() != "Conv" || ins.inputs_size() < 2) return false;
   auto type = [&](int k) {
@@ -99,6 +116,7 @@ RankMemoryEstimate estimateRankMemory(const plan::RankProgram& prog) {
           m.kernel = std::max(m.kernel, bufferBytes(prog, in) + bufferBytes(prog, out));
           break;
         }
+        if (packingGemm(prog, ins)) m.kernelWeights += bufferBytes(prog, ins.inputs(1));
         if (!allocatesResults(ins.op())) break;
         int64_t bytes = 0;
         for (int id : ins.outputs()) bytes += bufferBytes(prog, id);

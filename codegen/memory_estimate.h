@@ -19,7 +19,7 @@ struct RankMemoryEstimate {
   int64_t outputs = 0;  ///< the model output pieces it writes
   int64_t comm = 0;     ///< the largest collective's staging buffers
   int64_t kernel = 0;   ///< the largest result set or buffers a kernel allocates outside the arena
-  int64_t kernelWeights = 0;  ///< copies of weights kernels keep (oneDNN Conv's reordered weights)
+  int64_t kernelWeights = 0;  ///< copies of weights kernels keep (oneDNN Conv's reordered weights, packed MatMul/Gemm weights)
   /// \returns the estimate: what stays held through a run plus the largest
   /// transient (one instruction runs at a time).
   int64_t total() const {

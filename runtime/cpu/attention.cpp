@@ -114,6 +114,9 @@ class AttentionKernel : public KernelOverride {
     int64_t m = 0;
     dnnl::primitive qk, softmax, pv;
     dnnl::memory::desc q, kt, s, v, y;
+    /// The primitives' scratchpads (user mode: each thread passes its own,
+    /// since the units run concurrently).
+    dnnl::memory::desc qkPad, softmaxPad, pvPad;
   };
 
   /// \returns false when oneDNN has no implementation for a tile of `m` rows.
@@ -132,12 +135,20 @@ class AttentionKernel : public KernelOverride {
     t.y = stridedDesc({m, VD}, {rowStride(a.q, VD), 1});
     try {
       ScopedThreads one(1);
-      dnnl::primitive_attr scaled;
+      dnnl::primitive_attr scaled, plain;
       scaled.set_output_scales(0, {scale_});
-      t.qk = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(t.q, t.kt, t.s), scaled, cpuEngine()));
-      t.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, t.s, 1), cpuEngine()));
-      t.pv = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(t.s, t.v, t.y), cpuEngine()));
+      scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(t.q, t.kt, t.s), scaled, cpuEngine());
+      dnnl::softmax_forward::primitive_desc sm(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, t.s, 1), plain, cpuEngine());
+      dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(t.s, t.v, t.y), plain, cpuEngine());
+      t.qk = dnnl::matmul(qk);
+      t.softmax = dnnl::softmax_forward(sm);
+      t.pv = dnnl::matmul(pv);
+      t.qkPad = qk.scratchpad_desc();
+      t.softmaxPad = sm.scratchpad_desc();
+      t.pvPad = pv.scratchpad_desc();
     } catch (const dnnl::error&) {
       return false;
     }
@@ -200,14 +211,18 @@ class AttentionKernel : public KernelOverride {
       Status mine;
       try {
         dnnl::stream& st = threadStream();
+        // The thread's scratchpads, one block per primitive (they run in turn).
         auto bindTile = [&](const TilePrims& t) {
-          return std::array<dnnl::memory, 5>{dnnl::memory(t.q, cpuEngine(), DNNL_MEMORY_NONE),
+          return std::array<dnnl::memory, 8>{dnnl::memory(t.q, cpuEngine(), DNNL_MEMORY_NONE),
                                              dnnl::memory(t.kt, cpuEngine(), DNNL_MEMORY_NONE),
                                              dnnl::memory(t.s, cpuEngine(), DNNL_MEMORY_NONE),
                                              dnnl::memory(t.v, cpuEngine(), DNNL_MEMORY_NONE),
-                                             dnnl::memory(t.y, cpuEngine(), DNNL_MEMORY_NONE)};
+                                             dnnl::memory(t.y, cpuEngine(), DNNL_MEMORY_NONE),
+                                             dnnl::memory(t.qkPad, cpuEngine()),
+                                             dnnl::memory(t.softmaxPad, cpuEngine()),
+                                             dnnl::memory(t.pvPad, cpuEngine())};
         };
-        std::array<dnnl::memory, 5> full = bindTile(tile_), tail;
+        std::array<dnnl::memory, 8> full = bindTile(tile_), tail;
         if (tail_.m) tail = bindTile(tail_);
         if (!scratch) throw std::bad_alloc();
 #pragma omp for schedule(static)
@@ -215,20 +230,26 @@ class AttentionKernel : public KernelOverride {
           const int64_t tIdx = u % tiles, h = (u / tiles) % a.q.h, b = u / (tiles * a.q.h), kh = h / group;
           const int64_t i0 = tIdx * tile_.m, m = std::min(tile_.m, S - i0);
           const TilePrims& t = m == tile_.m ? tile_ : tail_;
-          std::array<dnnl::memory, 5>& mem = m == tile_.m ? full : tail;
+          std::array<dnnl::memory, 8>& mem = m == tile_.m ? full : tail;
           mem[0].set_data_handle(const_cast<float*>(pq + a.q.at(b, h, i0, 0)));
           mem[1].set_data_handle(const_cast<float*>(pk + a.k.at(b, kh, 0, 0)));
           mem[2].set_data_handle(scratch);
           mem[3].set_data_handle(const_cast<float*>(pv + a.v.at(b, kh, 0, 0)));
           mem[4].set_data_handle(y + yv.at(b, h, i0, 0));
-          t.qk.execute(st, {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}});
+          t.qk.execute(st, {{DNNL_ARG_SRC, mem[0]},
+                            {DNNL_ARG_WEIGHTS, mem[1]},
+                            {DNNL_ARG_DST, mem[2]},
+                            {DNNL_ARG_SCRATCHPAD, mem[5]}});
           st.wait();
           bias(scratch, m, b, h, i0, maskF, maskB, dead);
-          t.softmax.execute(st, {{DNNL_ARG_SRC, mem[2]}, {DNNL_ARG_DST, mem[2]}});
+          t.softmax.execute(st, {{DNNL_ARG_SRC, mem[2]}, {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[6]}});
           st.wait();
           for (int64_t r = 0; r < m; ++r)
             if (dead[r]) std::fill(scratch + r * T, scratch + (r + 1) * T, 0.0f);
-          t.pv.execute(st, {{DNNL_ARG_SRC, mem[2]}, {DNNL_ARG_WEIGHTS, mem[3]}, {DNNL_ARG_DST, mem[4]}});
+          t.pv.execute(st, {{DNNL_ARG_SRC, mem[2]},
+                            {DNNL_ARG_WEIGHTS, mem[3]},
+                            {DNNL_ARG_DST, mem[4]},
+                            {DNNL_ARG_SCRATCHPAD, mem[7]}});
           st.wait();
         }
       } catch (const dnnl::error& e) {

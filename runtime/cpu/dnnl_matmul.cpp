@@ -13,7 +13,7 @@
 // A primitive is made once per input shapes and kept by the instruction's kernel;
 // a product of fewer than kSerialWork multiply-adds runs on one thread.
 //
-// Constant weights (B of MatMul without batch, B of Gemm) are packed: the
+// Constant weights (MatMul's 2-D B, Gemm's B; packsConstantWeight) are packed: the
 // primitive is made with the weights layout oneDNN prefers for the product,
 // and the first call reorders the plan's plain weight into a copy the kernel
 // keeps (charged to the rank's memory account, as the Conv kernel keeps its
@@ -24,6 +24,7 @@
 #include "runtime/cpu/dnnl_kernels.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/support/memory_account.h"
+#include "runtime/support/weight_packing.h"
 
 namespace pcc::cpu {
 namespace {
@@ -64,7 +65,9 @@ void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr, int64_t work, 
     memory::desc b = packB ? memory::desc(p.b.dims(), memory::data_type::f32, memory::format_tag::any) : p.b;
     dnnl::matmul::desc d(p.a, b, p.c);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
-    p.packed = packB && pd.weights_desc() != p.b;
+    // Packed means a copy the kernel owns, even where oneDNN keeps B's layout,
+    // so that what the rank holds is what the compiler's estimate counts.
+    p.packed = packB;
     p.packedB = pd.weights_desc();
     p.prim = BoundPrimitive(dnnl::matmul(pd), threads);
     p.prim.bind(DNNL_ARG_SRC, p.a);
@@ -153,7 +156,8 @@ class MatMulKernel : public KernelOverride {
       p_.b = plainDesc(db);
       p_.c = plainDesc(dc);
     }
-    makePrimitive(p_, dnnl::primitive_attr(), product(batch, 0, r) * m * k * n, constB_ && unbatchedB && !vecB);
+    makePrimitive(p_, dnnl::primitive_attr(), product(batch, 0, r) * m * k * n,
+                  constB_ && shapeB.size() == 2 && packsConstantWeight(k, n));
   }
 
   bool constB_;
@@ -223,7 +227,7 @@ class GemmKernel : public KernelOverride {
       po.append_sum(beta_);
       attr.set_post_ops(po);
     }
-    makePrimitive(p_, attr, m * k * n, constB_);
+    makePrimitive(p_, attr, m * k * n, constB_ && packsConstantWeight(k, n));
   }
 
   bool constB_;
