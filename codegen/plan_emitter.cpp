@@ -200,6 +200,8 @@ class ProgramEmitter {
     ins->set_op(std::string(n.opName()));
     ins->set_node(name);
     ins->set_kernel(kernels_->add(std::move(spec).value()));
+    // The node's attributes, for a backend that runs large heads its own way.
+    for (const auto& [attr, a] : n.attrs().all()) toAttrProto(attr, a, ins->add_attrs());
     plan::Computed* c = ins->add_computes();
     c->set_node(name);
     *c->mutable_desc() = toDesc(n.output(0)->type());

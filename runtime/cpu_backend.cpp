@@ -85,6 +85,29 @@ class GeneratedKernel : public DeviceKernel {
   std::vector<void*> out_;
 };
 
+/// A LAUNCH of a generated Attention kernel: large heads run on the runtime's
+/// oneDNN Attention path (measured faster there: docs/runtime.md), the rest
+/// on the generated kernel.
+class AttentionLaunch : public DeviceKernel {
+ public:
+  AttentionLaunch(std::unique_ptr<KernelOverride> large, CpuKernelEntry entry, std::string where)
+      : large_(std::move(large)), generated_(entry, std::move(where)) {}
+  Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
+    outs_ = outputs;  // views of the planned outputs: the kernel writes into them
+    StatusOr<bool> ran = large_->run(inputs, outs_);
+    if (!ran.ok()) return ran.status();
+    onednn_ = *ran;
+    return onednn_ ? Status::OK() : generated_.run(inputs, outputs);
+  }
+  std::string_view provider() const override { return onednn_ ? "onednn" : "generated"; }
+
+ private:
+  std::unique_ptr<KernelOverride> large_;
+  GeneratedKernel generated_;
+  std::vector<Tensor> outs_;
+  bool onednn_ = false;
+};
+
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : options_(o) { registered_ = cpu::registerOneDnnKernels(); }
@@ -123,6 +146,11 @@ class CpuBackend : public Backend {
 
   StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) override {
     RETURN_IF_ERROR(registered_);
+    // Planned in place (Y over Q), the oneDNN path is safe as the generated
+    // kernel is: a tile of Y rows is written only after the product that
+    // reads the same tile of Q.
+    if (k.cpuEntry && k.op == "Attention" && k.attrs)
+      return std::unique_ptr<DeviceKernel>(new AttentionLaunch(cpu::makeLargeAttentionKernel(*k.attrs), k.cpuEntry, k.where));
     if (k.cpuEntry) {
       // validatePlan checked the operands' types against the kernel table.
       return std::unique_ptr<DeviceKernel>(new GeneratedKernel(k.cpuEntry, k.where));

@@ -51,8 +51,9 @@ constexpr int64_t kTileFloats = 1 << 16;
 
 class AttentionKernel : public KernelOverride {
  public:
-  explicit AttentionKernel(const AttrMap& attrs)
-      : attrs_(attrs),
+  AttentionKernel(const AttrMap& attrs, bool largeOnly)
+      : largeOnly_(largeOnly),
+        attrs_(attrs),
         causal_(attrs.getInt("is_causal", 0) != 0),
         plain_(attrs.getFloat("softcap", 0.0f) == 0.0f) {}
 
@@ -67,6 +68,7 @@ class AttentionKernel : public KernelOverride {
       prepare(in, mask);
     if (!supported_) return false;
     Tensor& y = outputRef(out, 0, a_.outputs[0].shape);
+    if (!gemm_ && largeOnly_) return false;
     if (!gemm_) {
       computeRows(*in[0], *in[1], *in[2], mask, y.mutableData<float>());
       return true;
@@ -318,6 +320,7 @@ class AttentionKernel : public KernelOverride {
     }
   }
 
+  bool largeOnly_;  ///< decline what the per-row loops would compute
   AttrMap attrs_;
   bool causal_, plain_;
   ShapeKey key_;
@@ -333,7 +336,11 @@ class AttentionKernel : public KernelOverride {
 }  // namespace
 
 std::unique_ptr<KernelOverride> makeAttentionKernel(const AttrMap& attrs, const std::vector<bool>&) {
-  return std::make_unique<AttentionKernel>(attrs);
+  return std::make_unique<AttentionKernel>(attrs, false);
+}
+
+std::unique_ptr<KernelOverride> makeLargeAttentionKernel(const AttrMap& attrs) {
+  return std::make_unique<AttentionKernel>(attrs, true);
 }
 
 }  // namespace pcc::cpu

@@ -38,6 +38,12 @@ Status registerOneDnnKernels();
 std::unique_ptr<KernelOverride> makeFastKernel(OpKind op, const AttrMap& attrs,
                                                const std::vector<bool>& constantInputs);
 
+/// \returns the Attention kernel for heads of at least 2^18 multiply-adds
+/// only (its oneDNN matmul/softmax path, runtime/cpu/attention.cpp): it
+/// declines smaller ones. The CPU backend runs it ahead of a generated
+/// Attention kernel, which is faster on small heads and slower on large ones.
+std::unique_ptr<KernelOverride> makeLargeAttentionKernel(const AttrMap& attrs);
+
 /// \returns the processors this process may run on (its affinity mask).
 int availableCores();
 

@@ -130,4 +130,30 @@ TEST(CpuAttention, LeavesOtherCasesToTheReference) {
 }
 
 }  // namespace
+
+// The large-heads kernel (the CPU backend runs it ahead of a generated
+// Attention kernel) declines small heads, and computes large ones with Y
+// planned over Q (the memory plan may put it there).
+TEST(CpuAttention, LargeHeadsOnlyAndInPlaceOverQ) {
+  const AttrMap a = attrs({{"q_num_heads", 4}, {"kv_num_heads", 4}});
+  std::unique_ptr<KernelOverride> large = cpu::makeLargeAttentionKernel(a);
+  Tensor qs = randomF32({2, 5, 4 * 8}, 1), ks = randomF32({2, 7, 4 * 8}, 2), vs = randomF32({2, 7, 4 * 8}, 3);
+  std::vector<Tensor> out;
+  auto ran = large->run({&qs, &ks, &vs}, out);
+  ASSERT_TRUE(ran.ok());
+  EXPECT_FALSE(*ran) << "a small head must be left to the generated kernel";
+
+  Tensor q = randomF32({2, 64, 4 * 64}, 4), k = randomF32({2, 64, 4 * 64}, 5), v = randomF32({2, 64, 4 * 64}, 6);
+  auto ref = runOp("Attention", {&q, &k, &v}, a);
+  ASSERT_TRUE(ref.ok());
+  Tensor y = q.clone();  // Q's buffer, overwritten by Y
+  std::vector<Tensor> outs = {y};
+  ran = large->run({&y, &k, &v}, outs);
+  ASSERT_TRUE(ran.ok() && *ran);
+  double worst = 0;
+  for (int64_t i = 0; i < y.numel(); ++i)
+    worst = std::max(worst, std::fabs(double(y.data<float>()[i]) - (*ref)[0].data<float>()[i]));
+  EXPECT_LE(worst, 5e-5);
+}
+
 }  // namespace pcc
