@@ -266,6 +266,18 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
+  /// Gathers every rank's extent `mine` into `*lens` (group order).
+  Status gatherExtents(const char* what, const TensorType& type, int64_t mine, std::vector<int64_t>* lens) {
+    return guard(what, type, [&] {
+      gloo::AllgatherOptions opts(ctx_);
+      opts.setInput(&mine, 1);
+      opts.setOutput(lens->data(), lens->size());
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::allgather(opts);
+    });
+  }
+
   Status doAllReduceSum(Tensor& t) {
     SumFn fn = sumFor(t.dtype());
     if (!fn) return unsupported(prefix("all-reduce"), "sum of ", t.type().str(), " is not supported");
@@ -351,15 +363,7 @@ class GlooCommunicator final : public Communicator {
       if (size_ == 1) {
         lens[0] = mine;
       } else {
-        Status st = guard("reduce-scatter (sizes)", in.type(), [&] {
-          gloo::AllgatherOptions opts(ctx_);
-          opts.setInput(&mine, 1);
-          opts.setOutput(lens.data(), lens.size());
-          opts.setTag(nextTag());
-          opts.setTimeout(timeout_);
-          gloo::allgather(opts);
-        });
-        RETURN_IF_ERROR(st);
+        RETURN_IF_ERROR(gatherExtents("reduce-scatter (sizes)", in.type(), mine, &lens));
       }
     } else {
       for (int r = 0; r < size_; ++r) lens[r] = s.extent / size_ + (r < s.extent % size_ ? 1 : 0);
@@ -415,14 +419,7 @@ class GlooCommunicator final : public Communicator {
       lens[0] = in.shape()[concatDim];
     } else {
       int64_t mine = in.shape()[concatDim];
-      RETURN_IF_ERROR(guard("all-to-all (sizes)", in.type(), [&] {
-        gloo::AllgatherOptions opts(ctx_);
-        opts.setInput(&mine, 1);
-        opts.setOutput(lens.data(), lens.size());
-        opts.setTag(nextTag());
-        opts.setTimeout(timeout_);
-        gloo::allgather(opts);
-      }));
+      RETURN_IF_ERROR(gatherExtents("all-to-all (sizes)", in.type(), mine, &lens));
     }
     if (lens[rank_] != in.shape()[concatDim])
       return invalidInput(prefix("all-to-all"), "the output gives this rank ", lens[rank_], " rows along dim ",
