@@ -30,6 +30,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "codegen/epilogue.h"
 #include "codegen/kernel_emit.h"
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
@@ -216,6 +217,7 @@ Status buildKernels(const KernelTable& table, const KernelOptions& opts, plan::P
     k->set_group(s.group);
     for (const KernelInput& in : s.inputs) *k->add_inputs() = toDesc(in.type);
     for (const KernelOutput& out : s.outputs) *k->add_outputs() = toDesc(out.type);
+    describeEpilogue(s, k);
   }
   // Step 5.
   if (opts.target != "cuda") return Status::OK();

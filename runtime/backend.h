@@ -130,7 +130,9 @@ class Backend {
   virtual StatusOr<std::unique_ptr<DeviceKernel>> prepareKernel(const KernelDesc& k) = 0;
 
   /// Folding (a GEMM with its bias and activation as one library call): `k`
-  /// is a KERNEL instruction and `next` the KERNEL instructions after it,
+  /// is a KERNEL instruction and `next` the KERNEL or LAUNCH instructions
+  /// after it (a LAUNCH's KernelDesc names its kernel in the plan, whose
+  /// Kernel.epilogue says whether it is an elementwise chain),
   /// each reading its predecessor's only output, which nothing else reads.
   /// A backend that computes `k` and the first `folded` of `next` in one
   /// kernel returns it: the kernel takes `k`'s inputs followed by the other
@@ -161,6 +163,11 @@ struct BackendOptions {
   /// leaving it undefined, so that an output element a kernel never writes
   /// shows in the results (`pcc-run --poison-memory`, a check, not a mode to run in).
   bool poisonMemory = false;
+  /// Fold a GEMM or convolution with the elementwise instructions after it
+  /// into one library call where the backend can (Backend::prepareFolded:
+  /// oneDNN post-ops on cpu, cuBLASLt epilogues on cuda). `pcc-run --no-fold`
+  /// turns it off, to compare.
+  bool foldEpilogues = true;
   /// The global rank the backend runs (a device backend picks its device by it).
   int rank = 0;
   /// A device backend waits for every kernel to finish before returning from

@@ -23,6 +23,7 @@
 #include "runtime/backend.h"
 #include "runtime/comm_gloo.h"
 #include "runtime/cpu/fast_kernels.h"
+#include "runtime/fold_epilogue.h"
 #include "runtime/ops/kernel_call.h"
 #include "runtime/ops/registry.h"
 #include "runtime/support/memory_account.h"
@@ -108,6 +109,27 @@ class AttentionLaunch : public DeviceKernel {
   bool onednn_ = false;
 };
 
+/// A GEMM or convolution folded with the instructions after it (its
+/// epilogue as oneDNN post-ops, Backend::prepareFolded).
+class EpilogueKernel : public DeviceKernel {
+ public:
+  EpilogueKernel(std::unique_ptr<KernelOverride> k, std::string provider, std::string where)
+      : k_(std::move(k)), provider_(std::move(provider)), where_(std::move(where)) {}
+  Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
+    outs_ = outputs;  // views of the planned outputs: the kernel writes into them
+    StatusOr<bool> ran = k_->run(inputs, outs_);
+    if (!ran.ok()) return ran.status().withContext(where_);
+    if (!*ran) return internalError(where_, ": the folded kernel declined the planned types it was prepared for");
+    return Status::OK();
+  }
+  std::string_view provider() const override { return provider_; }
+
+ private:
+  std::unique_ptr<KernelOverride> k_;
+  std::string provider_, where_;
+  std::vector<Tensor> outs_;
+};
+
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : options_(o) { registered_ = cpu::registerOneDnnKernels(); }
@@ -179,6 +201,44 @@ class CpuBackend : public Backend {
     if (k.inPlace && !kernel.infersAtRun() && reference && reference->viewOfInput0 && k.outputs.size() == 1)
       return std::unique_ptr<DeviceKernel>(new NoOpKernel);
     return std::unique_ptr<DeviceKernel>(new CpuKernel(std::move(kernel)));
+  }
+
+  /// Folding: a MatMul, Gemm or Conv on oneDNN computes the elementwise
+  /// chain after it (runtime/fold_epilogue.h: generated kernels the plan
+  /// describes as a chain, and single elementwise KERNELs) as post-ops. The
+  /// longest prefix of the chain oneDNN takes without falling back to its
+  /// reference implementation is folded.
+  StatusOr<FoldedKernel> prepareFolded(const KernelDesc& k, const std::vector<FoldCandidate>& next) override {
+    RETURN_IF_ERROR(registered_);
+    const std::vector<Provider>& order = options_.kernelProviders;
+    if (!options_.foldEpilogues || order.empty() || order.front() != Provider::kOneDnn) return FoldedKernel{};
+    if (k.cpuEntry || !k.attrs || (k.op != "MatMul" && k.op != "Gemm" && k.op != "Conv") || k.outputs.size() != 1 ||
+        k.outputs[0].dtype != DType::kF32)
+      return FoldedKernel{};
+    std::vector<TensorType> types = k.inputs;
+    std::vector<bool> constant;
+    for (size_t i = 0; i < k.inputs.size(); ++i) constant.push_back(i < k.constInputs.size() && k.constInputs[i]);
+    // The epilogue of each prefix of the chain that is one, with its inputs.
+    std::vector<std::pair<Epilogue, std::vector<TensorType>>> prefixes;
+    Epilogue e;
+    for (const FoldCandidate& c : next) {
+      if (!appendEpilogue(c, static_cast<int>(types.size()), &e)) break;
+      for (size_t a = 0; a < c.desc.inputs.size(); ++a)
+        if (a != c.chainInput) types.push_back(c.desc.inputs[a]);
+      prefixes.push_back({e, types});
+    }
+    for (size_t n = prefixes.size(); n > 0; --n) {
+      const auto& [epi, ins] = prefixes[n - 1];
+      std::vector<bool> constants = constant;
+      constants.resize(ins.size(), false);
+      std::unique_ptr<KernelOverride> made =
+          cpu::makeEpilogueKernel(k.op, *k.attrs, constants, ins, k.inputs.size(), epi);
+      if (!made) continue;
+      std::unique_ptr<DeviceKernel> kernel(
+          new EpilogueKernel(std::move(made), strCat("onednn, epilogue ", epilogueSummary(epi)), k.where));
+      return FoldedKernel{std::move(kernel), n};
+    }
+    return FoldedKernel{};
   }
 
   std::unique_ptr<CommunicatorFactory> communicators(std::shared_ptr<GlooStore> store,

@@ -294,7 +294,7 @@ StatusOr<KernelDesc> Executor::describe(const Step& s) {
 }
 
 std::vector<std::pair<size_t, size_t>> Executor::foldCandidates(size_t i, const std::vector<int>& reads) const {
-  // A chain of KERNEL steps with only FREE steps between them (so nothing
+  // A chain of KERNEL or LAUNCH steps after a KERNEL, with only FREE steps between them (so nothing
   // between writes what a later member reads), each the only reader of its
   // predecessor's only output, and whose output shares no arena bytes with
   // any input of the chain so far (the folded kernel writes it while it
@@ -314,7 +314,9 @@ std::vector<std::pair<size_t, size_t>> Executor::foldCandidates(size_t i, const 
   for (size_t j = i + 1; j < steps_.size() && chain.size() < kMaxFold; ++j) {
     const Step& n = steps_[j];
     if (n.ins->kind() == plan::Instruction::FREE) continue;
-    if (n.ins->kind() != plan::Instruction::KERNEL || n.out.size() != 1 || n.out[0] < 0) break;
+    if ((n.ins->kind() != plan::Instruction::KERNEL && n.ins->kind() != plan::Instruction::LAUNCH) ||
+        n.out.size() != 1 || n.out[0] < 0)
+      break;
     if (reads[prev] != 1 || homes_[prev] == Home::kWeight || homes_[prev] == Home::kInput) break;
     size_t at = n.in.size(), uses = 0;
     for (size_t a = 0; a < n.in.size(); ++a)

@@ -168,6 +168,7 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   BackendOptions bo;
   if (o.referenceKernels) bo.kernelProviders = {Provider::kReference};
   bo.poisonMemory = o.poisonMemory;
+  bo.foldEpilogues = o.foldEpilogues;
   bo.rank = prog.rank();
   bo.synchronize = o.profile;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, makeBackend(o.backend, bo));

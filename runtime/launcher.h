@@ -40,6 +40,9 @@ struct RunOptions {
   /// false waits for each one right after its start (`pcc-run --no-overlap`,
   /// for comparison).
   bool overlapComm = true;
+  /// Fold GEMMs and convolutions with the elementwise instructions after them
+  /// (BackendOptions::foldEpilogues); false: `pcc-run --no-fold`, for comparison.
+  bool foldEpilogues = true;
   /// Time every kernel by op (RunResult.profile) and every instruction of
   /// every rank (RunResult.instructions).
   bool profile = false;

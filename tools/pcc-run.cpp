@@ -136,6 +136,10 @@ std::variant<Args, int> parse(int argc, char** argv) {
   app.add_flag("--no-overlap{false}", a.run.overlapComm,
                "wait for every collective and receive right after starting\n"
                "it, and post no receive ahead (for comparison)");
+  app.add_flag("--no-fold{false}", a.run.foldEpilogues,
+               "run every GEMM and convolution apart from the elementwise\n"
+               "kernels after it, instead of as one library call with them\n"
+               "as its epilogue (for comparison)");
   app.add_flag("--poison-memory", a.run.poisonMemory,
                "fill the ranks' memory with 0xFF bytes (NaN) before use: a\n"
                "check that every kernel writes all of its outputs");

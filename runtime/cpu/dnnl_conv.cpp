@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "runtime/cpu/dnnl_epilogue.h"
 #include "runtime/cpu/dnnl_kernels.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/ops/op_util.h"
@@ -31,13 +32,22 @@ using dnnl::memory;
 
 class ConvKernel : public KernelOverride {
  public:
-  ConvKernel(const AttrMap& attrs, const std::vector<bool>& constant)
-      : attrs_(attrs), constWeight_(constant.size() > 1 && constant[1]) {}
+  ConvKernel(const AttrMap& attrs, const std::vector<bool>& constant, EpilogueInputs e = {})
+      : attrs_(attrs), constWeight_(constant.size() > 1 && constant[1]), e_(std::move(e)) {}
+
+  /// Prepares for the shapes the kernel was made with. \returns whether it runs them.
+  bool prepareEpilogue() {
+    const bool withBias = e_.own > 2 && e_.present[2];
+    prepare(e_.shapes[0], e_.shapes[1], withBias ? &e_.shapes[2] : nullptr);
+    return supported_;
+  }
 
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
+    if (e_.any() && in.size() != e_.shapes.size()) return false;
+    const size_t own = e_.any() ? e_.own : in.size();
     const Tensor &x = *in[0], &w = *in[1];
-    const Tensor* bias = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
+    const Tensor* bias = own > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
     if (!key_.matches({&x.shape(), &w.shape(), bias ? &bias->shape() : nullptr}))
       prepare(x.shape(), w.shape(), bias ? &bias->shape() : nullptr);
     if (!supported_) return false;
@@ -52,6 +62,7 @@ class ConvKernel : public KernelOverride {
       mm_.set(DNNL_ARG_SRC, w.raw());
       mm_.set(DNNL_ARG_WEIGHTS, x.raw());
       mm_.set(DNNL_ARG_DST, y.mutableData());
+      post_.set(mm_, in);
       RETURN_IF_ERROR(mm_.run("matmul (pointwise convolution)"));
       return true;
     }
@@ -100,6 +111,7 @@ class ConvKernel : public KernelOverride {
       prim_.set(DNNL_ARG_WEIGHTS, wei.get_data_handle());
       prim_.set(DNNL_ARG_DST, dst);
       if (bias) prim_.set(DNNL_ARG_BIAS, bias->raw());
+      post_.set(prim_, in);
       prim_.enqueue();
       if (dstReorder_.defined()) {
         dstReorder_.set(DNNL_ARG_SRC, dst);
@@ -158,20 +170,25 @@ class ConvKernel : public KernelOverride {
       mmY_ = plainDesc({n, m, spatialSize});
       try {
         dnnl::primitive_attr attr;
-        if (withBias) {
-          dnnl::post_ops po;
-          po.append_sum(1.0f);
-          attr.set_post_ops(po);
-        }
+        dnnl::post_ops po;
+        if (withBias) po.append_sum(1.0f);
+        post_ = EpiloguePostOps();
+        bool described = !e_.any() || post_.append(e_.epilogue, e_.shapes, outShape_, mmY_.dims(), po);
+        if (po.len() > 0) attr.set_post_ops(po);
         const int threads = n * m * c * spatialSize < kSerialWork ? 1 : 0;  // small: one thread
         ScopedThreads scoped(threads);
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mmW_, mmX_, mmY_), attr, cpuEngine());
-        mm_ = BoundPrimitive(dnnl::matmul(pd), threads);
-        mm_.bind(DNNL_ARG_SRC, mmW_);
-        mm_.bind(DNNL_ARG_WEIGHTS, mmX_);
-        mm_.bind(DNNL_ARG_DST, mmY_);
-        pointwise_ = supported_ = true;
-        return;
+        if (described) {
+          dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mmW_, mmX_, mmY_), attr, cpuEngine());
+          if (!e_.any() || !isReferenceImpl(pd.impl_info_str())) {
+            mm_ = BoundPrimitive(dnnl::matmul(pd), threads);
+            mm_.bind(DNNL_ARG_SRC, mmW_);
+            mm_.bind(DNNL_ARG_WEIGHTS, mmX_);
+            mm_.bind(DNNL_ARG_DST, mmY_);
+            post_.bind(mm_);
+            pointwise_ = supported_ = true;
+            return;
+          }
+        }
       } catch (const dnnl::error&) {
         // fall through to the convolution primitive
       }
@@ -184,6 +201,14 @@ class ConvKernel : public KernelOverride {
       return memory::desc(memory::dims(d.begin(), d.end()), memory::data_type::f32, memory::format_tag::any);
     };
     try {
+      dnnl::primitive_attr attr;
+      post_ = EpiloguePostOps();
+      if (e_.any()) {
+        dnnl::post_ops po;
+        if (!post_.append(e_.epilogue, e_.shapes, outShape_, memory::dims(outShape_.begin(), outShape_.end()), po))
+          return;
+        attr.set_post_ops(po);
+      }
       dnnl::convolution_forward::desc d =
           withBias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                      dnnl::algorithm::convolution_direct, any(xs), any(wdims),
@@ -191,8 +216,10 @@ class ConvKernel : public KernelOverride {
                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                      dnnl::algorithm::convolution_direct, any(xs), any(wdims),
                                                      any(outShape_), strides, dil, padL, padR);
-      pd_ = dnnl::convolution_forward::primitive_desc(d, cpuEngine());
+      pd_ = dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine());
+      if (e_.any() && isReferenceImpl(pd_.impl_info_str())) return;
       prim_ = BoundPrimitive(dnnl::convolution_forward(pd_));
+      post_.bind(prim_);
       prim_.bind(DNNL_ARG_SRC, pd_.src_desc());
       prim_.bind(DNNL_ARG_WEIGHTS, pd_.weights_desc());
       prim_.bind(DNNL_ARG_DST, pd_.dst_desc());
@@ -219,6 +246,8 @@ class ConvKernel : public KernelOverride {
 
   AttrMap attrs_;
   bool constWeight_;
+  EpilogueInputs e_;
+  EpiloguePostOps post_;
   ShapeKey key_;
   bool supported_ = false;
   Dims outShape_;
@@ -239,6 +268,14 @@ class ConvKernel : public KernelOverride {
 
 std::unique_ptr<KernelOverride> makeConvKernel(const AttrMap& attrs, const std::vector<bool>& constant) {
   return std::make_unique<ConvKernel>(attrs, constant);
+}
+
+std::unique_ptr<KernelOverride> makeConvEpilogueKernel(const AttrMap& attrs, const std::vector<bool>& constant,
+                                                       const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                       const Epilogue& e) {
+  if (ownInputs < 2 || ownInputs > 3) return nullptr;
+  auto k = std::make_unique<ConvKernel>(attrs, constant, EpilogueInputs(e, inputs, ownInputs));
+  return k->prepareEpilogue() ? std::move(k) : nullptr;
 }
 
 }  // namespace pcc::cpu

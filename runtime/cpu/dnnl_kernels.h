@@ -7,6 +7,7 @@
 
 #include "runtime/ops/registry.h"
 #include "runtime/support/attribute.h"
+#include "runtime/support/epilogue.h"
 
 namespace pcc::cpu {
 
@@ -25,5 +26,17 @@ std::unique_ptr<KernelOverride> makeTanhKernel(const AttrMap& attrs, const std::
 std::unique_ptr<KernelOverride> makeGeluKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeSwishKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makePowKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+
+// Folded with an epilogue (fast_kernels.h makeEpilogueKernel): prepared for
+// `inputs` now; nullptr when oneDNN has no fast form of it.
+std::unique_ptr<KernelOverride> makeMatMulEpilogueKernel(const std::vector<bool>& constant,
+                                                         const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                         const Epilogue& e);
+std::unique_ptr<KernelOverride> makeGemmEpilogueKernel(const AttrMap& attrs, const std::vector<bool>& constant,
+                                                       const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                       const Epilogue& e);
+std::unique_ptr<KernelOverride> makeConvEpilogueKernel(const AttrMap& attrs, const std::vector<bool>& constant,
+                                                       const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                       const Epilogue& e);
 
 }  // namespace pcc::cpu

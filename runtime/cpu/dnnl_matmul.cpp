@@ -21,6 +21,7 @@
 // a plain [768, 3072] weight runs at a third of the packed speed on one thread.
 #include <cstring>
 
+#include "runtime/cpu/dnnl_epilogue.h"
 #include "runtime/cpu/dnnl_kernels.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/support/memory_account.h"
@@ -58,13 +59,18 @@ struct Prepared {
 /// `work`: the product's multiply-adds; below kSerialWork it is made (and
 /// runs) on the calling thread alone.
 /// `packB`: B is a constant the kernel may keep in the primitive's preferred layout.
-void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr, int64_t work, bool packB) {
+void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr, int64_t work, bool packB,
+                   const EpiloguePostOps* epilogue = nullptr) {
   try {
     const int threads = work < kSerialWork ? 1 : 0;
     ScopedThreads scoped(threads);
     memory::desc b = packB ? memory::desc(p.b.dims(), memory::data_type::f32, memory::format_tag::any) : p.b;
     dnnl::matmul::desc d(p.a, b, p.c);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
+    if (epilogue && isReferenceImpl(pd.impl_info_str())) {
+      p.supported = false;
+      return;
+    }
     // Packed means a copy the kernel owns, even where oneDNN keeps B's layout,
     // so that what the rank holds is what the compiler's estimate counts.
     p.packed = packB;
@@ -73,6 +79,7 @@ void makePrimitive(Prepared& p, const dnnl::primitive_attr& attr, int64_t work, 
     p.prim.bind(DNNL_ARG_SRC, p.a);
     p.prim.bind(DNNL_ARG_WEIGHTS, p.packed ? p.packedB : p.b);
     p.prim.bind(DNNL_ARG_DST, p.c);
+    if (epilogue) epilogue->bind(p.prim);
     p.supported = true;
   } catch (const dnnl::error&) {
     p.supported = false;
@@ -106,10 +113,10 @@ Status setWeights(Prepared& p, const Tensor& b) {
 
 class MatMulKernel : public KernelOverride {
  public:
-  explicit MatMulKernel(bool constB) : constB_(constB) {}
+  explicit MatMulKernel(bool constB, EpilogueInputs e = {}) : constB_(constB), e_(std::move(e)) {}
 
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
-    if (in.size() != 2 || !in[0] || !in[1] || !allF32(in)) return false;
+    if (in.size() != (e_.any() ? e_.shapes.size() : 2) || !in[0] || !in[1] || !allF32(in)) return false;
     const Tensor &a = *in[0], &b = *in[1];
     if (!p_.key.matches({&a.shape(), &b.shape()})) prepare(a.shape(), b.shape());
     if (!p_.supported) return false;
@@ -117,8 +124,15 @@ class MatMulKernel : public KernelOverride {
     p_.prim.set(DNNL_ARG_SRC, a.raw());
     RETURN_IF_ERROR(setWeights(p_, b));
     p_.prim.set(DNNL_ARG_DST, y.mutableData());
+    post_.set(p_.prim, in);
     RETURN_IF_ERROR(p_.prim.run("matmul"));
     return true;
+  }
+
+  /// Prepares for the shapes the kernel was made with. \returns whether it runs them.
+  bool prepareEpilogue() {
+    prepare(e_.shapes[0], e_.shapes[1]);
+    return p_.supported;
   }
 
  private:
@@ -156,18 +170,28 @@ class MatMulKernel : public KernelOverride {
       p_.b = plainDesc(db);
       p_.c = plainDesc(dc);
     }
-    makePrimitive(p_, dnnl::primitive_attr(), product(batch, 0, r) * m * k * n,
-                  constB_ && shapeB.size() == 2 && packsConstantWeight(k, n));
+    dnnl::primitive_attr attr;
+    post_ = EpiloguePostOps();
+    if (e_.any()) {
+      dnnl::post_ops po;
+      if (vecA || vecB || !post_.append(e_.epilogue, e_.shapes, p_.out, p_.c.dims(), po)) return;
+      attr.set_post_ops(po);
+    }
+    makePrimitive(p_, attr, product(batch, 0, r) * m * k * n,
+                  constB_ && shapeB.size() == 2 && packsConstantWeight(k, n), e_.any() ? &post_ : nullptr);
   }
 
   bool constB_;
+  EpilogueInputs e_;
+  EpiloguePostOps post_;
   Prepared p_;
 };
 
 class GemmKernel : public KernelOverride {
  public:
-  GemmKernel(const AttrMap& attrs, bool constB)
+  GemmKernel(const AttrMap& attrs, bool constB, EpilogueInputs e = {})
       : constB_(constB),
+        e_(std::move(e)),
         transA_(attrs.getInt("transA", 0) != 0),
         transB_(attrs.getInt("transB", 0) != 0),
         alpha_(attrs.getFloat("alpha", 1.0f)),
@@ -175,8 +199,10 @@ class GemmKernel : public KernelOverride {
 
   StatusOr<bool> run(const std::vector<const Tensor*>& in, std::vector<Tensor>& out) override {
     if (in.size() < 2 || !in[0] || !in[1] || !allF32(in)) return false;
+    if (e_.any() && in.size() != e_.shapes.size()) return false;
+    const size_t own = e_.any() ? e_.own : in.size();
     const Tensor &a = *in[0], &b = *in[1];
-    const Tensor* c = in.size() > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
+    const Tensor* c = own > 2 && in[2] && in[2]->defined() ? in[2] : nullptr;
     if (!p_.key.matches({&a.shape(), &b.shape(), c ? &c->shape() : nullptr}))
       prepare(a.shape(), b.shape(), c ? &c->shape() : nullptr);
     if (!p_.supported) return false;
@@ -186,8 +212,16 @@ class GemmKernel : public KernelOverride {
     p_.prim.set(DNNL_ARG_SRC, a.raw());
     RETURN_IF_ERROR(setWeights(p_, b));
     p_.prim.set(DNNL_ARG_DST, y);
+    post_.set(p_.prim, in);
     RETURN_IF_ERROR(p_.prim.run("gemm"));
     return true;
+  }
+
+  /// Prepares for the shapes the kernel was made with. \returns whether it runs them.
+  bool prepareEpilogue() {
+    const bool withC = e_.own > 2 && e_.present[2];
+    prepare(e_.shapes[0], e_.shapes[1], withC ? &e_.shapes[2] : nullptr);
+    return p_.supported;
   }
 
  private:
@@ -222,15 +256,17 @@ class GemmKernel : public KernelOverride {
     p_.c = plainDesc({m, n});
     dnnl::primitive_attr attr;
     if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
-    if (withC) {
-      dnnl::post_ops po;
-      po.append_sum(beta_);
-      attr.set_post_ops(po);
-    }
-    makePrimitive(p_, attr, m * k * n, constB_ && packsConstantWeight(k, n));
+    dnnl::post_ops po;
+    if (withC) po.append_sum(beta_);
+    post_ = EpiloguePostOps();
+    if (e_.any() && !post_.append(e_.epilogue, e_.shapes, p_.out, p_.c.dims(), po)) return;
+    if (po.len() > 0) attr.set_post_ops(po);
+    makePrimitive(p_, attr, m * k * n, constB_ && packsConstantWeight(k, n), e_.any() ? &post_ : nullptr);
   }
 
   bool constB_;
+  EpilogueInputs e_;
+  EpiloguePostOps post_;
   bool transA_, transB_;
   float alpha_, beta_;
   Prepared p_;
@@ -244,6 +280,22 @@ std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap&, const std::vect
 
 std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>& constant) {
   return std::make_unique<GemmKernel>(attrs, constant.size() > 1 && constant[1]);
+}
+
+std::unique_ptr<KernelOverride> makeMatMulEpilogueKernel(const std::vector<bool>& constant,
+                                                         const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                         const Epilogue& e) {
+  if (ownInputs != 2) return nullptr;
+  auto k = std::make_unique<MatMulKernel>(constant.size() > 1 && constant[1], EpilogueInputs(e, inputs, ownInputs));
+  return k->prepareEpilogue() ? std::move(k) : nullptr;
+}
+
+std::unique_ptr<KernelOverride> makeGemmEpilogueKernel(const AttrMap& attrs, const std::vector<bool>& constant,
+                                                       const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                       const Epilogue& e) {
+  if (ownInputs < 2 || ownInputs > 3) return nullptr;
+  auto k = std::make_unique<GemmKernel>(attrs, constant.size() > 1 && constant[1], EpilogueInputs(e, inputs, ownInputs));
+  return k->prepareEpilogue() ? std::move(k) : nullptr;
 }
 
 }  // namespace pcc::cpu

@@ -60,6 +60,19 @@ std::unique_ptr<KernelOverride> makeFastKernel(OpKind op, const AttrMap& attrs,
   return e ? e->make(attrs, constantInputs) : nullptr;
 }
 
+std::unique_ptr<KernelOverride> makeEpilogueKernel(std::string_view op, const AttrMap& attrs,
+                                                   const std::vector<bool>& constantInputs,
+                                                   const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                   const Epilogue& e) {
+  if (e.steps.empty() || ownInputs > inputs.size()) return nullptr;
+  for (const TensorType& t : inputs)
+    if (t.dtype != DType::kF32 && t.dtype != DType::kUndefined) return nullptr;
+  if (op == "MatMul") return makeMatMulEpilogueKernel(constantInputs, inputs, ownInputs, e);
+  if (op == "Gemm") return makeGemmEpilogueKernel(attrs, constantInputs, inputs, ownInputs, e);
+  if (op == "Conv") return makeConvEpilogueKernel(attrs, constantInputs, inputs, ownInputs, e);
+  return nullptr;
+}
+
 int availableCores() {
   cpu_set_t set;
   CPU_ZERO(&set);

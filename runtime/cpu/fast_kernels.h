@@ -22,6 +22,7 @@
 
 #include "runtime/ops/registry.h"
 #include "runtime/support/attribute.h"
+#include "runtime/support/epilogue.h"
 
 namespace pcc::cpu {
 
@@ -43,6 +44,18 @@ std::unique_ptr<KernelOverride> makeFastKernel(OpKind op, const AttrMap& attrs,
 /// declines smaller ones. The CPU backend runs it ahead of a generated
 /// Attention kernel, which is faster on small heads and slower on large ones.
 std::unique_ptr<KernelOverride> makeLargeAttentionKernel(const AttrMap& attrs);
+
+/// \returns a MatMul, Gemm or Conv kernel (`op`) that also computes epilogue
+/// `e` (runtime/support/epilogue.h) as oneDNN post-ops, prepared for input
+/// shapes `inputs`: the op's own `ownInputs` inputs, then the operands the
+/// steps name. Its outputs are the op's, transformed by the epilogue. nullptr
+/// when oneDNN has no fast form of it (a dtype, an operand broadcast no
+/// post-op describes, or oneDNN falling back to its reference
+/// implementation): the caller then runs the instructions unfolded.
+std::unique_ptr<KernelOverride> makeEpilogueKernel(std::string_view op, const AttrMap& attrs,
+                                                   const std::vector<bool>& constantInputs,
+                                                   const std::vector<TensorType>& inputs, size_t ownInputs,
+                                                   const Epilogue& e);
 
 /// \returns the processors this process may run on (its affinity mask).
 int availableCores();

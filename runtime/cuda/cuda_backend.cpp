@@ -417,7 +417,8 @@ class CudaBackend : public Backend {
   /// row of N values (the bias epilogue) and/or Relu or tanh-form Gelu (the
   /// activation epilogue) is one cublasLtMatmul.
   StatusOr<FoldedKernel> prepareFolded(const KernelDesc& k, const std::vector<FoldCandidate>& next) override {
-    if ((k.op != "MatMul" && k.op != "Gemm") || !k.attrs || k.outputs.size() != 1 || next.empty())
+    if (!options_.foldEpilogues || (k.op != "MatMul" && k.op != "Gemm") || !k.attrs || k.outputs.size() != 1 ||
+        next.empty())
       return FoldedKernel{};
     if (placementOf(k, false).where != Placement::kCublasLt) return FoldedKernel{};
     const TensorType none;

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "codegen/kernel_build.h"
@@ -39,13 +40,20 @@ inline const Node* firstFused(const Graph& g) {
   return nullptr;
 }
 
-/// Compiles `text` on `gpus` CPU ranks with generated kernels, runs it, and
-/// compares with the reference program at `rtol` and `atol` (float32's by
-/// default). \returns the emitted plan.
-inline plan::Plan runGenerated(const std::string& text, int gpus, const char* dirName, double rtol = 1e-5,
-                               double atol = 1e-6) {
+/// Compiles `text` on `gpus` CPU ranks with generated kernels into bundle
+/// `dirName` (under the temporary directory, replaced). \returns the emitted
+/// plan and the loaded bundle (nullopt when something failed, which the
+/// expectations report).
+struct GeneratedPlan {
+  plan::Plan plan;
+  std::string dir;
+  std::optional<LoadedPlan> loaded;
+};
+inline GeneratedPlan compileGenerated(const std::string& text, int gpus, const char* dirName) {
+  GeneratedPlan out;
   auto ref = parseGraph(text, "k.ir");
   EXPECT_TRUE(ref.ok()) << ref.status().message();
+  if (!ref.ok()) return out;
   std::unique_ptr<Graph> g = (*ref)->clone();
   PartitionOptions po;
   po.gpus = gpus;
@@ -69,29 +77,47 @@ inline plan::Plan runGenerated(const std::string& text, int gpus, const char* di
   ko.cacheDir = (std::filesystem::temp_directory_path() / "pcc_kernel_desc_cache").string();
   Status built = buildKernels(table, ko, emitted->plan, &emitted->files);
   EXPECT_TRUE(built.ok()) << built.message();
-  std::string dir = (std::filesystem::temp_directory_path() / dirName).string();
-  std::filesystem::remove_all(dir);
-  Status written = writeEmittedPlan(dir, *emitted);
+  out.plan = emitted->plan;
+  out.dir = (std::filesystem::temp_directory_path() / dirName).string();
+  std::filesystem::remove_all(out.dir);
+  Status written = writeEmittedPlan(out.dir, *emitted);
   EXPECT_TRUE(written.ok()) << written.message();
-  auto loaded = loadPlanBundle(dir);
+  auto loaded = loadPlanBundle(out.dir);
   EXPECT_TRUE(loaded.ok()) << loaded.status().message();
-  if (!loaded.ok()) return emitted->plan;
-  std::vector<Tensor> inputs = randomInputsFor(loaded->plan, 5);
-  RunOptions ro;
-  ro.threadsPerRank = 1;
-  auto got = runPlan(*loaded, inputs, ro);
+  if (loaded.ok()) out.loaded = std::move(loaded).value();
+  return out;
+}
+
+/// Runs `p` with `ro` on seeded random inputs and compares with the reference
+/// program at `rtol` and `atol`. \returns the run (nullopt when it failed).
+inline std::optional<RunResult> runAndCompare(const LoadedPlan& p, const RunOptions& ro, double rtol, double atol) {
+  std::vector<Tensor> inputs = randomInputsFor(p.plan, 5);
+  auto got = runPlan(p, inputs, ro);
   EXPECT_TRUE(got.ok()) << got.status().message();
-  auto want = runReference(*loaded, inputs);
+  auto want = runReference(p, inputs);
   EXPECT_TRUE(want.ok()) << want.status().message();
-  if (got.ok() && want.ok()) {
-    EXPECT_EQ(got->outputs.size(), want->size());
-    for (size_t i = 0; i < want->size() && i < got->outputs.size(); ++i) {
-      Diff d = compareTensors(got->outputs[i], (*want)[i], rtol, atol);
-      EXPECT_TRUE(d.ok) << "output " << i << ": " << d.where;
-    }
+  if (!got.ok() || !want.ok()) return std::nullopt;
+  EXPECT_EQ(got->outputs.size(), want->size());
+  for (size_t i = 0; i < want->size() && i < got->outputs.size(); ++i) {
+    Diff d = compareTensors(got->outputs[i], (*want)[i], rtol, atol);
+    EXPECT_TRUE(d.ok) << "output " << i << ": " << d.where;
   }
-  std::filesystem::remove_all(dir);
-  return emitted->plan;
+  return std::move(got).value();
+}
+
+/// Compiles `text` on `gpus` CPU ranks with generated kernels, runs it, and
+/// compares with the reference program at `rtol` and `atol` (float32's by
+/// default). \returns the emitted plan.
+inline plan::Plan runGenerated(const std::string& text, int gpus, const char* dirName, double rtol = 1e-5,
+                               double atol = 1e-6) {
+  GeneratedPlan g = compileGenerated(text, gpus, dirName);
+  if (g.loaded) {
+    RunOptions ro;
+    ro.threadsPerRank = 1;
+    runAndCompare(*g.loaded, ro, rtol, atol);
+  }
+  std::filesystem::remove_all(g.dir);
+  return g.plan;
 }
 
 inline int launches(const plan::RankProgram& prog) {
