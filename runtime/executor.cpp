@@ -245,6 +245,10 @@ Status Executor::prepare(bool verifyChecksums) {
           for (size_t a = 0; a < n.in.size(); ++a)
             if (a != chain[j].second) s.in.push_back(n.in[a]);
           n.folded = true;
+          n.foldedInto = s.index;
+          // The wait rule sees the folded kernel read and write what the chain does.
+          s.reads.insert(s.reads.end(), n.reads.begin(), n.reads.end());
+          s.writes.insert(s.writes.end(), n.writes.begin(), n.writes.end());
         }
         s.out = steps_[chain[f.folded - 1].first].out;
         s.kernel = std::move(f.kernel);
@@ -478,6 +482,12 @@ StatusOr<Tensor> Executor::boundInput(const RunInputs& inputs, size_t i, int64_t
   return sl;
 }
 
+void Executor::resetInstructionProfile() {
+  instrProfile_.assign(steps_.size(), InstructionTime{});
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].folded) instrProfile_[i].provider = strCat("folded into instruction ", steps_[i].foldedInto);
+}
+
 Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs) {
   if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
   waitSeconds_ = 0;
@@ -485,7 +495,7 @@ Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<O
   receiveTimes_ = CommTimes{};
   inflight_.clear();  // what a failed run left (its communicators are aborted)
   outputs->clear();
-  if (profiling_ && instrProfile_.size() != steps_.size()) instrProfile_.assign(steps_.size(), InstructionTime{});
+  if (profiling_ && instrProfile_.size() != steps_.size()) resetInstructionProfile();
   const int runs = std::max(1, prog_.microbatches());
   for (microbatch_ = 0; microbatch_ < runs; ++microbatch_)
     RETURN_IF_ERROR(runOnce(inputs, comms, outputs, microbatch_ + 1 == runs));

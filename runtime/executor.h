@@ -133,7 +133,10 @@ class Executor {
   const std::vector<InstructionTime>& instructionProfile() const { return instrProfile_; }
   /// Forgets the per-instruction profile (the launcher calls it after the
   /// warm-up runs, so that it holds the timed runs only).
-  void resetInstructionProfile() { instrProfile_.assign(steps_.size(), InstructionTime{}); }
+  /// An instruction folded into an earlier one's kernel (Backend::prepareFolded)
+  /// does not run: its calls stay 0 and its provider says "folded into
+  /// instruction N" (the one whose time includes it).
+  void resetInstructionProfile();
 
  private:
   /// Where a buffer's memory is.
@@ -159,6 +162,7 @@ class Executor {
     // A KERNEL the backend computes in an earlier step's kernel
     // (Backend::prepareFolded): it does not run.
     bool folded = false;
+    int foldedInto = -1;  // that instruction's index
     // The memory it reads and writes (for the wait rule).
     std::vector<int> reads, writes;  // slots
   };

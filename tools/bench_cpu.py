@@ -2,7 +2,8 @@
 """CPU speed of pcc-run against onnxruntime on the same models, inputs and threads.
 
     build/venv/bin/python tools/bench_cpu.py [--bin build] [--threads N] [--iters N]
-        [--warmup N] [--gpus 1] [--reference] [--no-fuse] [--no-kernels-too] [--cpu-time] [--full]
+        [--warmup N] [--gpus 1] [--reference] [--no-fuse] [--no-kernels-too] [--no-fold-too]
+        [--cpu-time] [--full]
         [MODEL.onnx ...]
 
 For each model: compiles it with pcc (--gpus, --batch from its test data), runs
@@ -15,7 +16,9 @@ compare at --gpus 1 for the same total. --reference adds the time of the same
 plan on pcc's reference kernels (pcc-run --reference-kernels).
 --no-kernels-too adds the time and ratio of the same model compiled with
 `pcc --no-kernels` (fused groups op by op instead of generated kernels), in
-the same run, for a before/after comparison (docs/kernels.md).
+the same run, for a before/after comparison (docs/kernels.md). --no-fold-too
+adds the time and ratio of the same plan run with `pcc-run --no-fold` (GEMMs
+and convolutions without their epilogues folded in as oneDNN post-ops).
 
 Inputs: a model's sibling folder NAME/ with input_K.pb files (what
 models/export.py writes) when there is one, else seeded random inputs at
@@ -84,13 +87,13 @@ def children_cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def pcc_cpu_time(tools, plan, data, args, iters):
+def pcc_cpu_time(tools, plan, data, args, iters, extra=()):
     """\returns pcc-run's processor seconds per run over `iters` runs (--cpu-time), or an error string."""
     spent = []
     for n in (1, iters + 1):
         c0 = children_cpu_seconds()
         r = tools.run("pcc-run", [plan, "--inputs", data, "--iters", n, "--warmup", args.warmup,
-                                  "--threads", args.threads], timeout=3600)
+                                  "--threads", args.threads, *extra], timeout=3600)
         if r.returncode != 0:
             return "pcc-run: " + (r.stderr or r.stdout).strip().splitlines()[-1][:120]
         spent.append(children_cpu_seconds() - c0)
@@ -128,6 +131,8 @@ def main():
     p.add_argument("--no-fuse", action="store_true", help="compile with pcc --no-fuse (no recognize, no fuse)")
     p.add_argument("--no-kernels-too", action="store_true",
                    help="also time the model compiled with pcc --no-kernels")
+    p.add_argument("--no-fold-too", action="store_true",
+                   help="also time the plan with pcc-run --no-fold (epilogues not folded)")
     p.add_argument("--cpu-time", action="store_true",
                    help="compare processor time per run instead of wall time (--threads 1 only)")
     p.add_argument("--full", action="store_true", help="add the full-size exports of --cache")
@@ -146,6 +151,8 @@ def main():
         head += " pcc reference kernels ms |"
     if args.no_kernels_too:
         head += " pcc --no-kernels ms | --no-kernels / onnxruntime |"
+    if args.no_fold_too:
+        head += " pcc --no-fold ms | --no-fold / onnxruntime |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     ratios = []  # (pcc / onnxruntime, model)
@@ -188,6 +195,10 @@ def main():
                 t_plain = pcc_time(tools, plain, data, args) if r.returncode == 0 else "compile failed"
                 cells += ([t_plain, "-"] if isinstance(t_plain, str)
                           else [f"{t_plain * 1e3:.1f}", f"{t_plain / t_ort:.2f}"])
+            if args.no_fold_too:
+                t_nf = (pcc_cpu_time(tools, plan, data, args, iters, ["--no-fold"]) if args.cpu_time
+                        else pcc_time(tools, plan, data, args, ["--no-fold"]))
+                cells += ([t_nf, "-"] if isinstance(t_nf, str) else [f"{t_nf * 1e3:.3f}", f"{t_nf / t_ort:.2f}"])
             print("| " + " | ".join(cells) + " |", flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -36,6 +36,7 @@
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/gemm_desc.h"
 #include "runtime/cuda/launch.h"
+#include "runtime/fold_epilogue.h"
 #include "runtime/plan_io.h"
 #include "runtime/support/confined_path.h"
 
@@ -424,28 +425,40 @@ class CudaBackend : public Backend {
     const TensorType none;
     auto in = [&](size_t i) -> const TensorType& { return i < k.inputs.size() ? k.inputs[i] : none; };
     ASSIGN_OR_RETURN(GemmDesc d, k.op == "MatMul" ? matmulDesc(in(0), in(1)) : gemmDesc(in(0), in(1), in(2), *k.attrs));
+    // Each instruction of the chain (a KERNEL Add or activation, or a
+    // generated kernel the plan describes as a chain) folds whole or not at
+    // all: first x + b with b a row of N values (cuBLASLt's bias, which must
+    // be the kernel's input 2), then Relu or tanh-form Gelu.
     size_t folded = 0;
-    // An Add keeping the GEMM's type, its other operand the bias (cuBLASLt's
-    // bias is input 2 of the kernel: the GEMM must have two inputs).
-    const FoldCandidate* c = &next[0];
-    if (c->desc.op == "Add" && k.inputs.size() == 2 && c->desc.inputs.size() == 2 && c->desc.outputs.size() == 1 &&
-        c->desc.outputs[0] == k.outputs[0]) {
-      auto biased = withBias(d, c->desc.inputs[1 - c->chainInput]);
-      if (biased.ok()) {
-        d = *biased;
-        ++folded;
-      }
-    }
-    if (folded < next.size()) {
-      c = &next[folded];
-      if (c->desc.attrs && c->desc.inputs.size() == 1 && c->desc.outputs.size() == 1 &&
-          c->desc.outputs[0] == k.outputs[0]) {
-        auto activated = withActivation(d, c->desc.op, *c->desc.attrs);
-        if (activated.ok()) {
-          d = *activated;
-          ++folded;
+    int inputs = static_cast<int>(k.inputs.size());
+    for (const FoldCandidate& c : next) {
+      Epilogue e;
+      if (!appendEpilogue(c, inputs, &e)) break;
+      GemmDesc trial = d;
+      bool ok = true;
+      for (const EpilogueStep& st : e.steps) {
+        StatusOr<GemmDesc> got = unsupported("no cuBLASLt epilogue");
+        if (st.op == EpilogueOp::kAdd && st.operand == 2 && k.inputs.size() == 2 &&
+            c.desc.outputs[0] == k.outputs[0]) {
+          size_t other = c.chainInput == 0 ? 1 : 0;  // the candidate's input that st.operand names
+          if (c.desc.inputs.size() == 2) got = withBias(trial, c.desc.inputs[other]);
+        } else if (st.op == EpilogueOp::kRelu) {
+          got = withActivation(trial, "Relu", AttrMap());
+        } else if (st.op == EpilogueOp::kGeluTanh) {
+          AttrMap tanh;
+          tanh.set("approximate", Attribute(std::string("tanh")));
+          got = withActivation(trial, "Gelu", tanh);
         }
+        if (!got.ok()) {
+          ok = false;
+          break;
+        }
+        trial = *got;
       }
+      if (!ok) break;
+      d = trial;
+      ++folded;
+      inputs += static_cast<int>(c.desc.inputs.size()) - 1;
     }
     if (folded == 0) return FoldedKernel{};
     RETURN_IF_ERROR(dev_->makeCurrent());

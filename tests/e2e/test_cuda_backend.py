@@ -149,6 +149,21 @@ def stand_in_epilogues(suite, tools, work):
         suite.check(f"stand-in epilogues {name}: folded into cuBLASLt epilogues, --check passes",
                     r.returncode == 0 and not missing and "Add (" not in r.stdout and "Relu (" not in r.stdout,
                     f"  missing: {missing}\n" + r.describe())
+        # With generated kernels (the default), a LAUNCH the plan describes as an epilogue chain
+        # (Kernel.epilogue) folds whole: bias + tanh Gelu, and the Gemm's Relu.
+        plan = os.path.join(work, name + ".kernels.pcc")
+        r = tools.run("pcc", [path, "--batch", "4", "--gpus", "1", "-o", plan, "--quiet"])
+        if not suite.check(f"stand-in epilogues {name}: compiles with generated kernels", r.returncode == 0,
+                           r.describe()):
+            continue
+        want = want[:1]
+        r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--profile", "--poison-memory"])
+        missing = [w for w in want if w not in r.stdout]
+        suite.check(f"stand-in epilogues {name}: a generated kernel folds into the cuBLASLt epilogue, --check passes",
+                    r.returncode == 0 and not missing, f"  missing: {missing}\n" + r.describe())
+        r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--profile", "--no-fold"])
+        suite.check(f"stand-in epilogues {name}: --no-fold folds nothing, --check passes",
+                    r.returncode == 0 and "epilogue" not in r.stdout, r.describe())
 
 
 def stand_in(suite, tools, work):
