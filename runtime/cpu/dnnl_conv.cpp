@@ -35,10 +35,13 @@ class ConvKernel : public KernelOverride {
   ConvKernel(const AttrMap& attrs, const std::vector<bool>& constant, EpilogueInputs e = {})
       : attrs_(attrs), constWeight_(constant.size() > 1 && constant[1]), e_(std::move(e)) {}
 
-  /// Prepares for the shapes the kernel was made with. \returns whether it runs them.
+  /// \returns whether oneDNN runs the shapes the kernel was made with. The
+  /// primitive is made again by the first call: oneDNN fixes a primitive's
+  /// thread count when it makes it, and this runs on the thread loading the plan.
   bool prepareEpilogue() {
     const bool withBias = e_.own > 2 && e_.present[2];
     prepare(e_.shapes[0], e_.shapes[1], withBias ? &e_.shapes[2] : nullptr);
+    key_ = ShapeKey();  // made again by the first call, under the thread count it runs with
     return supported_;
   }
 

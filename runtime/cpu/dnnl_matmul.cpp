@@ -129,9 +129,12 @@ class MatMulKernel : public KernelOverride {
     return true;
   }
 
-  /// Prepares for the shapes the kernel was made with. \returns whether it runs them.
+  /// \returns whether oneDNN runs the shapes the kernel was made with. The
+  /// primitive is made again by the first call: oneDNN fixes a primitive's
+  /// thread count when it makes it, and this runs on the thread loading the plan.
   bool prepareEpilogue() {
     prepare(e_.shapes[0], e_.shapes[1]);
+    p_.key = ShapeKey();  // made again by the first call, under the thread count it runs with
     return p_.supported;
   }
 
@@ -217,10 +220,13 @@ class GemmKernel : public KernelOverride {
     return true;
   }
 
-  /// Prepares for the shapes the kernel was made with. \returns whether it runs them.
+  /// \returns whether oneDNN runs the shapes the kernel was made with. The
+  /// primitive is made again by the first call: oneDNN fixes a primitive's
+  /// thread count when it makes it, and this runs on the thread loading the plan.
   bool prepareEpilogue() {
     const bool withC = e_.own > 2 && e_.present[2];
     prepare(e_.shapes[0], e_.shapes[1], withC ? &e_.shapes[2] : nullptr);
+    p_.key = ShapeKey();  // made again by the first call, under the thread count it runs with
     return p_.supported;
   }
 
