@@ -31,9 +31,9 @@
 // For the whole library:
 //  7. Each kernel is cloned per x86-64 vector width (target_clones: AVX-512,
 //     AVX2, the baseline), the loader picking one for the processor; the
-//     scalar helpers are inlined into each clone. exp, tanh, sigmoid and
-//     tanh-GELU come from vectorMathPrelude (the C library's expf and tanhf
-//     would keep those loops scalar).
+//     scalar helpers are inlined into each clone. exp, tanh, sigmoid, erf and
+//     both GELUs come from vectorMathPrelude (the C library's expf, tanhf and
+//     erff would keep those loops scalar).
 #include "codegen/attention_kernel.h"
 #include "codegen/kernel_emit.h"
 

@@ -48,16 +48,17 @@ std::string halfConversionsCuda();
 
 /// \returns the scalar helpers pk_* every kernel calls, each declared with
 /// `qualifier` ("static inline" for C++, "__device__ __forceinline__" for CUDA).
-/// `vectorMath`: pk_exp, pk_tanh, pk_sigmoid and pk_gelu_tanh from
-/// vectorMathPrelude instead of the C library's expf and tanhf, which a C++
-/// compiler does not vectorize without -ffast-math.
+/// `vectorMath`: pk_exp, pk_tanh, pk_sigmoid, pk_gelu_tanh, pk_erf and
+/// pk_gelu_erf from vectorMathPrelude instead of the C library's expf, tanhf
+/// and erff, which a C++ compiler does not vectorize without -ffast-math.
 std::string scalarPrelude(const std::string& qualifier, bool vectorMath = false);
 
-/// \returns pk_exp, pk_tanh, pk_sigmoid and pk_gelu_tanh written in float
-/// arithmetic and bit operations only, selecting through bit masks instead of
-/// branches, so that an `omp simd` loop that calls them vectorizes under the
-/// kernels' flags; each within about 2e-7 relative error of the exact
-/// function (e^x flushes results below FLT_MIN to 0).
+/// \returns pk_exp, pk_tanh, pk_sigmoid, pk_gelu_tanh, pk_erf and
+/// pk_gelu_erf written in float arithmetic and bit operations only, selecting
+/// through bit masks instead of branches, so that an `omp simd` loop that
+/// calls them vectorizes under the kernels' flags; each within about 3e-7
+/// relative error of the exact function (e^x flushes results below FLT_MIN
+/// to 0; erfc above 1, the tail of gelu_erf at x below -1.41, within 4.2e-6).
 std::string vectorMathPrelude(const std::string& qualifier);
 
 /// \returns the statements that compute every Expr `roots` need, except the
