@@ -18,7 +18,8 @@
 // is pending; an event stands for the work queued on its stream when it was
 // recorded. cuBLASLt and cuDNN compute on the calling thread, so they first
 // wait for their stream's queued work; cuStreamSynchronize waits for it.
-// Such host waits, and a stream's wait for an event, last at most
+// cuMemFree waits for the queued work of the current context's streams, as
+// the driver's does. Such host waits, and a stream's wait for an event, last at most
 // $PCC_FAKE_CUDA_WAIT_S seconds (default 60). The device count is
 // $PCC_FAKE_CUDA_DEVICES (default 1): ranks as threads of one process need
 // one device each.
@@ -38,6 +39,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace {
 std::mutex mu;
@@ -57,6 +59,7 @@ bool isDevice(uintptr_t p) {
 /// A stream: work that may not run yet (behind a wait for an event, or
 /// behind other libraries' work) is queued and run in order by a worker.
 struct FakeStream {
+  uintptr_t context = 0;
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
@@ -107,6 +110,13 @@ struct FakeEvent {
   uint64_t ticket = 0;
 };
 FakeStream* streamOf(CUstream s) { return reinterpret_cast<FakeStream*>(s); }
+/// The context current on the calling thread, and the streams of each.
+thread_local uintptr_t currentContext = 0;
+std::mutex streamsMu;
+std::multimap<uintptr_t, FakeStream*>& streams() {
+  static auto* m = new std::multimap<uintptr_t, FakeStream*>;
+  return *m;
+}
 /// Waits (the calling thread) until the work queued on `s` so far is done.
 bool settle(CUstream s) { return !s || streamOf(s)->reach(streamOf(s)->ticket()); }
 /// Runs `fn` now when nothing is queued on `s`, else queues it behind.
@@ -158,12 +168,15 @@ CUresult CUDAAPI cuGetErrorString(CUresult, const char** s) {
   *s = "not supported by the host stand-in";
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
-  *c = reinterpret_cast<CUcontext>(uintptr_t{1});
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
+  *c = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(d) + 1);  // one per device
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
+  currentContext = reinterpret_cast<uintptr_t>(c);
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
   void* q = std::aligned_alloc(256, (n + 255) / 256 * 256);
   if (!q) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -173,6 +186,15 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+  // As the driver's: after the context's queued work (which may use it).
+  std::vector<FakeStream*> mine;
+  {
+    std::lock_guard<std::mutex> lock(streamsMu);
+    auto [lo, hi] = streams().equal_range(currentContext);
+    for (auto it = lo; it != hi; ++it) mine.push_back(it->second);
+  }
+  for (FakeStream* f : mine)
+    if (!f->reach(f->ticket())) return CUDA_ERROR_LAUNCH_TIMEOUT;
   std::lock_guard<std::mutex> lock(mu);
   if (!allocations().erase(static_cast<uintptr_t>(p))) return CUDA_ERROR_INVALID_VALUE;
   std::free(reinterpret_cast<void*>(p));
@@ -220,11 +242,26 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdevi
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
-  *s = reinterpret_cast<CUstream>(new FakeStream);
+  auto* f = new FakeStream;
+  f->context = currentContext;
+  {
+    std::lock_guard<std::mutex> lock(streamsMu);
+    streams().emplace(f->context, f);
+  }
+  *s = reinterpret_cast<CUstream>(f);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream s) {
   FakeStream* f = streamOf(s);
+  {
+    std::lock_guard<std::mutex> lock(streamsMu);
+    auto [lo, hi] = streams().equal_range(f->context);
+    for (auto it = lo; it != hi; ++it)
+      if (it->second == f) {
+        streams().erase(it);
+        break;
+      }
+  }
   {
     std::lock_guard<std::mutex> lock(f->m);
     f->stop = true;
