@@ -22,9 +22,10 @@
 // Test hooks (read at each call): $PCC_FAKE_NCCL_DELAY_MS delays every piece
 // of work before it starts (so that a result read before the stream is
 // waited for is stale), and $PCC_FAKE_NCCL_ABSENT=R makes rank R of every
-// communicator never arrive: its calls return ncclSuccess and do nothing, so
-// its peers' work waits until they abort (or $PCC_FAKE_CUDA_WAIT_S passes,
-// then fails with ncclSystemError). It proves that pcc's calls, their
+// communicator never arrive: its calls return ncclSuccess and queue work that
+// joins nothing, so its work and its peers' wait until each rank aborts (or
+// $PCC_FAKE_CUDA_WAIT_S passes, then the communicator's asynchronous error
+// is ncclSystemError). It proves that pcc's calls, their
 // arguments, its stream and event ordering, and its timeouts are right on
 // these semantics; nothing about a GPU, NVLink or NCCL's own algorithms.
 #include <cuda.h>
@@ -285,11 +286,20 @@ ncclResult_t enqueue(cudaStream_t stream, std::function<void()> work) {
 
 bool absent(const ncclComm* c) { return envInt("PCC_FAKE_NCCL_ABSENT", -1) == c->rank; }
 
+/// The work of an absent rank's call: it never arrives, and ends when the
+/// rank aborts (or at the wait limit).
+ncclResult_t stall(const std::shared_ptr<ncclComm>& c, cudaStream_t stream) {
+  return enqueue(stream, [c] {
+    std::unique_lock<std::mutex> lock(c->shared->m);
+    c->await(lock, [] { return false; });
+  });
+}
+
 ncclResult_t collective(ncclComm_t comm, Part part, cudaStream_t stream) {
   auto c = holdOf(comm);
   if (!c) return ncclInvalidArgument;
   if (c->aborted) return ncclInvalidUsage;
-  if (absent(c.get())) return ncclSuccess;
+  if (absent(c.get())) return stall(c, stream);
   const uint64_t seq = c->sequence++;
   return enqueue(stream, [c, part, seq] {
     Shared& sh = *c->shared;
@@ -360,7 +370,7 @@ ncclResult_t p2p(ncclComm_t comm, P2p op, cudaStream_t stream) {
   if (!c) return ncclInvalidArgument;
   if (c->aborted) return ncclInvalidUsage;
   if (op.peer < 0 || op.peer >= c->shared->size) return ncclInvalidArgument;
-  if (absent(c.get())) return ncclSuccess;
+  if (absent(c.get()) && group.depth == 0) return stall(c, stream);
   if (group.depth > 0) {
     auto& entry = group.ops[comm];
     if (!entry.second.empty() && entry.first != stream) group.error = ncclInvalidUsage;
@@ -488,6 +498,10 @@ ncclResult_t ncclGroupEnd() {
   for (auto& [comm, entry] : ops) {
     auto c = holdOf(comm);
     if (!c) return ncclInvalidArgument;
+    if (absent(c.get())) {
+      if (ncclResult_t r = stall(c, entry.first); r != ncclSuccess) return r;
+      continue;
+    }
     ncclResult_t r = enqueue(entry.first, [c, list = std::move(entry.second)] { runP2p(c, list); });
     if (r != ncclSuccess) return r;
   }
