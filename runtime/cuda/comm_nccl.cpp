@@ -8,11 +8,10 @@
 //     every member calls ncclCommInitRank with its position in the group.
 //     The world communicator ("pcc/nccl/world") likewise, when asked for.
 //  2. Every call: the communication stream waits for the compute stream's
-//     work (the operands are ready), the NCCL call is enqueued on it, and the
-//     host polls the stream and ncclCommGetAsyncError until it is done or
-//     the timeout passes, then aborts the communicator and fails naming the
-//     rank and the collective. The caller's later kernels are enqueued after
-//     the call returns, so they see its result.
+//     work (the operands are ready), the NCCL calls are enqueued on it and
+//     an event is recorded after them: a ticket, which holds the scratch
+//     memory the call uses and a deadline (now + the timeout), kept in the
+//     communicator's list until the event is known reached.
 //  3. Operands in host memory (the launcher sends rank times and output
 //     pieces to rank 0 as host tensors) are staged through device memory.
 //  4. all-gather along a dim with rows before it, or with extents that
@@ -27,6 +26,20 @@
 //     2-D copies, exchanged by one ncclSend and one ncclRecv per peer inside
 //     ncclGroupStart/ncclGroupEnd, and each received piece is copied into its
 //     columns of the output (the concat dim) with a 2-D copy.
+//  7. The start forms return the work (NcclWork) at once. Its wait() makes
+//     the compute stream wait for the ticket's event (no host block), then
+//     enqueues on the compute stream what follows (the copies out of
+//     scratch of step 4 and 6), so the caller's later kernels see the
+//     result. Where the host needs the result (host operands, the extents
+//     of step 4, waitSends, every blocking call) it waits on the host
+//     instead: it polls the event and ncclCommGetAsyncError until the event
+//     is reached or the deadline passes, then aborts the communicator and
+//     fails naming the rank, the collective and the group.
+//  8. The ticket list is a StreamWatch of the device: every host wait of
+//     the device (downloads, uploads, per-kernel syncs) and every later call
+//     polls it: finished tickets go, the oldest unfinished one past its
+//     deadline (or NCCL's asynchronous error) aborts and fails, so a
+//     collective waited for on the device cannot hang the host.
 #include "runtime/cuda/comm_nccl.h"
 
 #include <gloo/rendezvous/store.h>
