@@ -11,7 +11,9 @@
 //     its result put in place. "Reads" and "writes" compare memory, not
 //     buffer ids: the memory plan reuses arena ranges, so an instruction that
 //     writes a buffer lying over an in-flight operation's bytes waits for it
-//     (a started operation counts as such a writer too).
+//     (a started operation counts as such a writer too). A folded kernel
+//     (one step running a chain of instructions) reads and writes what every
+//     instruction of the chain does.
 //  3. FREE waits for nothing: it only ends a buffer's name, the memory stays
 //     where it was (the arena) or alive in the in-flight record (other
 //     buffers), and whatever reuses the bytes later writes them and waits.
@@ -244,11 +246,13 @@ Status Executor::prepare(bool verifyChecksums) {
           Step& n = steps_[chain[j].first];
           for (size_t a = 0; a < n.in.size(); ++a)
             if (a != chain[j].second) s.in.push_back(n.in[a]);
-          n.folded = true;
-          n.foldedInto = s.index;
-          // The wait rule sees the folded kernel read and write what the chain does.
+          // The wait rule runs at this step for the whole chain: every
+          // member's operands count (a member's input may be a collective's
+          // result still in flight; its output may lie over one's memory).
           s.reads.insert(s.reads.end(), n.reads.begin(), n.reads.end());
           s.writes.insert(s.writes.end(), n.writes.begin(), n.writes.end());
+          n.folded = true;
+          n.foldedInto = s.index;
         }
         s.out = steps_[chain[f.folded - 1].first].out;
         s.kernel = std::move(f.kernel);

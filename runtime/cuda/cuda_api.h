@@ -73,6 +73,7 @@ class DynLib {
   X(cuEventCreate)              \
   X(cuEventDestroy)             \
   X(cuEventRecord)              \
+  X(cuEventQuery)               \
   X(cuModuleLoadData)           \
   X(cuModuleUnload)             \
   X(cuModuleGetFunction)        \

@@ -96,7 +96,7 @@ class SyncKernel : public DeviceKernel {
       : dev_(std::move(dev)), k_(std::move(k)), where_(std::move(where)) {}
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) override {
     RETURN_IF_ERROR(k_->run(inputs, outputs));
-    return dev_->check(dev_->api().cuStreamSynchronize(dev_->compute()), "cuStreamSynchronize", where_);
+    return dev_->synchronize(dev_->compute(), where_);
   }
   std::string_view provider() const override { return k_->provider(); }
 

@@ -132,14 +132,58 @@ Status Device::waitUntil(CUstream s, std::chrono::steady_clock::time_point deadl
   }
 }
 
+Status Device::waitEvent(CUevent e, std::chrono::steady_clock::time_point deadline,
+                         const std::function<Status()>& poll, std::string_view what) {
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    CUresult r = api_->cuEventQuery(e);
+    if (r == CUDA_SUCCESS) return Status::OK();
+    if (r != CUDA_ERROR_NOT_READY) return check(r, "cuEventQuery", what);
+    if (poll) RETURN_IF_ERROR(poll());
+    if (std::chrono::steady_clock::now() > deadline) return environmentError(what, " did not finish within the timeout");
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+void Device::watch(std::weak_ptr<StreamWatch> w) {
+  std::lock_guard<std::mutex> lock(watchMu_);
+  watches_.push_back(std::move(w));
+}
+
+Status Device::synchronize(CUstream s, std::string_view where) {
+  std::vector<std::shared_ptr<StreamWatch>> live;
+  {
+    std::lock_guard<std::mutex> lock(watchMu_);
+    std::erase_if(watches_, [](const std::weak_ptr<StreamWatch>& w) { return w.expired(); });
+    for (const auto& w : watches_)
+      if (auto p = w.lock()) live.push_back(std::move(p));
+  }
+  if (live.empty()) return check(api_->cuStreamSynchronize(s), "cuStreamSynchronize", where);
+  return waitUntil(
+      s, std::chrono::steady_clock::time_point::max(),
+      [&]() -> Status {
+        for (const auto& w : live) RETURN_IF_ERROR(w->poll());
+        return Status::OK();
+      },
+      where);
+}
+
+Status Device::settleCopy(Status st) {
+  // A watch failed (and aborted its communicator, which ends the work the
+  // copy waits for): the copy still runs, into or out of the caller's host
+  // buffer, so it is waited for before the caller may free that.
+  if (!st.ok()) api_->cuStreamSynchronize(copy_);
+  return st;
+}
+
 Status Device::upload(CUdeviceptr dst, const void* src, size_t bytes, std::string_view where) {
   RETURN_IF_ERROR(makeCurrent());
   if (bytes == 0) return Status::OK();
   // After the compute stream's work, which may still read the old bytes.
   RETURN_IF_ERROR(order(compute_, copy_));
   RETURN_IF_ERROR(check(api_->cuMemcpyHtoDAsync(dst, src, bytes, copy_), "cuMemcpyHtoDAsync", where));
-  RETURN_IF_ERROR(check(api_->cuStreamSynchronize(copy_), "cuStreamSynchronize", where));
-  return Status::OK();
+  return settleCopy(synchronize(copy_, where));
 }
 
 Status Device::download(void* dst, CUdeviceptr src, size_t bytes, std::string_view where) {
@@ -147,7 +191,7 @@ Status Device::download(void* dst, CUdeviceptr src, size_t bytes, std::string_vi
   if (bytes == 0) return Status::OK();
   RETURN_IF_ERROR(order(compute_, copy_));
   RETURN_IF_ERROR(check(api_->cuMemcpyDtoHAsync(dst, src, bytes, copy_), "cuMemcpyDtoHAsync", where));
-  return check(api_->cuStreamSynchronize(copy_), "cuStreamSynchronize", where);
+  return settleCopy(synchronize(copy_, where));
 }
 
 bool Device::isDevicePointer(const void* p) const {

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/backend.h"
 #include "runtime/cuda/cuda_api.h"
@@ -19,6 +22,19 @@ namespace pcc::cuda {
 /// OMPI_COMM_WORLD_LOCAL_RANK) modulo `devices` when set, else `rank` modulo
 /// `devices` (ranks as threads of one process).
 int deviceIndexFor(int rank, int devices);
+
+/// Work the device runs for someone else that a host wait must watch: a
+/// communicator whose operations the compute stream waits for without the
+/// host (NCCL's start forms). Device::synchronize polls it while it waits, so
+/// that an operation whose peer never arrives fails (the poll aborts it)
+/// instead of hanging the host.
+class StreamWatch {
+ public:
+  virtual ~StreamWatch() = default;
+  /// \returns an error once a watched operation failed or passed its
+  /// deadline (after making it end), else ok.
+  virtual Status poll() = 0;
+};
 
 class Device : public std::enable_shared_from_this<Device> {
  public:
@@ -57,6 +73,14 @@ class Device : public std::enable_shared_from_this<Device> {
   /// poll's error, or a deadline-exceeded environment error naming `what`.
   Status waitUntil(CUstream s, std::chrono::steady_clock::time_point deadline, const std::function<Status()>& poll,
                    std::string_view what);
+  /// Waits for event `e` like waitUntil waits for a stream.
+  Status waitEvent(CUevent e, std::chrono::steady_clock::time_point deadline, const std::function<Status()>& poll,
+                   std::string_view what);
+  /// Adds `w` to what synchronize() polls (kept while it lives).
+  void watch(std::weak_ptr<StreamWatch> w);
+  /// Waits on the host for stream `s`, polling the watches (a failed one
+  /// ends the wait with its error). `where` names the caller in errors.
+  Status synchronize(CUstream s, std::string_view where);
   /// Copies host bytes to device memory and waits for the copy (the host
   /// buffer may go right after).
   Status upload(CUdeviceptr dst, const void* src, size_t bytes, std::string_view where);
@@ -69,12 +93,16 @@ class Device : public std::enable_shared_from_this<Device> {
 
  private:
   Device() = default;
+  /// \returns `st`, after waiting for the copy stream when it failed.
+  Status settleCopy(Status st);
   std::shared_ptr<const DriverApi> api_;
   int rank_ = 0, index_ = 0, devices_ = 0, major_ = 0, minor_ = 0, maxThreads_ = 1024;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream compute_ = nullptr, copy_ = nullptr, comm_ = nullptr;
   CUevent computeEv_ = nullptr, copyEv_ = nullptr, commEv_ = nullptr;
+  std::mutex watchMu_;
+  std::vector<std::weak_ptr<StreamWatch>> watches_;
 };
 
 }  // namespace pcc::cuda

@@ -21,6 +21,11 @@
    cublasLtMatmul with the RELU_BIAS / GELU_BIAS epilogue (the erf Gelu does
    not fold), still passing `--check`; a module that cannot load fails
    naming rank, node, op and call. This exercises the backend's code, not a GPU.
+   With the NCCL stand-in too (tests/unit/fake_nccl_host.cpp), tp, dp x tp and
+   pipeline plans of mlp and gpt2_tiny pass `--check` with their collectives
+   and transfers through the backend's NCCL calls, started on the
+   communication stream; a rank that never arrives fails in one line naming
+   the rank, node, collective, group and timeout.
 4. `--backend cpu` prints no such line.
 5. pcc-run links no CUDA library (ldd): it starts where there is none.
 This machine has no GPU: the cuda backend itself is not run here (tests/gpu/run.sh does).
@@ -236,6 +241,48 @@ def stand_in(suite, tools, work):
         os.environ.pop(k, None)
 
 
+def stand_in_nccl(suite, tools, work):
+    """Multi-rank plans on the cuda backend with the NCCL stand-in too
+    (tests/unit/fake_nccl_host.cpp: rank threads meet by unique id; every call
+    is queued on the rank's communication stream and completes there): tp, dp x
+    tp and pipeline plans pass --check on poisoned memory, the collectives
+    started in the background; a rank that never arrives fails the run in one
+    line naming the rank, the node, the collective and the group."""
+    lib = os.path.join(tools.bin_dir, "tests", "libpcc_fake_cuda_host.so")
+    nccl = os.path.join(tools.bin_dir, "tests", "libpcc_fake_nccl_host.so")
+    env = dict(PCC_CUDA_DRIVER_LIB=lib, PCC_CUBLASLT_LIB=lib, PCC_CUDNN_LIB=lib, PCC_NCCL_LIB=nccl,
+               PCC_FAKE_CUDA_DEVICES="4")
+    os.environ.update(env)
+    try:
+        for model, strategy in (("mlp.onnx", "tp=2"), ("gpt2_tiny.onnx", "tp=2"), ("mlp.onnx", "dp=2,tp=2,pp=1"),
+                                ("gpt2_tiny.onnx", "dp=1,tp=2,pp=2")):
+            plan = os.path.join(work, f"{model}.{strategy}.pcc")
+            r = tools.run("pcc", [e2e.model_path(model), "--batch", "4", "--strategy", strategy, "--microbatches",
+                                  "2", "--target", "cpu", "-o", plan, "--quiet"])
+            if not suite.check(f"NCCL stand-in {model} {strategy}: compiles", r.returncode == 0, r.describe()):
+                continue
+            r = tools.run("pcc-run", [plan, "--backend", "cuda", "--check", "--poison-memory", "--profile"],
+                          timeout=600)
+            suite.check(f"NCCL stand-in {model} {strategy}: --backend cuda, --check passes",
+                        r.returncode == 0 and "vs reference" in r.stdout
+                        and ("collectives per run" in r.stdout or "receives per run" in r.stdout), r.describe())
+            if model == "gpt2_tiny.onnx" and strategy == "tp=2":
+                os.environ["PCC_FAKE_NCCL_ABSENT"] = "1"
+                try:
+                    r = tools.run("pcc-run", [plan, "--backend", "cuda", "--timeout", "1"])
+                finally:
+                    os.environ.pop("PCC_FAKE_NCCL_ABSENT", None)
+                lines = r.stderr.strip().splitlines()
+                suite.check("NCCL stand-in, a rank that never arrives: one line naming rank, node, collective, "
+                            "group and the timeout",
+                            r.returncode != 0 and len(lines) == 1 and "NCCL" in lines[0] and "over group 0 (tp)"
+                            in lines[0] and "node '" in lines[0] and "did not finish within the timeout (1 s)"
+                            in lines[0], r.describe())
+    finally:
+        for k in list(env) + ["PCC_FAKE_NCCL_ABSENT"]:
+            os.environ.pop(k, None)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("cuda_backend", args)
@@ -318,6 +365,7 @@ def main():
                         r.returncode == 0 and "running on CPU ranks" in r.stderr, r.describe())
         if built:
             suite.run_case("host stand-in", stand_in, suite, tools, work)
+            suite.run_case("NCCL stand-in", stand_in_nccl, suite, tools, work)
         ldd = subprocess.run(["ldd", tools.path("pcc-run")], capture_output=True, text=True)
         cuda_libs = [line.strip() for line in ldd.stdout.splitlines()
                      if any(n in line for n in ("libcuda.", "libcudart", "libcublas", "libnccl", "libcudnn"))]

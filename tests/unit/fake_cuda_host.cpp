@@ -2,22 +2,44 @@
 // the cuda backend's own code (device memory, copies, streams and events,
 // the CPU fallback, the cuBLASLt and cuDNN descriptions and calls) runs end
 // to end on a machine without a GPU: "device" memory is host memory the
-// stand-in tracks, copies are memcpy, streams and events do nothing (every
-// call completes at once), modules cannot be loaded, cublasLtMatmul is a
-// column-major GEMM and cudnnConvolutionForward a direct convolution, each
-// reading its descriptors as the library documents them. It proves the
-// plumbing, not anything about a GPU. The entry points are defined with
-// cuda.h's, cublasLt.h's and cudnn.h's own declarations, so their names
-// (cuMemAlloc_v2, ...) and signatures are the real ones.
+// stand-in tracks, copies are memcpy, modules cannot be loaded,
+// cublasLtMatmul is a column-major GEMM and cudnnConvolutionForward a direct
+// convolution, each reading its descriptors as the library documents them.
+// It proves the plumbing, not anything about a GPU. The entry points are
+// defined with cuda.h's, cublasLt.h's and cudnn.h's own declarations, so
+// their names (cuMemAlloc_v2, ...) and signatures are the real ones.
+//
+// Streams: work runs at once on the calling thread when its stream has
+// nothing queued; otherwise it is queued and a worker thread of the stream
+// runs it in order. Work is queued behind a wait for an event that has not
+// happened (cuStreamWaitEvent) and behind other libraries' work
+// (pccFakeStreamEnqueue, fake_cuda_host.h: the NCCL stand-in's calls).
+// cuStreamQuery and cuEventQuery say CUDA_ERROR_NOT_READY while queued work
+// is pending; an event stands for the work queued on its stream when it was
+// recorded. cuBLASLt and cuDNN compute on the calling thread, so they first
+// wait for their stream's queued work; cuStreamSynchronize waits for it.
+// cuMemFree waits for the queued work of the current context's streams, as
+// the driver's does. Such host waits, and a stream's wait for an event, last at most
+// $PCC_FAKE_CUDA_WAIT_S seconds (default 60). The device count is
+// $PCC_FAKE_CUDA_DEVICES (default 1): ranks as threads of one process need
+// one device each.
+#include "fake_cuda_host.h"
+
 #include <cuda.h>
 #include <cublasLt.h>
 #include <cudnn.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace {
 std::mutex mu;
@@ -33,7 +55,86 @@ bool isDevice(uintptr_t p) {
   --it;
   return p < it->first + it->second;
 }
+
+/// A stream: work that may not run yet (behind a wait for an event, or
+/// behind other libraries' work) is queued and run in order by a worker.
+struct FakeStream {
+  uintptr_t context = 0;
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  uint64_t enqueued = 0, completed = 0;
+  std::thread worker;
+  bool stop = false;
+
+  void run() {
+    std::unique_lock<std::mutex> lock(m);
+    while (true) {
+      cv.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;
+      std::function<void()> fn = std::move(queue.front());
+      lock.unlock();
+      fn();
+      lock.lock();
+      queue.pop_front();
+      ++completed;
+      cv.notify_all();
+    }
+  }
+  void push(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!worker.joinable()) worker = std::thread([this] { run(); });
+    queue.push_back(std::move(fn));
+    ++enqueued;
+    cv.notify_all();
+  }
+  /// Waits until `ticket` items of queued work completed, at most
+  /// $PCC_FAKE_CUDA_WAIT_S seconds.
+  bool reach(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(m);
+    const char* env = std::getenv("PCC_FAKE_CUDA_WAIT_S");
+    const auto limit = std::chrono::seconds(env ? std::atoi(env) : 60);
+    return cv.wait_for(lock, limit, [&] { return completed >= ticket; });
+  }
+  bool reached(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(m);
+    return completed >= ticket;
+  }
+  uint64_t ticket() {
+    std::lock_guard<std::mutex> lock(m);
+    return enqueued;
+  }
+};
+struct FakeEvent {
+  FakeStream* stream = nullptr;
+  uint64_t ticket = 0;
+};
+FakeStream* streamOf(CUstream s) { return reinterpret_cast<FakeStream*>(s); }
+/// The context current on the calling thread, and the streams of each.
+thread_local uintptr_t currentContext = 0;
+std::mutex streamsMu;
+std::multimap<uintptr_t, FakeStream*>& streams() {
+  static auto* m = new std::multimap<uintptr_t, FakeStream*>;
+  return *m;
+}
+/// Waits (the calling thread) until the work queued on `s` so far is done.
+bool settle(CUstream s) { return !s || streamOf(s)->reach(streamOf(s)->ticket()); }
+/// Runs `fn` now when nothing is queued on `s`, else queues it behind.
+template <typename F>
+void runOn(CUstream s, F&& fn) {
+  if (!s || streamOf(s)->reached(streamOf(s)->ticket())) {
+    fn();
+    return;
+  }
+  streamOf(s)->push(std::forward<F>(fn));
+}
 }  // namespace
+
+extern "C" int pccFakeStreamEnqueue(CUstream s, void (*fn)(void*), void* arg) {
+  if (!s) return 1;
+  streamOf(s)->push([fn, arg] { fn(arg); });
+  return 0;
+}
 
 extern "C" {
 
@@ -43,7 +144,8 @@ CUresult CUDAAPI cuDriverGetVersion(int* v) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetCount(int* n) {
-  *n = 1;
+  const char* env = std::getenv("PCC_FAKE_CUDA_DEVICES");
+  *n = env ? std::atoi(env) : 1;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGet(CUdevice* d, int o) {
@@ -66,12 +168,15 @@ CUresult CUDAAPI cuGetErrorString(CUresult, const char** s) {
   *s = "not supported by the host stand-in";
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
-  *c = reinterpret_cast<CUcontext>(uintptr_t{1});
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
+  *c = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(d) + 1);  // one per device
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
+  currentContext = reinterpret_cast<uintptr_t>(c);
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
   void* q = std::aligned_alloc(256, (n + 255) / 256 * 256);
   if (!q) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -81,6 +186,15 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+  // As the driver's: after the context's queued work (which may use it).
+  std::vector<FakeStream*> mine;
+  {
+    std::lock_guard<std::mutex> lock(streamsMu);
+    auto [lo, hi] = streams().equal_range(currentContext);
+    for (auto it = lo; it != hi; ++it) mine.push_back(it->second);
+  }
+  for (FakeStream* f : mine)
+    if (!f->reach(f->ticket())) return CUDA_ERROR_LAUNCH_TIMEOUT;
   std::lock_guard<std::mutex> lock(mu);
   if (!allocations().erase(static_cast<uintptr_t>(p))) return CUDA_ERROR_INVALID_VALUE;
   std::free(reinterpret_cast<void*>(p));
@@ -94,30 +208,32 @@ CUresult CUDAAPI cuMemFreeHost(void* p) {
   std::free(p);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream) {
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream stream) {
   if (!isDevice(p)) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(reinterpret_cast<void*>(p), v, n);
+  runOn(stream, [=] { std::memset(reinterpret_cast<void*>(p), v, n); });
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream) {
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream stream) {
   if (!isDevice(d) || isDevice(reinterpret_cast<uintptr_t>(s))) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(reinterpret_cast<void*>(d), s, n);
+  runOn(stream, [=] { std::memcpy(reinterpret_cast<void*>(d), s, n); });
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream) {
+CUresult CUDAAPI cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream stream) {
   if (!isDevice(s) || isDevice(reinterpret_cast<uintptr_t>(d))) return CUDA_ERROR_INVALID_VALUE;
-  std::memcpy(d, reinterpret_cast<const void*>(s), n);
+  runOn(stream, [=] { std::memcpy(d, reinterpret_cast<const void*>(s), n); });
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) {
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream stream) {
   if (!isDevice(d) || !isDevice(s)) return CUDA_ERROR_INVALID_VALUE;
-  std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<const void*>(s), n);
+  runOn(stream, [=] { std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<const void*>(s), n); });
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D* c, CUstream) {
-  for (size_t r = 0; r < c->Height; ++r)
-    std::memmove(reinterpret_cast<void*>(c->dstDevice + r * c->dstPitch),
-                 reinterpret_cast<const void*>(c->srcDevice + r * c->srcPitch), c->WidthInBytes);
+CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D* c, CUstream stream) {
+  runOn(stream, [c = *c] {
+    for (size_t r = 0; r < c.Height; ++r)
+      std::memmove(reinterpret_cast<void*>(c.dstDevice + r * c.dstPitch),
+                   reinterpret_cast<const void*>(c.srcDevice + r * c.srcPitch), c.WidthInBytes);
+  });
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr p) {
@@ -126,25 +242,63 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdevi
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
-  *s = reinterpret_cast<CUstream>(new int(0));
+  auto* f = new FakeStream;
+  f->context = currentContext;
+  {
+    std::lock_guard<std::mutex> lock(streamsMu);
+    streams().emplace(f->context, f);
+  }
+  *s = reinterpret_cast<CUstream>(f);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream s) {
-  delete reinterpret_cast<int*>(s);
+  FakeStream* f = streamOf(s);
+  {
+    std::lock_guard<std::mutex> lock(streamsMu);
+    auto [lo, hi] = streams().equal_range(f->context);
+    for (auto it = lo; it != hi; ++it)
+      if (it->second == f) {
+        streams().erase(it);
+        break;
+      }
+  }
+  {
+    std::lock_guard<std::mutex> lock(f->m);
+    f->stop = true;
+    f->cv.notify_all();
+  }
+  if (f->worker.joinable()) f->worker.join();  // after the queued work
+  delete f;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuStreamQuery(CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent, unsigned int) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamSynchronize(CUstream s) { return settle(s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_TIMEOUT; }
+CUresult CUDAAPI cuStreamQuery(CUstream s) { return !s || streamOf(s)->reached(streamOf(s)->ticket()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
+CUresult CUDAAPI cuStreamWaitEvent(CUstream waiter, CUevent e, unsigned int) {
+  const FakeEvent ev = *reinterpret_cast<FakeEvent*>(e);
+  if (!ev.stream || ev.stream->reached(ev.ticket) || !waiter) return CUDA_SUCCESS;
+  streamOf(waiter)->push([ev] { ev.stream->reach(ev.ticket); });  // the waiter's later work queues behind
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) {
-  *e = reinterpret_cast<CUevent>(new int(0));
+  *e = reinterpret_cast<CUevent>(new FakeEvent);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy(CUevent e) {
-  delete reinterpret_cast<int*>(e);
+  delete reinterpret_cast<FakeEvent*>(e);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
+  auto* ev = reinterpret_cast<FakeEvent*>(e);
+  ev->stream = s ? streamOf(s) : nullptr;
+  ev->ticket = s ? streamOf(s)->ticket() : 0;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventQuery(CUevent e) {
+  auto* ev = reinterpret_cast<FakeEvent*>(e);
+  if (!ev->stream) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(ev->stream->m);
+  return ev->stream->completed >= ev->ticket ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
 CUresult CUDAAPI cuModuleLoadData(CUmodule*, const void*) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction*, CUmodule, const char*) { return CUDA_ERROR_NOT_SUPPORTED; }
@@ -274,7 +428,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_
                                            const void* A, cublasLtMatrixLayout_t la, const void* B,
                                            cublasLtMatrixLayout_t lb, const void* betaP, const void* C,
                                            cublasLtMatrixLayout_t lc, void* D, cublasLtMatrixLayout_t ld,
-                                           const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                                           const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
+  // Computed on the calling thread: after the stream's queued work.
+  if (!settle(reinterpret_cast<CUstream>(stream))) return CUBLAS_STATUS_EXECUTION_FAILED;
   for (const void* p : {A, B, C, static_cast<const void*>(D)})
     if (!isDevice(reinterpret_cast<uintptr_t>(p))) return CUBLAS_STATUS_INVALID_VALUE;
   const bool ta = d->data[0] != CUBLAS_OP_N, tb = d->data[1] != CUBLAS_OP_N;
@@ -562,6 +718,7 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t h, const void* a
                                                   void* ws, size_t wsBytes, const void* betaP,
                                                   const cudnnTensorDescriptor_t yd, void* y) {
   if (!h || !h->stream) return CUDNN_STATUS_BAD_PARAM;
+  if (!settle(reinterpret_cast<CUstream>(h->stream))) return CUDNN_STATUS_EXECUTION_FAILED;
   for (const void* p : {x, w, static_cast<const void*>(y)})
     if (!isDevice(reinterpret_cast<uintptr_t>(p))) return CUDNN_STATUS_BAD_PARAM;
   if (algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&
@@ -619,6 +776,7 @@ cudnnStatus_t CUDNNWINAPI cudnnAddTensor(cudnnHandle_t h, const void* alphaP, co
                                          const void* A, const void* betaP, const cudnnTensorDescriptor_t cd, void* C) {
   if (!h || !isDevice(reinterpret_cast<uintptr_t>(A)) || !isDevice(reinterpret_cast<uintptr_t>(C)))
     return CUDNN_STATUS_BAD_PARAM;
+  if (!settle(reinterpret_cast<CUstream>(h->stream))) return CUDNN_STATUS_EXECUTION_FAILED;
   if (ad->n != cd->n || ad->type != cd->type) return CUDNN_STATUS_BAD_PARAM;
   for (int i = 0; i < cd->n; ++i)
     if (ad->dims[i] != 1 && ad->dims[i] != cd->dims[i]) return CUDNN_STATUS_BAD_PARAM;

@@ -10,6 +10,7 @@
 
 #include "codegen/memory_plan.h"
 #include "runtime/backend.h"
+#include "runtime/executor.h"
 #include "runtime/launcher.h"
 #include "runtime_test_util.h"
 
@@ -199,6 +200,97 @@ TEST(RuntimeFold, AResultOverAnInputOfTheChainEndsIt) {
     }
   EXPECT_TRUE(offered);
   EXPECT_EQ(foldLog.foldedRuns, 0);
+}
+
+/// An all-reduce whose peer adds 100 to every element, completed only when
+/// waited for: a kernel that reads its result without the wait reads the
+/// operand as it was before the sum.
+class WaitedPeer final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  bool startsInBackground() const override { return true; }
+  Status allReduceSum(Tensor& t) override {
+    add100(t);
+    return Status::OK();
+  }
+  Status allGather(const Tensor&, int, Tensor*) override { return unsupported("not simulated"); }
+  Status reduceScatterSum(const Tensor&, int, Tensor*) override { return unsupported("not simulated"); }
+  Status allToAll(const Tensor&, int, int, Tensor*) override { return unsupported("not simulated"); }
+  Status send(const Tensor&, int) override { return unsupported("not simulated"); }
+  Status recv(Tensor*, int) override { return unsupported("not simulated"); }
+  StatusOr<std::unique_ptr<CommWork>> startAllReduceSum(Tensor& t) override {
+    class Work final : public CommWork {
+     public:
+      explicit Work(Tensor t) : t_(std::move(t)) {}
+      Status wait() override {
+        if (!done_) add100(t_);
+        done_ = true;
+        at_ = Clock::now();
+        return Status::OK();
+      }
+      Clock::time_point finishedAt() const override { return at_; }
+
+     private:
+      Tensor t_;
+      bool done_ = false;
+      Clock::time_point at_;
+    };
+    return std::unique_ptr<CommWork>(new Work(t));
+  }
+
+ private:
+  static void add100(Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.mutableData<float>()[i] += 100;
+  }
+};
+
+TEST(RuntimeFold, AFoldedChainWaitsForACollectiveALaterMemberReads) {
+  // bs = AllReduce(c) in flight; m = x W; a = bs + m; y = Relu(a): the Add's
+  // operand bs is read by the folded kernel at the MatMul's step, which must
+  // wait for the all-reduce (the wait rule sees every member's operands).
+  plan::Plan p;
+  addIo(&p, true, "x", f32({4, 6}));
+  addIo(&p, true, "w", f32({6, 5}));
+  addIo(&p, true, "c", f32({5}));
+  addIo(&p, false, "y", f32({4, 5}));
+  addGroup(&p, "tp", {0, 1});
+  for (int rank = 0; rank < 2; ++rank) {
+    ProgBuilder b(p.add_ranks(), rank);
+    int x = b.buffer("x", f32({4, 6})), w = b.buffer("w", f32({6, 5})), c = b.buffer("c", f32({5}));
+    int bs = b.buffer("bs", f32({5})), m = b.buffer("m", f32({4, 5})), a = b.buffer("a", f32({4, 5}));
+    int y = b.buffer("y", f32({4, 5}));
+    b.input(x, 0), b.input(w, 1), b.input(c, 2);
+    b.collective(plan::Instruction::ALL_REDUCE, c, bs, 0);
+    b.kernel("MatMul", {x, w}, {m}, "g/mm");
+    b.kernel("Add", {bs, m}, {a}, "g/add");
+    b.free({m});
+    b.kernel("Relu", {a}, {y}, "g/relu");
+    b.output(y, 0);
+    auto st = planMemory(p.mutable_ranks(rank), [](std::string_view op) { return op == "Relu" || op == "Add"; });
+    ASSERT_TRUE(st.ok()) << st.status().message();
+  }
+  LoadedPlan lp = writeAndLoad("fold_waits", p);
+  foldLog = FoldLog();
+  auto exec = Executor::create(lp, lp.plan.ranks(0), std::make_shared<FoldingCpu>(BackendOptions()), false);
+  ASSERT_TRUE(exec.ok()) << exec.status().message();
+  RankComms comms;
+  comms.groups.push_back(std::make_unique<WaitedPeer>());
+  Tensor x = pattern(f32({4, 6}), 0.3f, -0.4f), w = pattern(f32({6, 5}), 0.2f, -0.3f);
+  Tensor c = pattern(f32({5}), 0.5f, -1.0f);
+  std::vector<OutputPiece> outs;
+  Status st = (*exec)->run({x, w, c}, &comms, &outs);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(foldLog.foldedRuns, 1);
+  ASSERT_EQ(outs.size(), 1u);
+  Tensor want = Tensor::zeros(DType::kF32, {4, 5});
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j) {
+      float v = c.data<float>()[j] + 100;
+      for (int k = 0; k < 6; ++k) v += x.data<float>()[i * 6 + k] * w.data<float>()[k * 5 + j];
+      want.mutableData<float>()[i * 5 + j] = v > 0 ? v : 0;
+    }
+  expectClose(outs[0].tensor, want);
 }
 
 }  // namespace
