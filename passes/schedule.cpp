@@ -20,8 +20,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "compiler/ir/regions.h"
-
 namespace pcc {
 
 bool isOverlappableCollective(OpKind op) {
@@ -31,10 +29,13 @@ bool isOverlappableCollective(OpKind op) {
 
 namespace {
 
+/// \returns whether `op` is control flow (If, Loop, Scan; isRegionOp also counts Fused).
+bool isControlFlow(OpKind op) { return op == OpKind::If || op == OpKind::Loop || op == OpKind::Scan; }
+
 /// \returns whether `g` holds a node with an effect or a collective (looked for in bodies too).
 bool holdsEffects(const Graph& g) {
   for (const Node* n : g.nodes()) {
-    if (isCollective(n->op()) || isRegionOp(n->op()) || n->outputs().empty()) return true;
+    if (isCollective(n->op()) || isControlFlow(n->op()) || n->outputs().empty()) return true;
     for (const auto& b : n->bodies())
       if (holdsEffects(*b)) return true;
   }
@@ -42,7 +43,7 @@ bool holdsEffects(const Graph& g) {
 }
 
 bool isBarrier(const Node& n) {
-  if (n.op() == OpKind::Send || n.op() == OpKind::Recv || isRegionOp(n.op()) || n.outputs().empty()) return true;
+  if (n.op() == OpKind::Send || n.op() == OpKind::Recv || isControlFlow(n.op()) || n.outputs().empty()) return true;
   for (const auto& b : n.bodies())
     if (holdsEffects(*b)) return true;
   return false;

@@ -80,6 +80,38 @@ TEST(PassesSchedule, WindowBoundsHowFarNodesAreHoisted) {
   EXPECT_EQ(names(overlapOrder(*g, o)), names(g->nodes()));
 }
 
+// Fused nodes (the rank programs after fusion) are scheduled like any node:
+// only a body holding a collective, a transfer or control flow makes one a
+// barrier. The program pcc emits for a two-branch MLP at tp=2.
+TEST(PassesSchedule, FusedNodesAreNotBarriers) {
+  auto g = parseOrFail(
+      "graph @main(%x: f32[4,64], %wa1: f32[64,128] const, %wa2: f32[128,64] const, %wb1: f32[64,128] const,\n"
+      "            %wb2: f32[128,64] const) -> (%y: f32[2,64]) {\n"
+      "  %ra = Fused(%x, %wa1) {kind = \"epilogue\"} : f32[4,128] loc(\"a1\") {\n"
+      "    graph @fused(%x: f32[4,64], %wa1: f32[64,128]) -> (%ra: f32[4,128]) {\n"
+      "      %ha = MatMul(%x, %wa1) : f32[4,128]\n"
+      "      %ra = Relu(%ha) : f32[4,128]\n"
+      "      return %ra\n"
+      "    }\n"
+      "  }\n"
+      "  %ya = MatMul(%ra, %wa2) : f32[4,64] loc(\"a2\")\n"
+      "  %rb = Fused(%x, %wb1) {kind = \"epilogue\"} : f32[4,128] loc(\"b1\") {\n"
+      "    graph @fused(%x: f32[4,64], %wb1: f32[64,128]) -> (%rb: f32[4,128]) {\n"
+      "      %hb = MatMul(%x, %wb1) : f32[4,128]\n"
+      "      %rb = Relu(%hb) : f32[4,128]\n"
+      "      return %rb\n"
+      "    }\n"
+      "  }\n"
+      "  %yb = MatMul(%rb, %wb2) : f32[4,64] loc(\"b2\")\n"
+      "  %sa = ReduceScatter(%ya) {axis = \"tp\", dim = 0, group_size = 2} : f32[2,64] loc(\"rs_a\")\n"
+      "  %sb = ReduceScatter(%yb) {axis = \"tp\", dim = 0, group_size = 2} : f32[2,64] loc(\"rs_b\")\n"
+      "  %y = Add(%sa, %sb) : f32[2,64] loc(\"sum\")\n"
+      "  return %y\n"
+      "}\n");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(names(overlapOrder(*g)), (std::vector<std::string>{"a1", "a2", "rs_a", "b1", "b2", "rs_b", "sum"}));
+}
+
 // A collective whose input is ready early stays after the collective before
 // it: every rank issues them in graph order, so the ranks of a group match.
 TEST(PassesSchedule, CollectivesKeepTheirOrder) {
