@@ -111,10 +111,13 @@ def order_problems(groups, programs):
             if c["kind"] not in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL):
                 continue
             j = next((j for j in range(k + 1, len(ins)) if c["outputs"][0] in ins[j]["inputs"]), len(ins))
-            early = [n for n in range(k + 1, j) if ins[n]["kind"] == FREE and c["inputs"][0] in ins[n]["inputs"]]
+            # Freed right before the reader is fine (the reader waits anyway); freed
+            # before another instruction, that one may be given the bytes and wait.
+            early = [n for n in range(k + 1, j) if ins[n]["kind"] == FREE and c["inputs"][0] in ins[n]["inputs"]
+                     and any(ins[m]["kind"] != FREE for m in range(n + 1, j))]
             if early:
                 problems.append(f"rank {p['rank']}: the input of {c['op']} {c['node']} (instruction {k}) is freed at "
-                                f"{early[0]}, before the first reader of its output ({j}) while it is in flight")
+                                f"{early[0]}, before instructions that run while it is in flight (reader at {j})")
         written = set(p["inputs"])
         for b in p["buffers"]:
             if b["weight"] >= 0:
