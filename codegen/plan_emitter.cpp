@@ -84,31 +84,9 @@ class ProgramEmitter {
     // Last reader of each value, so temporaries are released early.
     std::unordered_map<const Value*, size_t> lastUse;
     std::vector<Node*> nodes = g.nodes();
-    // Values whose last use was moved to a node that does not read them, by that node.
-    std::unordered_map<size_t, std::vector<Value*>> laterFrees;
     for (size_t i = 0; i < nodes.size(); ++i)
       for (Value* v : nodes[i]->inputs())
         if (v) lastUse[v] = i;
-    // An all-gather, reduce-scatter or all-to-all in flight still reads its
-    // input: when nodes stand between it and the first reader of its output
-    // (passes/schedule.h), the input is freed only before that reader, so
-    // that none of them is given the input's bytes and has to wait for the
-    // collective (runtime/executor.cpp, rule 2). An all-reduce works on a
-    // copy in its output, so its input is free at once.
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      OpKind op = nodes[i]->op();
-      if (op != OpKind::AllGather && op != OpKind::ReduceScatter && op != OpKind::AllToAll) continue;
-      size_t reader = i + 1;
-      for (; reader < nodes.size(); ++reader) {
-        const auto& ins = nodes[reader]->inputs();
-        if (std::find(ins.begin(), ins.end(), nodes[i]->output(0)) != ins.end()) break;
-      }
-      for (Value* v : nodes[i]->inputs())
-        if (v && reader - 1 > lastUse[v]) {
-          lastUse[v] = reader - 1;
-          laterFrees[reader - 1].push_back(v);
-        }
-    }
     std::set<const Value*> keep(g.outputs().begin(), g.outputs().end());
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node* n = nodes[i];
@@ -160,15 +138,11 @@ class ProgramEmitter {
         if (isRegionOp(n->op())) RETURN_IF_ERROR(emitRegion(*n, weights_, prog_, ins));
       }
       plan::Instruction* freeIns = nullptr;
-      std::vector<Value*> dying = n->inputs();
-      if (auto it = laterFrees.find(i); it != laterFrees.end()) dying.insert(dying.end(), it->second.begin(), it->second.end());
-      std::set<const Value*> freed;
-      for (Value* v : dying) {
+      for (Value* v : n->inputs()) {
         // A program's graph inputs are freed like temporaries (the executor
         // owns them); a body's parameters belong to the enclosing program.
         // Values inside a generated run have no buffer.
-        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i || !ids.count(v) || !freed.insert(v).second)
-          continue;
+        if (!v || v->isConstant() || keep.count(v) || lastUse[v] != i || !ids.count(v)) continue;
         if (!prefix.empty() && std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end()) continue;
         if (!freeIns) {
           freeIns = prog_->add_instructions();

@@ -8,9 +8,10 @@ runtime/plan.proto):
 - every rank of every group issues the group's collectives in one order
   (same kinds, dims and shapes), and each rank issues its collectives in the
   order of the unscheduled plan: the ranks still match;
-- no instruction reads a buffer before one writes it, and the input of an
-  all-gather, reduce-scatter or all-to-all is not freed (its bytes given to
-  another buffer) before the first reader of the collective's output;
+- no instruction reads a buffer before one writes it, and no instruction
+  between an all-gather, reduce-scatter or all-to-all and the first reader of
+  its output writes over the collective's input in the arena (the memory
+  plan keeps it while it is in flight);
 - on a two-branch MLP under tp=2 (built here with onnx.helper, seeded) the
   first branch's all-reduce is followed by the second branch's kernels before
   its first reader, where the unscheduled plan reads it at once;
@@ -95,6 +96,13 @@ def between(prog):
     return total
 
 
+def overlap(a, b):
+    """\returns whether arena buffers `a` and `b` share a byte (one outside the arena shares none)."""
+    if a["arena_offset"] < 0 or b["arena_offset"] < 0 or a["id"] == b["id"]:
+        return False
+    return a["arena_offset"] < b["arena_offset"] + b["nbytes"] and b["arena_offset"] < a["arena_offset"] + a["nbytes"]
+
+
 def order_problems(groups, programs):
     """\\returns what breaks the matching of collectives or the data order of `programs`."""
     problems = []
@@ -107,17 +115,23 @@ def order_problems(groups, programs):
                 problems.append(f"group {g} {ranks}: rank {r} issues {s}, rank {ranks[0]} {first}")
     for p in programs:
         ins = p["instructions"]
+        bufs = {b["id"]: b for b in p["buffers"]}
         for k, c in enumerate(ins):
             if c["kind"] not in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL):
                 continue
-            j = next((j for j in range(k + 1, len(ins)) if c["outputs"][0] in ins[j]["inputs"]), len(ins))
-            # Freed right before the reader is fine (the reader waits anyway); freed
-            # before another instruction, that one may be given the bytes and wait.
-            early = [n for n in range(k + 1, j) if ins[n]["kind"] == FREE and c["inputs"][0] in ins[n]["inputs"]
-                     and any(ins[m]["kind"] != FREE for m in range(n + 1, j))]
-            if early:
-                problems.append(f"rank {p['rank']}: the input of {c['op']} {c['node']} (instruction {k}) is freed at "
-                                f"{early[0]}, before instructions that run while it is in flight (reader at {j})")
+            j = next((j for j in range(k + 1, len(ins))
+                      if ins[j]["kind"] != FREE and c["outputs"][0] in ins[j]["inputs"]), len(ins))
+            # What runs while it is in flight must not write the input's arena
+            # bytes (the executor would wait for the collective there).
+            src = bufs[c["inputs"][0]]
+            for n in range(k + 1, j):
+                if ins[n]["kind"] == FREE:
+                    continue
+                for o in ins[n]["outputs"]:
+                    if o >= 0 and overlap(src, bufs[o]):
+                        problems.append(f"rank {p['rank']}: instruction {n} ({ins[n]['op']} {ins[n]['node']}) "
+                                        f"writes over the input of {c['op']} {c['node']} (instruction {k}) "
+                                        f"while it is in flight (first reader at {j})")
         written = set(p["inputs"])
         for b in p["buffers"]:
             if b["weight"] >= 0:
