@@ -19,7 +19,8 @@ runtime/plan.proto):
   and give the unscheduled plans' outputs bit for bit (same seed).
 
 Plans: the two-branch MLP at tp=2, gpt2_tiny.onnx at tp=2, dp=2,tp=2 and
-pp=2, mlp.onnx at dp=2,tp=2, models/exported/bert.ts.onnx at dp=2. Prints
+pp=2, mlp.onnx at dp=2,tp=2, models/exported/bert.ts.onnx at dp=2 and
+models/exported/llama.ts.onnx at tp=2 (kernels move there too). Prints
 each plan's arena bytes and the nodes between collectives and their first
 readers, with and without the scheduler.
 """
@@ -227,7 +228,8 @@ def main():
              ("gpt2_tiny dp=2,tp=2", gpt2, ["--strategy", "dp=2,tp=2"], False),
              ("gpt2_tiny pp=2", gpt2, ["--strategy", "pp=2", "--microbatches", 2], False),
              ("mlp dp=2,tp=2", mlp, ["--strategy", "dp=2,tp=2"], False),
-             ("bert.ts dp=2", bert, ["--strategy", "dp=2"], False)]
+             ("bert.ts dp=2", bert, ["--strategy", "dp=2"], False),
+             ("llama.ts tp=2", e2e.model_path("exported/llama.ts.onnx"), ["--strategy", "tp=2"], True)]
     for name, model, extra, overlap in cases:
         if suite.selected(name):
             suite.run_case(name, s.case, name, model, extra, overlap)
