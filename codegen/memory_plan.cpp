@@ -8,6 +8,13 @@
 // 2. Each arena buffer's lifetime is [first instruction that writes it, last
 //    instruction that reads or writes it] in program order; FREE instructions
 //    are not uses. A buffer read before any instruction writes it is an error.
+//    The input of an ALL_GATHER, REDUCE_SCATTER or ALL_TO_ALL is still read
+//    by the communicator while the operation is in flight, which lasts until
+//    the first instruction that reads its output (runtime/executor.cpp, wait
+//    rule): its lifetime reaches the last instruction before that reader, so
+//    no instruction run meanwhile (the overlap scheduler puts independent
+//    ones there, passes/schedule.h) is given its bytes and has to wait for
+//    it. An ALL_REDUCE works on a copy in its output: its input dies at it.
 // 3. In place: a kernel whose op the predicate accepts (elementwise ops, and
 //    ops that only rename the input's bytes such as Reshape), whose input 0 is
 //    an arena buffer of the output's dtype and element count and dies at this
@@ -93,6 +100,25 @@ StatusOr<MemoryPlanStats> planMemory(plan::RankProgram* prog, const InPlacePredi
       if (def[id] < 0) def[id] = i;
       last[id] = std::max(last[id], i);
     }
+  }
+
+  for (int i = 0; i < prog->instructions_size(); ++i) {
+    const plan::Instruction& ins = prog->instructions(i);
+    if (ins.kind() != plan::Instruction::ALL_GATHER && ins.kind() != plan::Instruction::REDUCE_SCATTER &&
+        ins.kind() != plan::Instruction::ALL_TO_ALL)
+      continue;
+    if (ins.inputs_size() < 1 || ins.outputs_size() < 1 || !valid(ins.inputs(0))) continue;
+    int reader = i + 1;
+    for (; reader < prog->instructions_size(); ++reader) {
+      const plan::Instruction& r = prog->instructions(reader);
+      if (r.kind() != plan::Instruction::FREE &&
+          std::find(r.inputs().begin(), r.inputs().end(), ins.outputs(0)) != r.inputs().end())
+        break;
+    }
+    // The last instruction before the reader that is not a FREE (a FREE is not a use).
+    int lastUse = reader - 1;
+    while (lastUse > i && prog->instructions(lastUse).kind() == plan::Instruction::FREE) --lastUse;
+    last[ins.inputs(0)] = std::max(last[ins.inputs(0)], lastUse);
   }
 
   // Step 3: in-place chains. blockOf[b] is the index of b's block.

@@ -17,6 +17,7 @@
 #include "passes/fuse.h"
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
+#include "passes/schedule.h"
 #include "runtime/onnx_tensor.h"
 
 namespace pcc {
@@ -332,6 +333,35 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   }
   int64_t opsBefore = countKernels(*c.reference);
   say(strCat("fusion: ", opsBefore, " kernels before, ", kernelsAfter, " after", opts.fuse ? "" : " (--no-fuse)"));
+
+  // Overlap scheduling (passes/schedule.h): collectives first, independent nodes before their readers.
+  OverlapScheduleStats sched;
+  for (RankGraph& rg : c.ranks) {
+    OverlapScheduleStats s;
+    if (opts.scheduleOverlap) {
+      StatusOr<OverlapScheduleStats> r = scheduleOverlap(*rg.graph);
+      if (!r.ok()) return r.status().withContext(strCat("rank ", rg.rank, " program"));
+      s = r.value();
+      RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after scheduling")));
+    } else {
+      overlapOrder(*rg.graph, {}, &s);
+      s.moved = 0;
+      s.overlapAfter = s.overlapBefore;
+    }
+    sched.collectives += s.collectives;
+    sched.moved += s.moved;
+    sched.overlapBefore += s.overlapBefore;
+    sched.overlapAfter += s.overlapAfter;
+  }
+  if (sched.collectives > 0) {
+    std::string note = strCat("overlap scheduling", opts.scheduleOverlap ? "" : " off (--no-schedule-overlap)", ": ",
+                              sched.collectives, " collectives over ", c.ranks.size(), " ranks, ", sched.moved,
+                              " nodes moved, ", sched.overlapAfter,
+                              " nodes between the collectives and their first readers (", sched.overlapBefore,
+                              " in graph order)");
+    say(note);
+    c.partition.notes.push_back(note);
+  }
 
   KernelTable kernels;
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath,

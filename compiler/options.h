@@ -68,6 +68,9 @@ struct CompileOptions {
   /// Run the recognize pass and the fuse pass (passes/fuse.cpp, on each rank
   /// program); --no-fuse turns them off.
   bool fuse = true;
+  /// Reorder each rank program so that collectives overlap with independent
+  /// nodes (passes/schedule.h); --no-schedule-overlap keeps the order.
+  bool scheduleOverlap = true;
   /// A rank's piece of a constant with at most this many elements is copied
   /// while lowering; a larger one is streamed from the model when the plan is
   /// written (LowerOptions::eagerSliceElements). Tests set 0 to stream every

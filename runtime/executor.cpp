@@ -498,6 +498,7 @@ Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<O
   collectiveTimes_ = CommTimes{};
   receiveTimes_ = CommTimes{};
   inflight_.clear();  // what a failed run left (its communicators are aborted)
+  held_.clear();
   outputs->clear();
   if (profiling_ && instrProfile_.size() != steps_.size()) resetInstructionProfile();
   const int runs = std::max(1, prog_.microbatches());
@@ -738,7 +739,9 @@ Status Executor::startComm(const Step& s, const Tensor* in, bool readsInput, Ten
   auto work = start(f.got.get());
   if (!work.ok()) return work.status().withContext(where(s));
   f.work = std::move(work).value();
-  f.blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.issued).count();
+  const auto started = std::chrono::steady_clock::now();
+  f.blocked = std::chrono::duration<double>(started - f.issued).count();
+  held_.emplace_back(f.issued, started);
   inflight_.push_back(std::move(f));
   return Status::OK();
 }
@@ -779,8 +782,10 @@ Status Executor::finish(size_t k) {
   microbatch_ = f.microbatch;  // messages name the operation's run
   auto t0 = std::chrono::steady_clock::now();
   Status st = f.work->wait();
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  const double took = std::chrono::duration<double>(t1 - t0).count();
   f.blocked += took;
+  held_.emplace_back(t0, t1);
   const bool recv = s.ins->kind() == plan::Instruction::RECV;
   if (recv) waitSeconds_ += took;  // the stage idles until its input arrives
   if (profiling_ && static_cast<size_t>(f.step) < instrProfile_.size()) instrProfile_[f.step].seconds += took;
@@ -797,10 +802,17 @@ Status Executor::finish(size_t k) {
   microbatch_ = current;
   if (!st.ok()) return st;
   CommTimes& t = recv ? receiveTimes_ : collectiveTimes_;
-  const double busy = std::max(0.0, std::chrono::duration<double>(f.work->finishedAt() - f.issued).count());
+  const auto done = f.work->finishedAt();
+  const double busy = std::max(0.0, std::chrono::duration<double>(done - f.issued).count());
+  // The rank's time held by communication while this one was in flight.
+  double held = 0;
+  for (const auto& [lo, hi] : held_) {
+    const auto a = std::max(lo, f.issued), b = std::min(hi, done);
+    if (a < b) held += std::chrono::duration<double>(b - a).count();
+  }
   t.busySeconds += busy;
   t.blockedSeconds += f.blocked;
-  t.hiddenSeconds += std::max(0.0, busy - f.blocked);
+  t.hiddenSeconds += std::max(0.0, busy - held);
   ++t.operations;
   if (f.postedAhead) ++t.postedAhead;
   return Status::OK();

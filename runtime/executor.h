@@ -14,6 +14,7 @@
 
 #include <array>
 #include <chrono>
+#include <utility>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,7 +88,10 @@ class Executor {
     /// The time the rank was held by it: its start call and its wait.
     double blockedSeconds = 0;
     /// Of busySeconds, the part the rank computed through: per operation,
-    /// busy minus blocked, at least 0.
+    /// busy minus the time the rank was held by any start call or wait of
+    /// communication meanwhile (its own, or another operation's: an
+    /// operation in flight while the rank waits for another hides nothing
+    /// behind compute), at least 0.
     double hiddenSeconds = 0;
     int64_t operations = 0;
     /// Receives started ahead, during the previous micro-batch.
@@ -253,6 +257,9 @@ class Executor {
   double waitSeconds_ = 0;   // of the last run()
   // Started collectives and receives, in the order they were started.
   std::vector<InFlight> inflight_;
+  /// The intervals of this runAll in which the rank was held by a start call
+  /// or a wait of communication, in time order (CommTimes::hiddenSeconds).
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>> held_;
   // RECVs at the head of the program (before anything else touches memory)
   // whose output is in the arena: posted for run m+1 once run m has executed
   // step postAfter_ (its last RECV), into staging_[k][(m+1) % 2] (allocated

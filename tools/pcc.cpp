@@ -198,6 +198,8 @@ int toolMain(int argc, char** argv) {
          },
          "print the IR after pass PASS to stderr")
       ->type_name("PASS");
+  app.add_flag_function("--no-schedule-overlap", [&](int64_t) { opts.scheduleOverlap = false; },
+                        "keep each rank program in graph order: no collective is\nmoved ahead of independent nodes to overlap them");
   app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes: every op\nstays a kernel");
   cli::addChoice(app, "--target", opts.target, {"cpu", "cuda"},
                  "kernels to generate: cpu (default: a shared object for\n"

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "compiler/ir/ir.h"
@@ -174,6 +175,23 @@ size_t Graph::indexOf(const Node* n) const {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].get() == n) return i;
   return nodes_.size();
+}
+
+bool Graph::reorderNodes(const std::vector<Node*>& order) {
+  if (order.size() != nodes_.size()) return false;
+  std::unordered_map<const Node*, size_t> at;
+  for (size_t i = 0; i < nodes_.size(); ++i) at[nodes_[i].get()] = i;
+  std::unordered_set<const Node*> placed;
+  for (Node* n : order) {
+    if (!at.count(n) || placed.count(n)) return false;
+    for (const Value* v : n->inputs_)
+      if (v && v->producer_ && !placed.count(v->producer_)) return false;
+    placed.insert(n);
+  }
+  std::vector<std::unique_ptr<Node>> moved(nodes_.size());
+  for (size_t i = 0; i < order.size(); ++i) moved[i] = std::move(nodes_[at.at(order[i])]);
+  nodes_ = std::move(moved);
+  return true;
 }
 
 std::vector<Node*> Graph::users(const Value* v) const {

@@ -174,6 +174,11 @@ class Graph {
   size_t numNodes() const { return nodes_.size(); }
   /// \returns the position of `n` in nodes().
   size_t indexOf(const Node* n) const;
+  /// Puts the nodes in `order`: a permutation of nodes() in which each node
+  /// comes after the producers of its inputs (the scheduler's reorder,
+  /// passes/schedule.h). \returns false, leaving the order as it was, when
+  /// `order` is not one.
+  bool reorderNodes(const std::vector<Node*>& order);
 
   /// \returns the nodes that read `v` in the order of Value::uses() (a node
   /// reading v twice appears once). Costs the number of uses of `v`.

@@ -125,6 +125,51 @@ TEST(MemoryPlan, NoInPlaceWhereTheInputLivesOnTheTypesDifferOrTheOpIsNotElementw
   EXPECT_NE(buf(p, i).arena_offset(), buf(p, sum).arena_offset());
 }
 
+// A gather in flight still reads its input until the first reader of its
+// output: an independent kernel between them must not take the input's bytes
+// (it would wait for the gather), where with the reader right after the
+// gather it may. The all-reduce's input dies at it (it works on a copy).
+TEST(MemoryPlan, AnInFlightGathersInputLivesUntilItsOutputIsRead) {
+  for (bool between : {true, false}) {
+    plan::RankProgram p;
+    ProgBuilder b(&p, 0);
+    // Sizes so that first fit puts a at 0 and, when a is dead by then, k over it.
+    int x = b.buffer("x", f32({64})), a = b.buffer("a", f32({64})), g = b.buffer("g", f32({32}));
+    int k = b.buffer("k", f32({64})), y = b.buffer("y", f32({32})), z = b.buffer("z", f32({64}));
+    b.input(x, 0);
+    b.kernel("Softmax", {x}, {a});
+    b.collective(plan::Instruction::ALL_GATHER, a, g, 0);
+    b.free({a});
+    if (between) b.kernel("Softmax", {x}, {k});  // runs while the gather is in flight
+    b.kernel("Softmax", {g}, {y});               // the first reader: waits for it
+    if (!between) b.kernel("Softmax", {x}, {k});
+    b.kernel("Neg", {k}, {z});
+    b.output(y, 0);
+    b.output(z, 1);
+    auto st = planMemory(&p, nullptr);
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    if (between)
+      EXPECT_NE(buf(p, k).arena_offset(), buf(p, a).arena_offset());
+    else
+      EXPECT_EQ(buf(p, k).arena_offset(), buf(p, a).arena_offset());  // a is dead by then: its bytes are reused
+  }
+  plan::RankProgram p;
+  ProgBuilder b(&p, 0);
+  int x = b.buffer("x", f32({64})), a = b.buffer("a", f32({64})), r = b.buffer("r", f32({64}));
+  int k = b.buffer("k", f32({64})), y = b.buffer("y", f32({64})), z = b.buffer("z", f32({64}));
+  b.input(x, 0);
+  b.kernel("Softmax", {x}, {a});
+  b.collective(plan::Instruction::ALL_REDUCE, a, r, 0);
+  b.free({a});
+  b.kernel("Softmax", {x}, {k});
+  b.kernel("Softmax", {r}, {y});
+  b.kernel("Neg", {k}, {z});
+  b.output(y, 0);
+  b.output(z, 1);
+  ASSERT_TRUE(planMemory(&p, nullptr).ok());
+  EXPECT_EQ(buf(p, k).arena_offset(), buf(p, a).arena_offset());
+}
+
 TEST(MemoryPlan, ABufferReadBeforeItIsWrittenIsAnError) {
   plan::RankProgram p;
   ProgBuilder b(&p, 0);
