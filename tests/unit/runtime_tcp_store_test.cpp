@@ -123,7 +123,7 @@ TEST(TcpStore, ParsesIpv6AddressesInBrackets) {
     auto p = parseTcpAddress(bad, false);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput) << bad;
-    const std::string& m = p.status().message();
+    const std::string m = p.status().message();
     EXPECT_NE(m.find(std::string("'") + bad + "'"), std::string::npos) << m;
     EXPECT_NE(m.find("tcp:[IPV6]:PORT"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
