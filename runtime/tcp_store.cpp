@@ -402,7 +402,10 @@ struct TcpStoreServer::State {
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress& addr, const std::string& runId,
                                                                 int worldSize, uint64_t maxStoreBytes) {
-  ASSIGN_OR_RETURN(std::vector<Resolved> hosts, resolve(addr.host, addr.port));
+  auto resolved = resolve(addr.host, addr.port);
+  if (!resolved.ok())
+    return environmentError("cannot serve the rendezvous store on ", addr.str(), ": ", resolved.status().message());
+  const std::vector<Resolved>& hosts = *resolved;
   std::unique_ptr<TcpStoreServer> s(new TcpStoreServer());
   auto failed = [&](const std::string& what) {
     return environmentError("cannot serve the rendezvous store on ", addr.str(), ": ", what, ": ",
