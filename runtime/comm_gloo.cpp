@@ -37,6 +37,8 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -765,8 +767,21 @@ StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
   std::shared_ptr<gloo::transport::Device> dev;
   try {
     gloo::transport::tcp::attr attr;
-    if (options.iface.empty()) attr.hostname = options.hostname;
-    else attr.iface = options.iface;
+    if (options.iface.empty()) {
+      // An address literal fixes the family gloo resolves it in (an IPv6 one
+      // may come in brackets, as in a rendezvous address); a name keeps
+      // AF_UNSPEC: gloo binds the first of its addresses it can.
+      auto host = parseHost(options.hostname);
+      if (!host.ok()) return invalidInput("rank ", rank, ": gloo host ", host.status().message());
+      attr.hostname = *host;
+      in_addr v4;
+      if (isIpv6Literal(attr.hostname)) attr.ai_family = AF_INET6;
+      else if (inet_pton(AF_INET, attr.hostname.c_str(), &v4) == 1) attr.ai_family = AF_INET;
+    } else {
+      // gloo takes the interface's first IPv4 or IPv6 address in getifaddrs'
+      // order, which on Linux lists IPv4 ones first: `lo` is 127.0.0.1.
+      attr.iface = options.iface;
+    }
     dev = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     return environmentError("rank ", rank, ": cannot create a gloo TCP device on ",

@@ -51,7 +51,8 @@ struct GlooOptions {
   /// Bound on connecting and on every collective or transfer.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   /// Address the rank listens on (and its peers connect to): loopback by
-  /// default, which only serves ranks on one machine.
+  /// default, which only serves ranks on one machine. A name, an IPv4
+  /// address, or an IPv6 address bare or in brackets ("::1", "[fd00::2]").
   std::string hostname = "127.0.0.1";
   /// When not empty, the network interface whose address the rank listens on
   /// instead of `hostname` ("eth0").

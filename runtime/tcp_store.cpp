@@ -81,17 +81,50 @@ std::optional<int> parseInt(const std::string& s, int lo, int hi) {
 
 std::string errnoText(int e) { return std::strerror(e); }
 
-/// \returns the IPv4 address of `host`, or an error text.
-StatusOr<in_addr> resolve(const std::string& host) {
+/// One address of a host, as getaddrinfo gives it.
+struct Resolved {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_UNSPEC;
+
+  bool loopback() const {
+    if (family == AF_INET)
+      return (ntohl(reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr.s_addr) >> 24) == 127;
+    return family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr);
+  }
+};
+
+/// \returns the IPv4 and IPv6 addresses of `host` with port `port`, in
+/// getaddrinfo's order, or an error text.
+StatusOr<std::vector<Resolved>> resolve(const std::string& host, int port) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
   if (rc != 0 || !res) return environmentError("cannot resolve '", host, "': ", gai_strerror(rc));
-  in_addr a = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  std::vector<Resolved> out;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) || a->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    Resolved r;
+    std::memcpy(&r.addr, a->ai_addr, a->ai_addrlen);
+    r.len = a->ai_addrlen;
+    r.family = a->ai_family;
+    out.push_back(r);
+  }
   freeaddrinfo(res);
-  return a;
+  if (out.empty()) return environmentError("cannot resolve '", host, "': no IPv4 or IPv6 address");
+  return out;
+}
+
+/// \returns `r` as text ("127.0.0.1", "::1").
+std::string addressText(const Resolved& r) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  const void* a = r.family == AF_INET ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&r.addr)->sin_addr)
+                                      : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&r.addr)->sin6_addr);
+  inet_ntop(r.family, a, buf, sizeof buf);
+  return buf;
 }
 
 Ms left(Clock::time_point deadline) {
@@ -167,22 +200,61 @@ void setNoDelay(int fd) {
 
 }  // namespace
 
+std::string TcpAddress::str() const {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+bool isIpv6Literal(const std::string& host) {
+  // A zone ("%eth0", for a link-local address) is getaddrinfo's to check.
+  const std::string addr = host.substr(0, host.find('%'));
+  in6_addr a;
+  return !addr.empty() && host.size() < 256 && inet_pton(AF_INET6, addr.c_str(), &a) == 1;
+}
+
+StatusOr<std::string> parseHost(const std::string& text) {
+  if (!text.empty() && text.front() == '[') {
+    if (text.size() < 2 || text.back() != ']' || !isIpv6Literal(text.substr(1, text.size() - 2)))
+      return invalidInput("'", text, "': brackets must hold an IPv6 address, as in [::1]");
+    return text.substr(1, text.size() - 2);
+  }
+  if (text.find_first_of(":[]") != std::string::npos && !isIpv6Literal(text))
+    return invalidInput("'", text, "' is neither a host name, an IPv4 address nor an IPv6 address");
+  return text;
+}
+
 StatusOr<TcpAddress> parseTcpAddress(const std::string& spec, bool allowPortZero) {
   const std::string prefix = "tcp:";
   auto bad = [&](const std::string& why) {
-    return invalidInput("rendezvous '", spec, "': ", why, " (expected tcp:HOST:PORT)");
+    return invalidInput("rendezvous '", spec, "': ", why, " (expected tcp:HOST:PORT, or tcp:[IPV6]:PORT)");
   };
   if (spec.rfind(prefix, 0) != 0) return bad("not a tcp: address");
-  std::string rest = spec.substr(prefix.size());
-  size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0) return bad("no HOST");
+  const std::string rest = spec.substr(prefix.size());
   TcpAddress a;
-  a.host = rest.substr(0, colon);
-  if (a.host.find(':') != std::string::npos) return bad("HOST must be an IPv4 address or a name");
-  std::optional<int> port = parseInt(rest.substr(colon + 1), 0, 65535);
-  if (!port) return bad("PORT must be an integer in [0, 65535]");
-  if (*port == 0 && !allowPortZero) return bad("PORT 0 cannot be used: every rank must know the port");
-  a.port = *port;
+  std::string port;
+  if (!rest.empty() && rest.front() == '[') {
+    // tcp:[IPV6]:PORT: the host is whatever the brackets hold.
+    size_t close = rest.find(']');
+    if (close == std::string::npos) return bad("no ']' after '['");
+    a.host = rest.substr(1, close - 1);
+    if (!isIpv6Literal(a.host)) return bad("brackets must hold an IPv6 address, not '" + a.host + "'");
+    if (close + 1 >= rest.size() || rest[close + 1] != ':') return bad("no ':PORT' after ']'");
+    port = rest.substr(close + 2);
+  } else {
+    size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) return bad("no HOST");
+    a.host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (a.host.find_first_of(":[]") != std::string::npos) {
+      // The last ':' of a bare IPv6 address cannot be told from the port's.
+      if (isIpv6Literal(a.host) && !port.empty())
+        return bad("an IPv6 address must be in brackets: tcp:[" + a.host + "]:" + port);
+      return bad("HOST must be a name or an IPv4 address, or an IPv6 address in brackets");
+    }
+  }
+  std::optional<int> p = parseInt(port, 0, 65535);
+  if (!p) return bad("PORT must be an integer in [0, 65535]");
+  if (*p == 0 && !allowPortZero) return bad("PORT 0 cannot be used: every rank must know the port");
+  a.port = *p;
   return a;
 }
 
@@ -330,26 +402,57 @@ struct TcpStoreServer::State {
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress& addr, const std::string& runId,
                                                                 int worldSize, uint64_t maxStoreBytes) {
-  ASSIGN_OR_RETURN(in_addr host, resolve(addr.host));
+  auto resolved = resolve(addr.host, addr.port);
+  if (!resolved.ok())
+    return environmentError("cannot serve the rendezvous store on ", addr.str(), ": ", resolved.status().message());
+  const std::vector<Resolved>& hosts = *resolved;
   std::unique_ptr<TcpStoreServer> s(new TcpStoreServer());
   auto failed = [&](const std::string& what) {
     return environmentError("cannot serve the rendezvous store on ", addr.str(), ": ", what, ": ",
                             errnoText(errno));
   };
-  s->listenFd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s->listenFd_ < 0) return failed("socket");
-  int one = 1;
+  // Where to listen. A loopback host (its first address decides: "localhost"
+  // may give ::1 or 127.0.0.1 first) serves this machine only, on that
+  // address. Any other host is served on every interface, since the address
+  // a machine's name resolves to here is not always the one other machines
+  // reach it by. The family follows the host's: with IPv4 addresses only,
+  // 0.0.0.0 as an IPv4 socket, which also works where IPv6 is off; with an
+  // IPv6 address, `::` with IPV6_V6ONLY cleared (dual-stack), so that ranks
+  // whose resolver gives them an IPv4 address of the same name (another
+  // /etc/hosts, an A record before the AAAA one) reach it too.
+  Resolved listenOn = hosts.front();
+  if (!listenOn.loopback()) {
+    const bool v6 = std::any_of(hosts.begin(), hosts.end(), [](const Resolved& r) { return r.family == AF_INET6; });
+    listenOn = Resolved{};
+    listenOn.family = v6 ? AF_INET6 : AF_INET;
+    if (v6) {
+      auto* sa = reinterpret_cast<sockaddr_in6*>(&listenOn.addr);
+      sa->sin6_family = AF_INET6;
+      sa->sin6_addr = in6addr_any;
+      sa->sin6_port = htons(static_cast<uint16_t>(addr.port));
+      listenOn.len = sizeof *sa;
+    } else {
+      auto* sa = reinterpret_cast<sockaddr_in*>(&listenOn.addr);
+      sa->sin_family = AF_INET;
+      sa->sin_addr.s_addr = htonl(INADDR_ANY);
+      sa->sin_port = htons(static_cast<uint16_t>(addr.port));
+      listenOn.len = sizeof *sa;
+    }
+  }
+  s->listenFd_ = socket(listenOn.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s->listenFd_ < 0) return failed(std::string("socket (") + (listenOn.family == AF_INET6 ? "IPv6" : "IPv4") + ")");
+  int one = 1, zero = 0;
   setsockopt(s->listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(addr.port));
-  const bool loopback = (ntohl(host.s_addr) >> 24) == 127;
-  sa.sin_addr.s_addr = loopback ? host.s_addr : htonl(INADDR_ANY);
-  if (bind(s->listenFd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return failed("bind");
+  if (listenOn.family == AF_INET6 && !listenOn.loopback())
+    setsockopt(s->listenFd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  if (bind(s->listenFd_, reinterpret_cast<sockaddr*>(&listenOn.addr), listenOn.len) != 0)
+    return failed("bind to " + addressText(listenOn));
   if (listen(s->listenFd_, 512) != 0) return failed("listen");
-  socklen_t len = sizeof sa;
-  getsockname(s->listenFd_, reinterpret_cast<sockaddr*>(&sa), &len);
-  s->port_ = ntohs(sa.sin_port);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  getsockname(s->listenFd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  s->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   setNonBlocking(s->listenFd_);
   if (pipe2(s->wakeFd_, O_CLOEXEC | O_NONBLOCK) != 0) return failed("pipe");
   s->state_ = std::make_unique<State>();
@@ -428,32 +531,36 @@ StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(const TcpAddre
   int fd = -1;
   Ms pause(20);
   while (fd < 0) {
-    auto host = resolve(addr.host);
-    if (host.ok()) {
-      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (fd < 0) return unreachable("socket: " + errnoText(errno));
-      sockaddr_in sa{};
-      sa.sin_family = AF_INET;
-      sa.sin_port = htons(static_cast<uint16_t>(addr.port));
-      sa.sin_addr = *host;
-      int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-      if (rc != 0 && errno == EINPROGRESS) {
-        rc = -1;
-        if (waitFd(fd, POLLOUT, std::min(deadline, Clock::now() + Ms(2000)))) {
-          int err = 0;
-          socklen_t len = sizeof err;
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          if (err == 0) rc = 0;
-          else errno = err;
+    // Resolved again on every round: a name may get its address late.
+    auto hosts = resolve(addr.host, addr.port);
+    if (hosts.ok()) {
+      // Each address in getaddrinfo's order (IPv6 and IPv4 ones of a name).
+      for (const Resolved& h : *hosts) {
+        fd = socket(h.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+          lastError = "socket: " + errnoText(errno);
+          continue;
         }
-      }
-      if (rc != 0) {
-        lastError = "connect: " + errnoText(errno);
+        int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&h.addr), h.len);
+        if (rc != 0 && errno == EINPROGRESS) {
+          rc = -1;
+          if (waitFd(fd, POLLOUT, std::min(deadline, Clock::now() + Ms(2000)))) {
+            int err = 0;
+            socklen_t len = sizeof err;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            if (err == 0) rc = 0;
+            else errno = err;
+          }
+        }
+        if (rc == 0) break;
+        lastError = "connect" + (hosts->size() > 1 ? " to " + addressText(h) : std::string()) + ": " +
+                    errnoText(errno);
         close(fd);
         fd = -1;
+        if (Clock::now() >= deadline) break;
       }
     } else {
-      lastError = host.status().message();
+      lastError = hosts.status().message();
     }
     if (fd >= 0) break;
     if (Clock::now() + pause >= deadline) return unreachable(lastError);

@@ -4,7 +4,8 @@
 // each other before they can talk through a real library (gloo's addresses,
 // a NCCL unique id), never tensors or collectives.
 //
-// Protocol (IPv4, one connection per client, requests answered in order):
+// Protocol (IPv4 or IPv6, one connection per client, requests answered in
+// order):
 //   1. Every message is a frame: a 4-byte little-endian body length (at most
 //      kMaxFrameBytes), then the body: one byte (the request op or the answer
 //      status) and fields, each a 4-byte little-endian length and its bytes.
@@ -40,24 +41,40 @@ constexpr uint32_t kMaxKeyBytes = 4096;
 constexpr uint32_t kMaxValueBytes = 16u << 20;
 constexpr uint64_t kMaxStoreBytes = 256ull << 20;
 
-/// A rendezvous endpoint: `tcp:HOST:PORT`.
+/// A rendezvous endpoint: `tcp:HOST:PORT`, or `tcp:[ADDR]:PORT` for an IPv6
+/// address.
 struct TcpAddress {
+  /// A name, an IPv4 address, or an IPv6 address without its brackets.
   std::string host;
   int port = 0;
-  std::string str() const { return host + ":" + std::to_string(port); }
+  /// "HOST:PORT", or "[ADDR]:PORT" when the host is an IPv6 address.
+  std::string str() const;
 };
 
-/// \returns the address in `spec` ("tcp:HOST:PORT"; PORT 0 only with
-/// `allowPortZero`), or an invalid-input error naming `spec`.
+/// \returns the address in `spec` ("tcp:HOST:PORT" or "tcp:[IPV6]:PORT";
+/// PORT 0 only with `allowPortZero`), or an invalid-input error naming `spec`
+/// (an IPv6 address without brackets is one, and says how to write it).
 StatusOr<TcpAddress> parseTcpAddress(const std::string& spec, bool allowPortZero);
+
+/// \returns whether `host` is an IPv6 address literal ("::1", "fd00::2",
+/// "fe80::1%eth0" with a zone), without brackets.
+bool isIpv6Literal(const std::string& host);
+
+/// \returns the host in `text` as getaddrinfo takes it: a name, an IPv4
+/// address, or an IPv6 address bare or in brackets ("[::1]" -> "::1"); or an
+/// invalid-input error when it has brackets around anything but an IPv6
+/// address, or colons without being an IPv6 address.
+StatusOr<std::string> parseHost(const std::string& text);
 
 /// The server: a thread that answers every client until it is destroyed.
 class TcpStoreServer {
  public:
   /// Listens on `host`'s port `port` (0: a free port, see port()): on the
-  /// loopback address when `host` is a loopback address, else on every
-  /// interface (a machine's name often resolves to an address other machines
-  /// cannot reach). Clients must say run id `runId` and world size
+  /// loopback address when `host`'s first address is one (127.0.0.0/8, ::1),
+  /// else on every interface (a machine's name often resolves to an address
+  /// other machines cannot reach): every IPv4 one (0.0.0.0) when `host` has
+  /// IPv4 addresses only, every IPv6 and IPv4 one (`::`, dual-stack) when it
+  /// has an IPv6 address. Clients must say run id `runId` and world size
   /// `worldSize`; all keys and values together take at most `maxStoreBytes`.
   /// \returns the running server, or an environment error naming HOST:PORT
   /// when the port cannot be bound.
@@ -92,8 +109,9 @@ struct PeerState {
 /// are serialized).
 class TcpStoreClient {
  public:
-  /// Connects to `addr` as rank `rank` of `worldSize` in run `runId`,
-  /// retrying until `timeout` passes (the server may start later).
+  /// Connects to `addr` as rank `rank` of `worldSize` in run `runId`: to each
+  /// of its addresses (IPv4 or IPv6) in getaddrinfo's order, retrying all of
+  /// them until `timeout` passes (the server may start later).
   /// \returns the client, or an environment error naming the rank and
   /// HOST:PORT (unreachable within the timeout, or refused by the server).
   static StatusOr<std::shared_ptr<TcpStoreClient>> connect(const TcpAddress& addr, const std::string& runId,

@@ -27,6 +27,7 @@
 #include "runtime/onnx_tensor.h"
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
+#include "runtime/tcp_store.h"
 #include "tools/cli.h"
 #ifdef PCC_HAVE_CUDA_RUNTIME
 #include "runtime/cuda/cuda_backend.h"
@@ -160,12 +161,14 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  "OMPI_COMM_WORLD_RANK/SIZE; ranks meet in DIR/<run id>\n"
                  "(run id: PCC_RUN_ID, else PMIX_NAMESPACE under\n"
                  "mpirun), or, with tcp:HOST:PORT, through the store\n"
-                 "rank 0 serves on HOST:PORT (several machines); rank 0\n"
-                 "prints and checks (also $PCC_RENDEZVOUS)")
+                 "rank 0 serves on HOST:PORT (several machines; an IPv6\n"
+                 "HOST in brackets: tcp:[::1]:29500); rank 0 prints and\n"
+                 "checks (also $PCC_RENDEZVOUS)")
       ->type_name("DIR|tcp:HOST:PORT");
   app.add_option("--gloo-host", a.run.glooHost,
                  "with --rendezvous: the address of this machine that gloo\n"
-                 "listens on and peers connect to (default 127.0.0.1: one\n"
+                 "listens on and peers connect to: a name, an IPv4 or an\n"
+                 "IPv6 address (::1 or [::1]) (default 127.0.0.1: one\n"
                  "machine only; also $PCC_GLOO_HOST)")
       ->type_name("ADDR");
   app.add_option("--gloo-iface", a.run.glooIface,
@@ -192,6 +195,13 @@ std::variant<Args, int> parse(int argc, char** argv) {
     if (value->find_first_of(" \t\n") != std::string::npos) {
       std::fprintf(stderr, "pcc-run: error: %s (or $%s): '%s' is not an address or interface name\n", flag, env,
                    value->c_str());
+      return cli::kExitUsage;
+    }
+  }
+  if (!a.run.glooHost.empty()) {
+    auto host = parseHost(a.run.glooHost);
+    if (!host.ok()) {
+      std::fprintf(stderr, "pcc-run: error: --gloo-host (or $PCC_GLOO_HOST): %s\n", host.status().message().c_str());
       return cli::kExitUsage;
     }
   }

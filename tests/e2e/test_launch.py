@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Launching ranks as processes on one machine as on several: pcc-run
 processes meet through the TCP store rank 0 serves (`--rendezvous
-tcp:127.0.0.1:PORT`) and under Open MPI's mpirun (directory and TCP
-rendezvous); their outputs equal the threaded run's bit for bit. LOCAL_RANK
+tcp:127.0.0.1:PORT`, and over IPv6 `tcp:[::1]:PORT` with `--gloo-host ::1`)
+and under Open MPI's mpirun (directory and TCP rendezvous); their outputs
+equal the threaded run's bit for bit. LOCAL_RANK
 reaches rank 0's report. A store nobody serves makes every rank exit 4 within
 the timeout with one line naming its rank and HOST:PORT; a rank killed with
 SIGKILL makes the others exit 4 within the timeout, naming it.
@@ -21,19 +22,26 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
 
-CASES = [  # (model, batch, compile flags, how gloo's address is chosen: pcc-run flags, environment)
-    ("mlp.onnx", 4, ["--gpus", 2, "--strategy", "tp=2"], ["--gloo-iface", "lo"], {}),
-    ("gpt2_tiny.onnx", 4, ["--gpus", 4, "--strategy", "dp=2,tp=2"], [], {"PCC_GLOO_HOST": "127.0.0.1"}),
+CASES = [  # (model, batch, compile flags, how gloo's address is chosen: pcc-run flags, environment; store host)
+    ("mlp.onnx", 4, ["--gpus", 2, "--strategy", "tp=2"], ["--gloo-iface", "lo"], {}, "127.0.0.1"),
+    ("gpt2_tiny.onnx", 4, ["--gpus", 4, "--strategy", "dp=2,tp=2"], [], {"PCC_GLOO_HOST": "127.0.0.1"}, "127.0.0.1"),
+    # IPv6: the store on ::1 (in brackets), gloo on ::1.
+    ("mlp.onnx", 4, ["--gpus", 2, "--strategy", "tp=2"], ["--gloo-host", "::1"], {}, "::1"),
 ]
 # Same kernel threads in every run, so that the numbers can be equal bit for bit.
 THREADS = ["--threads", "1"]
 
 
-def free_port():
-    """\returns a TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host="127.0.0.1"):
+    """\returns a TCP port free on `host` (127.0.0.1 or ::1) right now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def tcp_rendezvous(host, port):
+    """\returns `--rendezvous`'s tcp:HOST:PORT, an IPv6 HOST in brackets."""
+    return f"tcp:[{host}]:{port}" if ":" in host else f"tcp:{host}:{port}"
 
 
 def base_env():
@@ -104,16 +112,18 @@ def compile_case(suite, tools, d, model, batch, flags, name):
     return plan, data, outputs
 
 
-def tcp_case(suite, tools, model, batch, flags, gloo_flags, gloo_env):
-    name = f"tcp {model} {' '.join(map(str, flags + gloo_flags))} {' '.join(f'{k}={v}' for k, v in gloo_env.items())}"
+def tcp_case(suite, tools, model, batch, flags, gloo_flags, gloo_env, host):
+    port = free_port(host)
+    rendezvous = tcp_rendezvous(host, port)
+    name = (f"{rendezvous} {model} {' '.join(map(str, flags + gloo_flags))} "
+            f"{' '.join(f'{k}={v}' for k, v in gloo_env.items())}")
     d = suite.tempdir("launch")
     plan, data, outputs = compile_case(suite, tools, d, model, batch, flags, name)
     if not plan:
         return
     world = int(flags[flags.index("--gpus") + 1])
     procs_out = os.path.join(d, "procs")
-    port = free_port()
-    procs = start_ranks(tools, plan, world, f"tcp:127.0.0.1:{port}",
+    procs = start_ranks(tools, plan, world, rendezvous,
                         ["--inputs", data, "--outputs", procs_out, "--check", "--profile", "--timeout", 60] + THREADS
                         + gloo_flags, env_extra=gloo_env)
     results = finish(procs, 120)
@@ -216,13 +226,31 @@ def no_store(suite, tools):
                     rc == 4 and t < timeout + 4 and len(lines) == 1
                     and ("interface nosuch0" in said or (k > 0 and f"rendezvous store at 127.0.0.1:{port}" in said)),
                     detail)
-    # A bad address is a usage error before anything waits.
+    # The same over IPv6: the rank names the address in brackets.
+    port = free_port("::1")
+    procs = start_ranks(tools, plan, 4, f"tcp:[::1]:{port}", ["--timeout", timeout], skip=(0, 2, 3))
+    results = finish(procs, 5 * timeout + 10)
+    rc, _, e, t = results[1]
+    lines = [ln for ln in e.splitlines() if ln.strip()]
+    suite.check(f"{name}: tcp:[::1]:PORT: rank 1 exits 4 within the timeout (+2 s), one line naming rank 1 and "
+                "[::1]:PORT", rc == 4 and t < timeout + 2 and len(lines) == 1 and "rank 1:" in lines[0]
+                and f"[::1]:{port}" in lines[0], describe(results))
+    # A bad address is a usage error before anything waits; a bare IPv6
+    # address is told to take brackets.
     env = dict(base_env(), RANK="1", WORLD_SIZE="4")
-    for bad in ("tcp:127.0.0.1:0", "tcp:127.0.0.1", "tcp:127.0.0.1:99999"):
+    for bad, said in (("tcp:127.0.0.1:0", "tcp:HOST:PORT"), ("tcp:127.0.0.1", "tcp:HOST:PORT"),
+                      ("tcp:127.0.0.1:99999", "tcp:HOST:PORT"), ("tcp:::1:29500", "brackets: tcp:[::1]:29500"),
+                      ("tcp:[::1]", "tcp:[IPV6]:PORT"), ("tcp:[127.0.0.1]:29500", "tcp:[IPV6]:PORT")):
         p = subprocess.run([tools.path("pcc-run"), plan, "--rendezvous", bad], env=env, capture_output=True,
                            text=True, timeout=30)
         suite.check(f"{name}: --rendezvous {bad}: exit 2, one line",
-                    p.returncode == 2 and "tcp:HOST:PORT" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                    p.returncode == 2 and said in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                    f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
+    for bad in ("[::1", "[127.0.0.1]", "fd00:::2"):
+        p = subprocess.run([tools.path("pcc-run"), plan, "--rendezvous", f"tcp:[::1]:{free_port('::1')}",
+                            "--gloo-host", bad], env=env, capture_output=True, text=True, timeout=30)
+        suite.check(f"{name}: --gloo-host {bad}: exit 2, one line naming it",
+                    p.returncode == 2 and f"'{bad}'" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
                     f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
     shutil.rmtree(d, ignore_errors=True)
 
@@ -266,8 +294,9 @@ def main():
     suite = e2e.Suite("test_launch", args)
     tools = e2e.Tools(args.bin)
     if e2e.require_tools(suite, tools, needed=("pcc", "pcc-run")):
-        for model, batch, flags, gloo_flags, gloo_env in CASES:
-            suite.run_case(f"tcp {model}", tcp_case, suite, tools, model, batch, flags, gloo_flags, gloo_env)
+        for model, batch, flags, gloo_flags, gloo_env, host in CASES:
+            suite.run_case(f"tcp {host} {model}", tcp_case, suite, tools, model, batch, flags, gloo_flags, gloo_env,
+                           host)
         suite.run_case("mpirun", mpirun_case, suite, tools)
         suite.run_case("no store", no_store, suite, tools)
         suite.run_case("killed rank", killed_rank, suite, tools)

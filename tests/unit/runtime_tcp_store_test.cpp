@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "runtime/comm_gloo.h"
 #include "runtime/tcp_store.h"
@@ -55,6 +56,30 @@ int rawSocket(const TcpAddress& a) {
   return fd;
 }
 
+/// \returns whether something accepts a TCP connection on `ip` (an IPv4 or
+/// IPv6 address) port `port`.
+bool accepts(const std::string& ip, int port) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (ip.find(':') != std::string::npos) {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(inet_pton(AF_INET6, ip.c_str(), &sa->sin6_addr), 1) << ip;
+    len = sizeof *sa;
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(inet_pton(AF_INET, ip.c_str(), &sa->sin_addr), 1) << ip;
+    len = sizeof *sa;
+  }
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
+  close(fd);
+  return ok;
+}
+
 void sendRaw(int fd, const std::string& data) {
   ASSERT_EQ(send(fd, data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(data.size()));
 }
@@ -82,6 +107,7 @@ TEST(TcpStore, ParsesAddresses) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->host, "node1.example");
   EXPECT_EQ(a->port, 29500);
+  EXPECT_EQ(a->str(), "node1.example:29500");
   EXPECT_FALSE(parseTcpAddress("tcp:127.0.0.1:0", false).ok());
   EXPECT_TRUE(parseTcpAddress("tcp:127.0.0.1:0", true).ok());
   for (const char* bad : {"127.0.0.1:80", "tcp:", "tcp::80", "tcp:host", "tcp:host:", "tcp:host:65536",
@@ -89,6 +115,120 @@ TEST(TcpStore, ParsesAddresses) {
     auto p = parseTcpAddress(bad, true);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_NE(p.status().message().find("tcp:HOST:PORT"), std::string::npos) << p.status().message();
+  }
+}
+
+TEST(TcpStore, ParsesIpv6AddressesInBrackets) {
+  const std::vector<std::tuple<std::string, std::string, int, std::string>> good = {
+      {"tcp:127.0.0.1:29500", "127.0.0.1", 29500, "127.0.0.1:29500"},
+      {"tcp:localhost:1", "localhost", 1, "localhost:1"},
+      {"tcp:[::1]:29500", "::1", 29500, "[::1]:29500"},
+      {"tcp:[fd00::2]:65535", "fd00::2", 65535, "[fd00::2]:65535"},
+      {"tcp:[::ffff:10.0.0.1]:7", "::ffff:10.0.0.1", 7, "[::ffff:10.0.0.1]:7"},
+      {"tcp:[fe80::1%eth0]:80", "fe80::1%eth0", 80, "[fe80::1%eth0]:80"},
+  };
+  for (const auto& [spec, host, port, str] : good) {
+    auto a = parseTcpAddress(spec, false);
+    ASSERT_TRUE(a.ok()) << spec << ": " << a.status().message();
+    EXPECT_EQ(a->host, host) << spec;
+    EXPECT_EQ(a->port, port) << spec;
+    EXPECT_EQ(a->str(), str) << spec;
+  }
+  // A bare IPv6 address: one line saying how to write it.
+  auto bare = parseTcpAddress("tcp:::1:29500", false);
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(bare.status().message().find("must be in brackets: tcp:[::1]:29500"), std::string::npos)
+      << bare.status().message();
+  EXPECT_EQ(bare.status().message().find('\n'), std::string::npos);
+  for (const char* bad : {"tcp:fd00::2:80", "tcp:fd00::2", "tcp:[::1]", "tcp:[::1]:", "tcp:[::1:80", "tcp:[]:80",
+                          "tcp:[127.0.0.1]:80", "tcp:[node1]:80", "tcp:[::1]x80", "tcp:[::1]:65536",
+                          "tcp:[::1]:0", "tcp:[::1]]:80", "tcp:[:::1]:80", "tcp:node[1]:80", "tcp:]:80"}) {
+    auto p = parseTcpAddress(bad, false);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput) << bad;
+    const std::string m = p.status().message();
+    EXPECT_NE(m.find(std::string("'") + bad + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("tcp:[IPV6]:PORT"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(TcpStore, ParsesHosts) {
+  for (const char* same : {"127.0.0.1", "node1.example", "::1", "fd00::2", "fe80::1%lo"}) {
+    auto h = parseHost(same);
+    ASSERT_TRUE(h.ok()) << same << ": " << h.status().message();
+    EXPECT_EQ(*h, same);
+  }
+  auto h = parseHost("[fd00::2]");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(*h, "fd00::2");
+  EXPECT_TRUE(isIpv6Literal("::1"));
+  EXPECT_FALSE(isIpv6Literal("127.0.0.1"));
+  EXPECT_FALSE(isIpv6Literal("[::1]"));
+  for (const char* bad : {"[127.0.0.1]", "[::1", "::1]", "[]", "[node1]", "fd00:::2", "a:b", "node:80"}) {
+    auto p = parseHost(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput) << bad;
+    EXPECT_NE(p.status().message().find(bad), std::string::npos) << p.status().message();
+  }
+}
+
+TEST(TcpStore, RoundTripOnIpv6LoopbackOnly) {
+  auto started = TcpStoreServer::start({"::1", 0}, "run", 2);
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  const TcpAddress at{"::1", (*started)->port()};
+  auto a = client(at, 0, 2), b = client(at, 1, 2);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(a->set("k", bytes("over ::1")).ok());
+  auto v = b->get("k", Ms(1000));
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(std::string(v->begin(), v->end()), "over ::1");
+  // Served on ::1 only: not on 127.0.0.1, nor on another address.
+  EXPECT_TRUE(accepts("::1", at.port));
+  EXPECT_FALSE(accepts("127.0.0.1", at.port));
+  // Errors name the address in brackets.
+  started->reset();
+  auto gone = TcpStoreClient::connect(at, "run", 1, 2, Ms(300));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("rank 1: cannot reach the rendezvous store at [::1]:" +
+                                         std::to_string(at.port)),
+            std::string::npos)
+      << gone.status().message();
+}
+
+TEST(TcpStore, NamesAndFamiliesOfTheListeningAddress) {
+  // A name: "localhost" (127.0.0.1, perhaps ::1 too) is served on its first
+  // address, and a client tries each of its addresses.
+  {
+    auto started = TcpStoreServer::start({"localhost", 0}, "run", 1);
+    ASSERT_TRUE(started.ok()) << started.status().message();
+    auto c = client({"localhost", (*started)->port()}, 0, 1);
+    ASSERT_TRUE(c);
+    EXPECT_TRUE(c->set("k", bytes("v")).ok());
+  }
+  // A host with an IPv6 address that is not loopback: every interface, both
+  // families (dual-stack `::`).
+  {
+    auto started = TcpStoreServer::start({"2001:db8::1", 0}, "run", 2);
+    ASSERT_TRUE(started.ok()) << started.status().message();
+    const int port = (*started)->port();
+    EXPECT_TRUE(accepts("::1", port));
+    EXPECT_TRUE(accepts("127.0.0.1", port));
+    auto six = client({"::1", port}, 0, 2), four = client({"127.0.0.1", port}, 1, 2);
+    ASSERT_TRUE(six && four);
+    EXPECT_TRUE(six->set("k", bytes("both")).ok());
+    auto v = four->get("k", Ms(1000));
+    ASSERT_TRUE(v.ok()) << v.status().message();
+    EXPECT_EQ(std::string(v->begin(), v->end()), "both");
+  }
+  // An IPv4 host that is not loopback: every IPv4 interface only, as before.
+  {
+    auto started = TcpStoreServer::start({"192.0.2.1", 0}, "run", 2);
+    ASSERT_TRUE(started.ok()) << started.status().message();
+    const int port = (*started)->port();
+    EXPECT_TRUE(client({"127.0.0.1", port}, 0, 2) != nullptr);
+    EXPECT_FALSE(accepts("::1", port));
   }
 }
 
@@ -359,35 +499,55 @@ TEST(TcpStore, PortInUseIsAnErrorNamingIt) {
   EXPECT_NE(again.status().message().find(s.addr.str()), std::string::npos) << again.status().message();
 }
 
-TEST(TcpStore, GlooConnectsThroughIt) {
-  // Two rank threads connect a gloo group through the TCP store and sum.
-  Served s = serve("run", 2);
-  std::vector<Status> st(2);
-  std::vector<float> sums(2);
+/// Two rank threads connect a gloo group through the TCP store at `host`,
+/// gloo listening on `glooHost`, and sum. \returns each rank's status and sum.
+std::vector<std::pair<Status, float>> glooSum(const std::string& host, const std::string& glooHost) {
+  auto started = TcpStoreServer::start({host, 0}, "run", 2);
+  EXPECT_TRUE(started.ok()) << started.status().message();
+  if (!started.ok()) return {};
+  const TcpAddress at{host, (*started)->port()};
+  std::vector<std::pair<Status, float>> out(2, {Status::OK(), 0.0f});
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      auto c = TcpStoreClient::connect(s.addr, "run", r, 2, Ms(10000));
+      auto c = TcpStoreClient::connect(at, "run", r, 2, Ms(10000));
       if (!c.ok()) {
-        st[r] = c.status();
+        out[r].first = c.status();
         return;
       }
       std::shared_ptr<GlooStore> store = GlooStore::overTcp(*c);
       GlooOptions o;
       o.timeout = Ms(10000);
+      o.hostname = glooHost;
       auto comms = connectGloo(*store, r, 2, {CommGroup{"tp", {0, 1}}}, /*withWorld=*/true, o);
       if (!comms.ok()) {
-        st[r] = comms.status();
+        out[r].first = comms.status();
         return;
       }
       Tensor t = Tensor::fromVector<float>(DType::kF32, {1}, {static_cast<float>(r + 1)});
-      st[r] = comms->groups[0]->allReduceSum(t);
-      sums[r] = t.data<float>()[0];
+      out[r].first = comms->groups[0]->allReduceSum(t);
+      out[r].second = t.data<float>()[0];
     });
   for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(TcpStore, GlooConnectsThroughIt) {
+  for (auto [host, glooHost] : {std::pair{"127.0.0.1", "127.0.0.1"}, std::pair{"::1", "::1"},
+                                std::pair{"::1", "[::1]"}, std::pair{"localhost", "localhost"}}) {
+    auto got = glooSum(host, glooHost);
+    ASSERT_EQ(got.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(got[r].first.ok()) << host << " " << glooHost << ": " << got[r].first.message();
+      EXPECT_EQ(got[r].second, 3.0f) << host << " " << glooHost;
+    }
+  }
+  // A gloo host that is no address: an invalid-input error naming it.
+  auto got = glooSum("::1", "[::1");
+  ASSERT_EQ(got.size(), 2u);
   for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(st[r].ok()) << st[r].message();
-    EXPECT_EQ(sums[r], 3.0f);
+    EXPECT_EQ(got[r].first.code(), StatusCode::kInvalidInput) << got[r].first.message();
+    EXPECT_NE(got[r].first.message().find("[::1"), std::string::npos) << got[r].first.message();
   }
 }
 
