@@ -88,12 +88,14 @@ std::string foldedProviders(const std::string& text, const char* dir, double rto
   ro.foldEpilogues = false;
   std::optional<RunResult> unfolded = runAndCompare(*g.loaded, ro, rtol, atol);
   std::string providers;
-  if (folded && !folded->instructions.empty())
+  if (folded && !folded->instructions.empty()) {
     for (const RunResult::InstructionTime& t : folded->instructions[0])
       if (t.provider.find("epilogue") != std::string::npos) providers += (providers.empty() ? "" : "|") + t.provider;
-  if (unfolded && !unfolded->instructions.empty())
+  }
+  if (unfolded && !unfolded->instructions.empty()) {
     for (const RunResult::InstructionTime& t : unfolded->instructions[0])
       EXPECT_EQ(t.provider.find("epilogue"), std::string::npos) << "folded under --no-fold: " << t.provider;
+  }
   std::filesystem::remove_all(g.dir);
   return providers;
 }
