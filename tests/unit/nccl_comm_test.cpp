@@ -176,7 +176,8 @@ CollFn allToAll(int split, int concat) {
 class NcclAllReduce : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
 
 TEST_P(NcclAllReduce, TwoRanksMatchGlooBitForBit) {
-  auto [dt, start] = GetParam();
+  const DType dt = std::get<0>(GetParam());  // not a structured binding: clang 14 cannot capture one
+  const bool start = std::get<1>(GetParam());
   compare(2, [&](int r) { return rankTensor(dt, {3, 5}, r); }, nullptr, kAllReduce, start, "all-reduce");
 }
 
