@@ -152,7 +152,9 @@ Status Executor::prepare(bool verifyChecksums) {
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
     const plan::Instruction& ins = prog_.instructions(i);
-    Step s{&ins, i, {}, {}, {}, nullptr, nullptr, {}, {}, {}, {}};
+    Step s;
+    s.ins = &ins;
+    s.index = i;
     std::string ctx = where(s);
     // Kernels and regions may name absent operands (-1).
     bool kernel = ins.kind() == plan::Instruction::KERNEL || ins.kind() == plan::Instruction::REGION;

@@ -152,8 +152,8 @@ class Executor {
   };
   /// An instruction with its buffer ids resolved to slots and attributes parsed.
   struct Step {
-    const plan::Instruction* ins;
-    int index;  // position in the program
+    const plan::Instruction* ins = nullptr;
+    int index = 0;  // position in the program
     AttrMap attrs;
     std::vector<int> in, out;  // slots; -1 for an absent optional input
     std::unique_ptr<DeviceKernel> kernel;  // KERNEL steps
@@ -163,7 +163,7 @@ class Executor {
     // are dropped after each call).
     std::vector<const Tensor*> args;
     std::vector<Tensor> outs;
-    // A KERNEL the backend computes in an earlier step's kernel
+    // A KERNEL or LAUNCH the backend computes in an earlier step's kernel
     // (Backend::prepareFolded): it does not run.
     bool folded = false;
     int foldedInto = -1;  // that instruction's index
