@@ -587,6 +587,10 @@ constexpr size_t kFakeWorkspace = 4096;  // what the stand-in's algorithm asks f
 
 }  // namespace
 
+extern "C" float pccFakeHalfToFloat(uint16_t h) { return halfToFloat(h); }
+extern "C" uint16_t pccFakeFloatToHalf(float f) { return floatToHalf(f); }
+
+
 extern "C" {
 
 const char* CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t s) {
