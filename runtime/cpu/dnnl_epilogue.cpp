@@ -60,7 +60,6 @@ std::vector<size_t> mergedInto(const Dims& out, const memory::dims& dst) {
 bool EpiloguePostOps::append(const Epilogue& e, const std::vector<Dims>& inputs, const Dims& out,
                              const memory::dims& dst, dnnl::post_ops& po) {
   const float inf = std::numeric_limits<float>::max();  // oneDNN's clip mishandles infinite bounds
-  appended_ = appended_ || !e.steps.empty();
   // oneDNN 2.6 applies the parameters of the first eltwise post-op of an
   // algorithm to every later one of it (measured: linear(2, 1) then
   // linear(1, -3) gives 2(2x + 1) + 1), so one algorithm takes one set of

@@ -29,7 +29,6 @@ class EpiloguePostOps {
   void bind(BoundPrimitive& p) const;
   /// Points them at this call's inputs.
   void set(BoundPrimitive& p, const std::vector<const Tensor*>& in) const;
-  bool empty() const { return binaries_.empty() && !appended_; }
 
  private:
   struct Binary {
@@ -40,7 +39,6 @@ class EpiloguePostOps {
   };
   std::vector<Binary> binaries_;
   std::shared_ptr<std::vector<float>> scalars_ = std::make_shared<std::vector<float>>();
-  bool appended_ = false;
 };
 
 /// A folded kernel's epilogue and the types of all its inputs: the op's own
