@@ -14,7 +14,13 @@
 //     in the code: math on them is float32.
 //  3. Print one store per output (pk_to_f16 / pk_to_bf16 round a float16
 //     or bfloat16 one to its storage type).
+//
+// Text of a model (a node's or a value's name) reaches the source only in
+// comments, and only through sourceSafeText: every byte outside a small
+// printable set is percent-encoded, so no name can end its comment (a line
+// break, a backslash before one, a trigraph, "*/") or open a string.
 #include <cstdio>
+#include <string_view>
 
 #include "codegen/kernel_emit.h"
 
@@ -39,7 +45,57 @@ std::string literal(double v, DType t) {
   }
 }
 
+/// Bytes sourceSafeText keeps as they are: letters, digits, space and
+/// punctuation that can neither end a comment or a string literal nor start
+/// an escape, a line splice or a trigraph (no backslash, quote, '*', '?' or
+/// '%', the escape character itself).
+bool keptInSource(unsigned char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  static constexpr std::string_view kPunct = " _-.,:;/()[]{}<>+=#@!&|^~$";
+  return kPunct.find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+int hexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 }  // namespace
+
+std::string sourceSafeText(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string s;
+  s.reserve(text.size());
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (keptInSource(c)) {
+      s += ch;
+    } else {
+      s += '%';
+      s += kHex[c >> 4];
+      s += kHex[c & 15];
+    }
+  }
+  return s;
+}
+
+std::string fromSourceSafeText(std::string_view text) {
+  std::string s;
+  s.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    int hi = -1, lo = -1;
+    if (text[i] == '%' && i + 2 < text.size() && (hi = hexValue(text[i + 1])) >= 0 &&
+        (lo = hexValue(text[i + 2])) >= 0) {
+      s += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      s += text[i];
+    }
+  }
+  return s;
+}
 
 std::string cTypeOf(DType t) {
   switch (t) {

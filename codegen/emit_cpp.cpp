@@ -212,7 +212,9 @@ std::string emitCppLibrary(const std::vector<std::pair<std::string, const Kernel
   s += "\n";
   s += scalarPrelude("static inline", /*vectorMath=*/true);
   if (half) s += halfConversionsCpp();
-  for (const auto& [name, spec] : kernels) s += strCat("\n// ", spec->group, "\n", emitOne(name, *spec));
+  // The group's name: model text, encoded so that it cannot leave the comment.
+  for (const auto& [name, spec] : kernels)
+    s += strCat("\n// ", sourceSafeText(spec->group), "\n", emitOne(name, *spec));
   return s;
 }
 

@@ -4,12 +4,18 @@
 // Algorithm:
 //  1. Record the fused groups left on the reference kernels in the plan.
 //  2. Print every kernel of the table into one C++ source (emitCppLibrary).
-//  3. Look the source up in the object cache by the hash of the source and
-//     the compile command; on a miss, compile it with one call of the system
-//     C++ compiler (-O3 -fPIC -shared -fopenmp) into a fresh directory and
-//     rename the object into the cache (atomic: concurrent builds of the
-//     same source do not clash). A compile error names the first failing
-//     kernel's fused group and shows the offending source lines.
+//  3. Look the source up in the object cache by the SHA-256 of the source
+//     and the compile command; an entry holds the object and the SHA-256 of
+//     key and object, checked on every read (a truncated, replaced or foreign
+//     entry is rebuilt, with a warning). On a miss, compile it with one call
+//     of the system C++ compiler (-O3 -fPIC -shared -fopenmp) in a fresh
+//     directory, as its working directory, with a cleaned environment (no
+//     variable that adds include or library paths or compiler programs) and
+//     a time limit (PCC_CXX_TIMEOUT, 300 s by default; the compiler's whole
+//     process group is killed at the limit), and rename the entry into the
+//     cache (atomic: concurrent builds of the same source do not clash). A
+//     compile error names the first failing kernel's fused group and shows
+//     the offending source lines.
 //  4. Put the object and its source under kernels/ with the object's size and
 //     crc32, and one plan::Kernel per table entry with its parameter types.
 //  5. --target cuda: compile every kernel through NVRTC (compileCudaKernels)
@@ -17,6 +23,7 @@
 #include "codegen/kernel_build.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,18 +31,20 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
+#include <thread>
 
+#include "codegen/cuda/sha256.h"
 #include "codegen/epilogue.h"
 #include "codegen/kernel_emit.h"
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
-
-extern char** environ;
 
 namespace pcc {
 
@@ -69,33 +78,134 @@ Status writeFile(const fs::path& p, const std::string& bytes) {
   return Status::OK();
 }
 
-/// Runs `argv` with stderr and stdout into `log`. \returns its exit status, or an error if it could not start.
-StatusOr<int> runTool(const std::vector<std::string>& argv, const fs::path& log) {
+/// Seconds the C++ compiler may run for one plan's kernels unless
+/// PCC_CXX_TIMEOUT says otherwise.
+constexpr double kDefaultCxxTimeout = 300;
+
+/// \returns the compile time limit in seconds: $PCC_CXX_TIMEOUT, else
+/// kDefaultCxxTimeout; an invalid-input error for a value that is not a
+/// number of seconds above 0.
+StatusOr<double> cxxTimeLimit() {
+  const char* e = std::getenv("PCC_CXX_TIMEOUT");
+  if (!e || !*e) return kDefaultCxxTimeout;
+  char* end = nullptr;
+  double v = std::strtod(e, &end);
+  if (*end != '\0' || !(v > 0) || v > 1e7)
+    return invalidInput("PCC_CXX_TIMEOUT=", e, ": expected a number of seconds above 0");
+  return v;
+}
+
+/// \returns the environment the C++ compiler runs with: only the variables
+/// it needs to find its programs and temporary files and to print messages.
+/// Every other variable is dropped, among them those that add include or
+/// library paths or programs to a compile (CPATH, C_INCLUDE_PATH,
+/// CPLUS_INCLUDE_PATH, OBJC_INCLUDE_PATH, GCC_EXEC_PREFIX, COMPILER_PATH,
+/// LIBRARY_PATH) or make it write elsewhere (DEPENDENCIES_OUTPUT,
+/// SUNPRO_DEPENDENCIES, GCC_COMPARE_DEBUG).
+std::vector<std::string> compilerEnvironment() {
+  static const char* const kKept[] = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES"};
+  std::vector<std::string> env;
+  for (const char* name : kKept)
+    if (const char* v = std::getenv(name)) env.push_back(strCat(name, "=", v));
+  return env;
+}
+
+/// Runs `argv` in directory `workDir`, in a process group of its own, with
+/// compilerEnvironment() and stderr and stdout into `log`; kills the whole
+/// group once it has run `limitSeconds`. \returns its exit status, or an
+/// error if it could not start or ran past the limit.
+StatusOr<int> runTool(const std::vector<std::string>& argv, const fs::path& log, const fs::path& workDir,
+                      double limitSeconds) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addchdir_np(&fa, workDir.c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group: the limit stops it and everything it started
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<std::string> envStrings = compilerEnvironment();
+  std::vector<char*> env;
+  for (std::string& e : envStrings) env.push_back(e.data());
+  env.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) return environmentError("cannot run the C++ compiler '", argv[0], "': ", std::strerror(rc));
+  // Poll for its end, at most every 50 ms, until the limit.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limitSeconds);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return environmentError("waiting for '", argv[0], "': ", std::strerror(errno));
+  for (int waitMs = 1;; waitMs = std::min(waitMs * 2, 50)) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return environmentError("waiting for '", argv[0], "': ", std::strerror(errno));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(-pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return invalidInput("the C++ compiler '", argv[0], "' did not finish the generated kernels within ",
+                          limitSeconds, " s (the limit PCC_CXX_TIMEOUT sets; 300 s by default): stopped");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(waitMs));
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /// \returns the fused group whose code holds source line `line` (the last
-/// "// GROUP" comment before it).
+/// "// GROUP" comment before it, decoded from sourceSafeText).
 std::string groupAtLine(const std::string& source, int line) {
   std::istringstream in(source);
   std::string l, group = "?";
   for (int i = 1; std::getline(in, l) && i <= line; ++i)
-    if (l.rfind("// ", 0) == 0 && i > 2) group = l.substr(3);
+    if (l.rfind("// ", 0) == 0 && i > 2) group = fromSourceSafeText(l.substr(3));
   return group;
+}
+
+// --- the object cache. An entry <key>.pcco is kCacheMagic, the object, and
+// the SHA-256 of the key and the object (32 bytes).
+constexpr char kCacheMagic[8] = {'P', 'C', 'C', 'C', 'P', 'U', 'O', '1'};
+constexpr size_t kDigestBytes = 32;
+// Bumped whenever the entry layout or the key's fields change.
+constexpr const char* kCacheKeyVersion = "pcc-cpu-kernel-cache-v2";
+
+/// \returns the cache key of compiling `source` with `command`: a SHA-256 in hex.
+std::string cacheKey(const std::string& command, const std::string& source) {
+  cuda::Sha256 h;
+  h.updateField(kCacheKeyVersion);
+  h.updateField(command);
+  h.updateField(source);
+  return h.finishHex();
+}
+
+/// \returns the SHA-256 that ends the entry of `object` under `key`.
+std::string entryDigest(const std::string& key, std::string_view object) {
+  cuda::Sha256 h;
+  h.updateField(key);
+  h.updateField(object);
+  auto d = h.finish();
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+/// \returns the object of cache entry `bytes` stored under `key`, or an
+/// empty string with `why` set when the entry is not whole.
+std::string objectOfEntry(const std::string& bytes, const std::string& key, std::string* why) {
+  if (bytes.size() <= sizeof(kCacheMagic) + kDigestBytes ||
+      std::memcmp(bytes.data(), kCacheMagic, sizeof(kCacheMagic)) != 0) {
+    *why = strCat("not a cache entry (", bytes.size(), " bytes)");
+    return "";
+  }
+  std::string_view object(bytes.data() + sizeof(kCacheMagic), bytes.size() - sizeof(kCacheMagic) - kDigestBytes);
+  if (entryDigest(key, object) != bytes.substr(bytes.size() - kDigestBytes)) {
+    *why = "its SHA-256 does not match (truncated, edited or another entry's)";
+    return "";
+  }
+  return std::string(object);
 }
 
 /// Step 3. \returns the shared object's bytes.
@@ -105,14 +215,25 @@ StatusOr<std::string> compileCpu(const std::string& source, const KernelOptions&
     const char* e = std::getenv("PCC_CXX");
     cxx = e && *e ? e : "c++";
   }
+  // It runs in the build directory: a relative path to it is made absolute here.
+  if (cxx.find('/') != std::string::npos && fs::path(cxx).is_relative()) cxx = fs::absolute(cxx).string();
   std::vector<std::string> argv = {cxx};
   for (const char* f : kCxxFlags) argv.push_back(f);
   std::string command;
   for (const std::string& a : argv) command += a + " ";
+  ASSIGN_OR_RETURN(double limit, cxxTimeLimit());
   fs::path dir = opts.cacheDir.empty() ? defaultCacheDir() : opts.cacheDir;
-  fs::path cached = dir / (hashHex(command + "\n" + source) + ".so");
+  const std::string key = cacheKey(command, source);
+  fs::path cached = dir / (key + ".pcco");
   std::error_code ec;
-  if (fs::is_regular_file(cached, ec) && fs::file_size(cached, ec) > 0) return readFile(cached);
+  if (fs::is_regular_file(cached, ec)) {
+    auto bytes = readFile(cached);
+    std::string why = bytes.ok() ? "" : bytes.status().message();
+    std::string object = bytes.ok() ? objectOfEntry(*bytes, key, &why) : "";
+    if (!object.empty()) return object;
+    std::cerr << "pcc: warning: kernel cache entry " << cached.string() << " is damaged: " << why
+              << "; compiling the kernels again\n";
+  }
   fs::create_directories(dir, ec);
   std::string tmpl = (dir / "build-XXXXXX").string();
   if (ec || !::mkdtemp(tmpl.data())) {
@@ -127,10 +248,12 @@ StatusOr<std::string> compileCpu(const std::string& source, const KernelOptions&
     cleanup();
     return st;
   }
+  // Paths relative to the build directory, its working directory: the object
+  // names no temporary folder and the same source gives the same bytes.
   argv.push_back("-o");
-  argv.push_back((work / "kernels.so").string());
-  argv.push_back((work / "kernels.cc").string());
-  auto rc = runTool(argv, work / "log.txt");
+  argv.push_back("kernels.so");
+  argv.push_back("kernels.cc");
+  auto rc = runTool(argv, work / "log.txt", work, limit);
   if (!rc.ok()) {
     cleanup();
     return rc.status();
@@ -151,7 +274,11 @@ StatusOr<std::string> compileCpu(const std::string& source, const KernelOptions&
                          "' does not compile (", command, "): ", first, "\n", sourceExcerpt(source, line));
   }
   ASSIGN_OR_RETURN(std::string so, readFile(work / "kernels.so"));
-  fs::rename(work / "kernels.so", cached, ec);  // a failed store costs a compile next time, nothing else
+  std::string entry(kCacheMagic, sizeof(kCacheMagic));
+  entry += so;
+  entry += entryDigest(key, so);
+  // A failed store costs a compile next time, nothing else.
+  if (writeFile(work / "entry.pcco", entry).ok()) fs::rename(work / "entry.pcco", cached, ec);
   cleanup();
   return so;
 }

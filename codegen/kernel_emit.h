@@ -7,11 +7,24 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/kernel_desc.h"
 
 namespace pcc {
+
+/// \returns `text` (a model's node or value name) in a form that may stand in
+/// a comment or string literal of generated source without ending it:
+/// letters, digits, space and " _-.,:;/()[]{}<>+=#@!&|^~$" are kept, every
+/// other byte (line breaks, backslash, quotes, '*', '?', '%', non-ASCII)
+/// becomes %XX (two upper-case hex digits). Model text reaches generated
+/// source through this function only (docs/security.md).
+std::string sourceSafeText(std::string_view text);
+
+/// \returns the original text of sourceSafeText's result (for messages that
+/// read a comment of the source back).
+std::string fromSourceSafeText(std::string_view text);
 
 /// \returns the C type the emitted code computes on for `t` ("float" for the
 /// three float types, "long long", "int", "bool"); the same on both targets.

@@ -139,7 +139,9 @@ class CpuBackend : public Backend {
   StatusOr<DeviceMemory> allocate(uint64_t bytes) override {
     uint64_t n = std::max<uint64_t>((bytes + 63) / 64 * 64, 64);
     void* p = std::aligned_alloc(64, n);
-    if (!p) return internalError("cannot allocate ", bytes, " bytes");
+    // Out of memory is the machine's limit, not a bug: exit 4, as for any
+    // other allocation that fails (tools/cli.h guardedMain).
+    if (!p) return environmentError("out of memory: cannot allocate ", bytes, " bytes");
     if (options_.poisonMemory) std::memset(p, 0xFF, n);
     DeviceMemory m;
     // Charged to the allocating thread's memory account, if any (the rank's).
@@ -213,8 +215,15 @@ class CpuBackend : public Backend {
     const std::vector<Provider>& order = options_.kernelProviders;
     if (!options_.foldEpilogues || order.empty() || order.front() != Provider::kOneDnn) return FoldedKernel{};
     if (k.cpuEntry || !k.attrs || (k.op != "MatMul" && k.op != "Gemm" && k.op != "Conv") || k.outputs.size() != 1 ||
-        k.outputs[0].dtype != DType::kF32)
+        k.outputs[0].dtype != DType::kF32 || k.outputs[0].numel() == 0)
       return FoldedKernel{};
+    // Each instruction of the chain is checked as it would be unfolded (its
+    // op's inference on the plan's types) before oneDNN sees any of it.
+    RETURN_IF_ERROR(prepareKernel(k).status());
+    for (const FoldCandidate& c : next) {
+      if (c.desc.cpuEntry) continue;  // a generated kernel: validatePlan checked its types
+      RETURN_IF_ERROR(prepareKernel(c.desc).status());
+    }
     std::vector<TensorType> types = k.inputs;
     std::vector<bool> constant;
     for (size_t i = 0; i < k.inputs.size(); ++i) constant.push_back(i < k.constInputs.size() && k.constInputs[i]);

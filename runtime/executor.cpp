@@ -32,8 +32,15 @@
 //     only move the block.
 #include "runtime/executor.h"
 
+#include <errno.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "runtime/plan_convert.h"
@@ -58,6 +65,106 @@ const char* kindName(plan::Instruction::Kind k) {
     default: return "UNKNOWN";
   }
 }
+
+// The run's time limit (setTimeLimit, pcc-run --timeout) reaches a kernel
+// that runs past it: one op may compute for minutes (a huge Pad, an edited
+// plan's product) and checks no clock. Each thread that runs kernels (a
+// rank's) publishes, in a slot of its own, the kernel it is in and its run's
+// deadline: a few atomic stores per call, no lock. One watchdog thread per
+// process looks at the slots four times a second; a kernel still running a
+// second past its deadline makes it print one line naming the node and end
+// the process with exit 4, the code of a timeout (a kernel cannot be stopped
+// from outside, and its rank's peers would wait on it for ever).
+class KernelWatchdog {
+ public:
+  struct Slot {
+    std::atomic<const plan::Instruction*> ins{nullptr};  ///< null: in no kernel
+    std::atomic<int64_t> deadline{0};                    ///< steady_clock ticks
+    std::atomic<int> seconds{0}, rank{0};
+  };
+
+  /// \returns the process's watchdog (made on first use, never destroyed:
+  /// its thread may outlive every static).
+  static KernelWatchdog& get() {
+    static KernelWatchdog* w = new KernelWatchdog;
+    return *w;
+  }
+  /// \returns the calling thread's slot, watched until the thread ends.
+  static Slot& mine() {
+    thread_local Registered r;
+    return r.slot;
+  }
+
+ private:
+  struct Registered {
+    Slot slot;
+    Registered() { get().add(&slot); }
+    ~Registered() { get().remove(&slot); }
+  };
+  static constexpr std::chrono::seconds kGrace{1};  // the kernel's own checks answer first
+
+  void add(Slot* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_.push_back(s);
+    if (!started_) std::thread([this] { watch(); }).detach();
+    started_ = true;
+  }
+  void remove(Slot* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_.erase(std::remove(slots_.begin(), slots_.end(), s), slots_.end());
+  }
+
+  [[noreturn]] static void stop(const plan::Instruction& ins, int rank, int seconds) {
+    std::string node = ins.node().empty() ? std::string("an unnamed node") : strCat("node '", ins.node(), "'");
+    std::string line = strCat(program_invocation_short_name, ": error: rank ", rank, ": ", node, " (", ins.op(),
+                              "): still running when the run's time limit of ", seconds,
+                              " s (--timeout) passed; stopped");
+    for (char& c : line)
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';  // one line, whatever the node's name holds
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    _exit(4);
+  }
+
+  void watch() {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      std::lock_guard<std::mutex> lock(mu_);
+      const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      const int64_t grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(kGrace).count();
+      for (const Slot* s : slots_) {
+        const plan::Instruction* ins = s->ins.load();
+        if (ins && now >= s->deadline.load() + grace) stop(*ins, s->rank.load(), s->seconds.load());
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::vector<Slot*> slots_;
+  bool started_ = false;
+};
+
+/// Watches one kernel call while it lives (nothing when the run has no limit).
+class WatchedCall {
+ public:
+  WatchedCall(const RunLimit& limit, int rank, const plan::Instruction& ins)
+      : slot_(limit.seconds > 0 ? &KernelWatchdog::mine() : nullptr) {
+    if (!slot_) return;
+    slot_->deadline.store(limit.deadline.time_since_epoch().count());
+    slot_->seconds.store(limit.seconds);
+    slot_->rank.store(rank);
+    slot_->ins.store(&ins);
+  }
+  ~WatchedCall() {
+    if (slot_) slot_->ins.store(nullptr);
+  }
+  WatchedCall(const WatchedCall&) = delete;
+  WatchedCall& operator=(const WatchedCall&) = delete;
+
+ private:
+  KernelWatchdog::Slot* slot_;
+};
 
 /// \returns the type of the slice an IoBinding selects from a tensor of type `full`.
 StatusOr<TensorType> boundType(const plan::IoBinding& b, const TensorType& full) {
@@ -265,7 +372,9 @@ Status Executor::prepare(bool verifyChecksums) {
   }
 
   // The arena: one allocation for the rank, its buffers' views made once.
-  ASSIGN_OR_RETURN(arena_, backend_->allocate(prog_.arena_bytes()));
+  auto arena = backend_->allocate(prog_.arena_bytes());
+  if (!arena.ok()) return arena.status().withContext(strCat(rankName, ": its ", prog_.arena_bytes(), "-byte arena"));
+  arena_ = std::move(arena).value();
   arenaViews_.resize(buffers_.size());
   for (size_t slot = 0; slot < buffers_.size(); ++slot)
     if (homes_[slot] == Home::kArena)
@@ -657,7 +766,11 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
         }
       }
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status st = s.kernel->run(s.args, s.outs);
+      Status st;
+      {
+        WatchedCall watched(limit_, prog_.rank(), ins);
+        st = s.kernel->run(s.args, s.outs);
+      }
       if (profiling_) {
         std::string_view provider = s.kernel->provider();
         record(provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")"), t0);
@@ -713,7 +826,11 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
     case plan::Instruction::REGION: {
       ASSIGN_OR_RETURN(Operands ops, operands());
       auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status st = s.region->run(ops.args, ops.outs);  // errors name the region and the body's node
+      Status st;
+      {
+        WatchedCall watched(limit_, prog_.rank(), ins);
+        st = s.region->run(ops.args, ops.outs);  // errors name the region and the body's node
+      }
       if (profiling_) record(ins.op(), t0);  // the region as a whole, its bodies' kernels included
       return st;
     }

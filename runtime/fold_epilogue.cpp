@@ -129,7 +129,9 @@ bool appendEpilogue(const FoldCandidate& c, int firstOperand, Epilogue* e) {
     return false;
   std::vector<EpilogueStep> steps;
   bool ok = d.cpuEntry || d.kernelIndex >= 0 ? fromLaunch(c, firstOperand, &steps) : fromKernel(c, firstOperand, &steps);
-  if (!ok) return false;
+  // A chain longer than a oneDNN primitive takes post-ops is not folded (an
+  // edited plan's kernel table may describe thousands of steps).
+  if (!ok || e->steps.size() + steps.size() > kMaxEpilogueSteps) return false;
   e->steps.insert(e->steps.end(), steps.begin(), steps.end());
   return true;
 }

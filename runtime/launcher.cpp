@@ -178,29 +178,40 @@ StatusOr<std::unique_ptr<Executor>> makeExecutor(const LoadedPlan& p, const plan
   return exec;
 }
 
-/// How a rank of a multi-process run learns that a peer died or never
-/// arrived, to name it when a collective fails (and to stop at once rather
-/// than at the timeout).
+/// How a rank of a multi-process run learns that a peer died, gave up,
+/// stopped answering or never arrived, to name it when a collective fails
+/// and to stop at once rather than at the timeout.
+///
+/// Every rank's watcher thread calls beat() five times a second, in its own
+/// thread, so a rank busy in a long kernel still beats; a rank whose process
+/// stopped (SIGSTOP, a debugger, a machine swapping) falls silent. A rank
+/// that gives up on its own (a timeout, an error) posts why (failed()); a
+/// rank that stops because a peer was lost only ends (ended()), so that the
+/// reasons name the first cause, not a chain of them.
 class RankLiveness {
  public:
   virtual ~RankLiveness() = default;
   /// Marks this rank as ended on its own (before its connections close, so
   /// that a peer that sees them close does not take it for dead).
   virtual void ended() = 0;
-  /// \returns the peers that died or, with `arrivals`, never arrived, as
-  /// phrases.
-  virtual std::vector<std::string> lost(bool arrivals) = 0;
+  /// Posts that this rank gave up and why, for its peers to read.
+  virtual void failed(const std::string& why) = 0;
+  /// Tells the peers this rank is still running.
+  virtual void beat() {}
+  /// \returns the peers that died, have been silent for over `silence`,
+  /// gave up or, with `arrivals`, never arrived, as phrases.
+  virtual std::vector<std::string> lost(bool arrivals, std::chrono::milliseconds silence) = 0;
   /// Rank 0 after its success: waits (at most `limit`) until no peer is
   /// still running, so that closing what rank 0 holds for the others (the TCP
   /// store) cannot look like its death to a peer finishing its last send.
   virtual void awaitPeers(std::chrono::milliseconds limit) {}
 
-  /// \returns `s`, its message led by the peers that died or never arrived,
-  /// when `s` is a communication failure (an environment error) and there
-  /// are some; else `s`.
-  Status explain(const Status& s) {
+  /// \returns `s`, its message led by the peers that died, stopped answering
+  /// (silent for over `silence`), gave up or never arrived, when `s` is a
+  /// communication failure (an environment error) and there are some; else `s`.
+  Status explain(const Status& s, std::chrono::milliseconds silence) {
     if (s.code() != StatusCode::kEnvironment) return s;
-    std::vector<std::string> dead = lost(/*arrivals=*/true);
+    std::vector<std::string> dead = lost(/*arrivals=*/true, silence);
     if (dead.empty()) return s;
     return Status(s.code(), strCat(join(dead), "; ", s.message()));
   }
@@ -210,42 +221,102 @@ class RankLiveness {
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
     return out;
   }
+
+ protected:
+  /// \returns the phrase for a peer that gave up with `reason` (cut short: the
+  /// whole of it is in that rank's own message).
+  static std::string gaveUp(int r, const std::string& reason) {
+    constexpr size_t kShown = 300;
+    return strCat("rank ", r, " gave up (", reason.size() > kShown ? reason.substr(0, kShown) + "..." : reason, ")");
+  }
+  /// Appends `gave` (peers that gave up) to `lost` (peers that died or
+  /// stopped): with their reasons when they are the only cause known, else
+  /// by rank only (their reasons would name the same peers again).
+  static void addGaveUp(std::vector<std::string>* lost, const std::vector<std::pair<int, std::string>>& gave) {
+    const bool causeKnown = !lost->empty();
+    for (const auto& [r, reason] : gave) lost->push_back(causeKnown ? strCat("rank ", r, " gave up") : gaveUp(r, reason));
+  }
+  static std::string silent(int r, const std::string& where, std::chrono::milliseconds ms) {
+    return strCat("rank ", r, " (process ", where, ") stopped answering (silent for ", ms.count() / 100 / 10.0,
+                  " s)");
+  }
 };
 
 /// What the processes of a multi-process run leave in the rendezvous folder,
-/// so that a survivor can name a rank that died (a SIGKILL, the OOM killer):
-/// `rank<R>.pid` ("<host> <pid>") when rank R starts, `rank<R>.end` when it
-/// ends on its own, with success or with an error it reports. A rank whose
-/// process is gone (or a zombie) on this host without an `.end` file died.
+/// so that a survivor can name a rank that died (a SIGKILL, the OOM killer),
+/// stopped or gave up: `rank<R>.pid` ("<host> <pid>") when rank R starts,
+/// `rank<R>.beat` (a counter its watcher raises five times a second),
+/// `rank<R>.fail` (why it gave up) and `rank<R>.end` when it ends on its
+/// own, with success or with an error it reports. A rank whose process is
+/// gone (or a zombie) on this host without an `.end` file died; one whose
+/// counter has not moved for a while (as this process's clock measures it:
+/// no clocks are compared across machines) stopped answering.
 class DirLiveness final : public RankLiveness {
  public:
-  DirLiveness(std::string dir, int rank, int worldSize) : dir_(std::move(dir)), rank_(rank), n_(worldSize) {
+  DirLiveness(std::string dir, int rank, int worldSize)
+      : dir_(std::move(dir)), rank_(rank), n_(worldSize), seen_(worldSize) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     host_ = host;
     std::error_code ec;
-    std::filesystem::remove(file(rank_, "end"), ec);  // left by an earlier run of the same id
+    for (const char* ext : {"end", "fail", "beat"})
+      std::filesystem::remove(file(rank_, ext), ec);  // left by an earlier run of the same id
     std::ofstream(file(rank_, "pid")) << host_ << " " << getpid() << "\n";
   }
 
   void ended() override { std::ofstream(file(rank_, "end")) << "\n"; }
 
-  std::vector<std::string> lost(bool arrivals) override {
-    std::vector<std::string> out;
+  void failed(const std::string& why) override {
+    // Whole or not at all: written aside, then renamed.
+    const std::string tmp = file(rank_, "fail.tmp");
+    std::ofstream(tmp) << why << "\n";
+    std::error_code ec;
+    std::filesystem::rename(tmp, file(rank_, "fail"), ec);
+  }
+
+  void beat() override {
+    const std::string tmp = file(rank_, "beat.tmp");
+    std::ofstream(tmp) << ++beats_ << "\n";
+    std::error_code ec;
+    std::filesystem::rename(tmp, file(rank_, "beat"), ec);
+  }
+
+  std::vector<std::string> lost(bool arrivals, std::chrono::milliseconds silence) override {
+    std::vector<std::string> died, stopped, never;
+    std::vector<std::pair<int, std::string>> gave;
+    std::lock_guard<std::mutex> lock(mu_);  // the watcher and the failing thread
+    const auto now = std::chrono::steady_clock::now();
     for (int r = 0; r < n_; ++r) {
-      if (r == rank_ || std::filesystem::exists(file(r, "end"))) continue;
+      if (r == rank_) continue;
+      std::string reason;
+      if (std::getline(std::ifstream(file(r, "fail")), reason)) {
+        gave.emplace_back(r, reason);
+        continue;
+      }
+      if (std::filesystem::exists(file(r, "end"))) continue;
       std::ifstream in(file(r, "pid"));
       std::string host;
       long pid = 0;
       if (!in) {
-        if (arrivals) out.push_back(strCat("rank ", r, " never arrived"));
+        if (arrivals) never.push_back(strCat("rank ", r, " never arrived"));
         continue;
       }
-      if (!(in >> host >> pid) || host != host_ || pid <= 0) continue;
-      if (processGone(pid) && !std::filesystem::exists(file(r, "end")))
-        out.push_back(strCat("rank ", r, " (process ", pid, ") died without a message"));
+      if (!(in >> host >> pid) || pid <= 0) continue;
+      if (host == host_ && processGone(pid) && !std::filesystem::exists(file(r, "end"))) {
+        died.push_back(strCat("rank ", r, " (process ", pid, ") died without a message"));
+        continue;
+      }
+      long count = -1;
+      if (!(std::ifstream(file(r, "beat")) >> count)) continue;  // not beating yet
+      Seen& s = seen_[r];
+      if (count != s.count) s = {count, now};
+      const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - s.since);
+      if (quiet > silence) stopped.push_back(silent(r, strCat(host, " ", pid), quiet));
     }
-    return out;
+    died.insert(died.end(), stopped.begin(), stopped.end());
+    addGaveUp(&died, gave);
+    died.insert(died.end(), never.begin(), never.end());
+    return died;
   }
 
  private:
@@ -264,13 +335,22 @@ class DirLiveness final : public RankLiveness {
     return state == 'Z' || state == 'X';
   }
 
+  /// A peer's beat counter as last read, and when it last changed.
+  struct Seen {
+    long count = -1;
+    std::chrono::steady_clock::time_point since;
+  };
   std::string dir_, host_;
   int rank_, n_;
+  long beats_ = 0;
+  std::mutex mu_;
+  std::vector<Seen> seen_;
 };
 
 /// Liveness from the TCP store: it records a rank whose connection closed
-/// without a BYE as died, on any machine; when the store itself is gone,
-/// rank 0 (its host) is.
+/// without a BYE as died, one that posted FAIL with its reason, and how long
+/// each live rank has been silent (its watcher's PEERS requests are its
+/// beats); when the store itself is gone, rank 0 (its host) is.
 class StoreLiveness final : public RankLiveness {
  public:
   explicit StoreLiveness(std::shared_ptr<TcpStoreClient> c) : client_(std::move(c)) {}
@@ -280,29 +360,21 @@ class StoreLiveness final : public RankLiveness {
     client_->bye().ignore();  // the store may be gone with rank 0 already
   }
 
-  std::vector<std::string> lost(bool arrivals) override {
-    std::vector<std::string> out, died;
+  void failed(const std::string& why) override { client_->fail(why).ignore(); }
+
+  std::vector<std::string> lost(bool arrivals, std::chrono::milliseconds silence) override {
     auto peers = client_->peers();
     std::lock_guard<std::mutex> lock(mu_);
     if (!peers.ok()) {
-      // The store closes with rank 0: the deaths seen before still stand.
-      out = died_;
+      // The store closes with rank 0: what it told before still stands.
+      std::vector<std::string> out = phrases(last_, /*arrivals=*/false, silence);
       // Once this rank ended, rank 0 may close the store at any time.
-      if (client_->rank() != 0 && !ended_ && died_.empty())
+      if (client_->rank() != 0 && !ended_ && out.empty())
         out.push_back(strCat("rank 0 (serving the rendezvous store at ", client_->address().str(), ") is gone"));
       return out;
     }
-    for (size_t r = 0; r < peers->size(); ++r) {
-      const PeerState& ps = (*peers)[r];
-      if (static_cast<int>(r) == client_->rank()) continue;
-      if (ps.kind == PeerState::kDied)
-        died.push_back(strCat("rank ", r, " (process ", ps.where, ") died without a message"));
-      else if (arrivals && ps.kind == PeerState::kNeverArrived)
-        out.push_back(strCat("rank ", r, " never arrived"));
-    }
-    died_ = died;
-    out.insert(out.begin(), died.begin(), died.end());
-    return out;
+    last_ = *peers;
+    return phrases(last_, arrivals, silence);
   }
 
   void awaitPeers(std::chrono::milliseconds limit) override {
@@ -317,10 +389,34 @@ class StoreLiveness final : public RankLiveness {
   }
 
  private:
+  /// \returns the phrases of RankLiveness::lost for what the store said.
+  std::vector<std::string> phrases(const std::vector<PeerState>& peers, bool arrivals,
+                                   std::chrono::milliseconds silence) const {
+    std::vector<std::string> out, died, stopped;
+    std::vector<std::pair<int, std::string>> gave;
+    for (size_t r = 0; r < peers.size(); ++r) {
+      const PeerState& ps = peers[r];
+      const int rank = static_cast<int>(r);
+      if (rank == client_->rank()) continue;
+      if (ps.kind == PeerState::kDied)
+        died.push_back(strCat("rank ", r, " (process ", ps.where, ") died without a message"));
+      else if (ps.kind == PeerState::kFailed)
+        gave.emplace_back(rank, ps.reason);
+      else if (ps.kind == PeerState::kAlive && std::chrono::milliseconds(ps.silentMs) > silence)
+        stopped.push_back(silent(rank, ps.where, std::chrono::milliseconds(ps.silentMs)));
+      else if (arrivals && ps.kind == PeerState::kNeverArrived)
+        out.push_back(strCat("rank ", r, " never arrived"));
+    }
+    died.insert(died.end(), stopped.begin(), stopped.end());
+    addGaveUp(&died, gave);
+    out.insert(out.begin(), died.begin(), died.end());
+    return out;
+  }
+
   std::shared_ptr<TcpStoreClient> client_;
   std::atomic<bool> ended_{false};
   std::mutex mu_;
-  std::vector<std::string> died_;  ///< as the store last told them
+  std::vector<PeerState> last_;  ///< what the store last told
 };
 
 /// \returns the bytes of the weights rank program `prog` maps. Every one is
@@ -611,12 +707,12 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     liveness = std::make_unique<DirLiveness>(rendezvous.dir, rank, n);
   } else {
     if (rank == 0) {
-      auto served = TcpStoreServer::start(rendezvous.tcp, rendezvous.runId, n);
+      auto served = TcpStoreServer::start(rendezvous.tcp, rendezvous.runId, rendezvous.secret, n);
       if (!served.ok()) return served.status().withContext("rank 0");
       server = std::move(served).value();
     }
     ASSIGN_OR_RETURN(std::shared_ptr<TcpStoreClient> client,
-                     TcpStoreClient::connect(rendezvous.tcp, rendezvous.runId, rank, n, timeout));
+                     TcpStoreClient::connect(rendezvous.tcp, rendezvous.runId, rendezvous.secret, rank, n, timeout));
     store = GlooStore::overTcp(client);
     liveness = std::make_unique<StoreLiveness>(client);
   }
@@ -625,15 +721,19 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   gopts.timeout = timeout;
   if (!o.glooHost.empty()) gopts.hostname = o.glooHost;
   gopts.iface = o.glooIface;
-  // The world communicator also carries the output pieces to rank 0.
-  auto connected = exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1);
-  if (!connected.ok()) {
-    live.ended();
-    return live.explain(connected.status());
-  }
-  RankComms comms = std::move(connected).value();
-  // A watcher looks for peers that died (on this host) five times a second
-  // and stops this rank when one did, even when it is not talking to that peer.
+  // A peer silent for longer than an operation may take stopped answering;
+  // when this rank fails, a peer silent for a few seconds (not 5 beats of
+  // its watcher) is named as the likely cause.
+  const auto stopLimit = std::chrono::duration_cast<std::chrono::milliseconds>(timeout) + std::chrono::seconds(1);
+  const auto blameLimit =
+      std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(timeout) / 2, std::chrono::milliseconds(500),
+                 std::chrono::milliseconds(3000));
+  // A watcher beats for this rank and looks for peers that died, stopped
+  // answering or gave up, five times a second, from before connecting to the
+  // end, and stops this rank when one did, even when it is not talking to
+  // that peer (gloo does not wake an operation waiting on a live peer).
+  RankComms comms;
+  bool haveComms = false;  // under watchMu
   std::atomic<bool> lostPeer{false};
   std::mutex watchMu;
   std::condition_variable wake;
@@ -641,13 +741,18 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   std::thread watcher([&] {
     std::unique_lock<std::mutex> lock(watchMu);
     while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] { return done; })) {
-      if (!live.lost(/*arrivals=*/false).empty()) {
+      live.beat();
+      if (!live.lost(/*arrivals=*/false, stopLimit).empty()) {
         lostPeer = true;
-        comms.abortAll();
+        if (haveComms) comms.abortAll();
         if (!wake.wait_for(lock, std::chrono::seconds(1), [&] { return done; }) && o.onStuckAfterPeerLost) {
           live.ended();
+          // Rank 0 serves the TCP store: its peers may still be reading it.
+          if (server) live.awaitPeers(std::chrono::seconds(2));
           o.onStuckAfterPeerLost(live.explain(
-              environmentError("rank ", rank, ": stopped while blocked in a collective or transfer")));
+              environmentError("rank ", rank, haveComms ? ": stopped while blocked in a collective or transfer"
+                                                        : ": stopped while connecting to its peers"),
+              blameLimit));
         }
         return;
       }
@@ -665,15 +770,29 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     std::function<void()> stop;
     ~StopAtExit() { stop(); }
   } stopAtExit{stopWatcher};
-  // Every failure from here on marks this rank as ended, closes its
-  // connections (so its peers stop at once rather than at the timeout) and
-  // names the peers that died.
+  // Every failure from here on names the peers that were lost, posts why
+  // this rank gave up (unless a lost peer stopped it: the peers see that
+  // cause themselves), marks this rank as ended and closes its connections
+  // (so its peers stop at once rather than at the timeout).
   auto failed = [&](const Status& s) {
     stopWatcher();
+    Status why = live.explain(s, blameLimit);
+    if (!lostPeer) live.failed(why.message());
     live.ended();
-    comms.abortAll();
-    return live.explain(s);
+    if (haveComms) comms.abortAll();
+    // Rank 0 serves the TCP store: it stays a moment for its peers to read
+    // why it gave up before the store closes with it.
+    if (server) live.awaitPeers(std::chrono::seconds(2));
+    return why;
   };
+  // The world communicator also carries the output pieces to rank 0.
+  auto connected = exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1);
+  if (!connected.ok()) return failed(connected.status());
+  {
+    std::lock_guard<std::mutex> lock(watchMu);
+    comms = std::move(connected).value();
+    haveComms = true;
+  }
   std::vector<OutputPiece> mine;
   // A streamed run: this rank's pieces and times per batch.
   std::vector<std::vector<OutputPiece>> myBatches;

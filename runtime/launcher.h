@@ -92,6 +92,9 @@ struct Rendezvous {
   /// The run id every rank of one run shares: the TCP store refuses ranks
   /// of another run (the directory holds it in its path).
   std::string runId;
+  /// With the TCP store: the secret every rank presents in its HELLO
+  /// (PCC_RDZV_SECRET); the store refuses a connection without it.
+  std::string secret;
 };
 
 struct RunResult {

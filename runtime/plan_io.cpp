@@ -18,6 +18,8 @@
 
 #include "runtime/plan_convert.h"
 #include "runtime/plan_regions.h"
+#include "runtime/schema/infer_util.h"
+#include "runtime/schema/schema.h"
 #include "runtime/support/confined_path.h"
 
 namespace pcc {
@@ -509,6 +511,56 @@ Status checkBinding(const plan::IoBinding& b, const google::protobuf::RepeatedPt
   return Status::OK();
 }
 
+/// A KERNEL instruction of an op pcc knows, as the kernels will index it: its
+/// operand count fits the op (Ops.def), no required operand is absent (-1),
+/// and, unless a shape operand is present (its value, a weight, is read only
+/// when the rank is prepared, where the op is checked again), the op's
+/// inference accepts the plan's types and attributes and gives the declared
+/// outputs' types. An edited plan (a MatMul operand of -1, Conv pads that do
+/// not give the output's shape) is refused here, before any kernel runs.
+Status checkKernelOp(const plan::Instruction& ins, const std::map<int, const plan::Buffer*>& byId,
+                     const std::string& ctx) {
+  std::optional<OpKind> op = opFromName(ins.op());
+  if (!op) return Status::OK();  // the backend refuses an op it has no kernel for
+  const OpInfo& info = opInfo(*op);
+  const int n = ins.inputs_size();
+  if (n < info.minInputs || (info.maxInputs >= 0 && n > info.maxInputs))
+    return invalidInput(ctx, ": ", ins.op(), " takes ", info.minInputs,
+                        info.maxInputs < 0 ? " or more" : info.maxInputs == info.minInputs ? "" : strCat(" to ", info.maxInputs),
+                        " input(s), the plan gives ", n);
+  for (int i = 0; i < std::min(n, info.minInputs); ++i)
+    if (ins.inputs(i) == -1) return invalidInput(ctx, ": ", ins.op(), " input ", i, " is required but absent (-1)");
+  InferFn infer = inferFn(*op);
+  if (!infer) return Status::OK();
+  auto attrs = fromAttrProtos(ins.attrs());
+  if (!attrs.ok()) return attrs.status().withContext(ctx);
+  InferArgs args;
+  args.attrs = &*attrs;
+  for (int i = 0; i < n; ++i) {
+    const int id = ins.inputs(i);
+    args.inputs.push_back(id == -1 ? TensorType{} : fromDesc(byId.at(id)->desc()));
+    if (id != -1 && isShapeOperand(*op, static_cast<size_t>(i))) return Status::OK();
+  }
+  while (!args.inputs.empty() && args.inputs.back().dtype == DType::kUndefined) args.inputs.pop_back();
+  args.constInputs.assign(args.inputs.size(), nullptr);
+  auto inferred = infer(args);
+  if (!inferred.ok())
+    return invalidInput(ctx, ": ", ins.op(), " with inputs (", ops::typesToString(args.inputs),
+                        "): ", inferred.status().message());
+  if (static_cast<size_t>(ins.outputs_size()) > inferred->size())
+    return invalidInput(ctx, ": ", ins.op(), " makes ", inferred->size(), " output(s), the plan names ",
+                        ins.outputs_size());
+  for (int i = 0; i < ins.outputs_size(); ++i) {
+    if (ins.outputs(i) == -1) continue;
+    const plan::Buffer& b = *byId.at(ins.outputs(i));
+    if (fromDesc(b.desc()) != (*inferred)[i])
+      return invalidInput(ctx, ": ", ins.op(), " with inputs (", ops::typesToString(args.inputs), ") makes output ",
+                          i, " ", (*inferred)[i].str(), " but buffer ", b.id(), " '", b.name(), "' is ",
+                          fromDesc(b.desc()).str());
+  }
+  return Status::OK();
+}
+
 /// One program. `n` is the world size; `groups` null for the reference
 /// program (which has no collectives or transfers).
 Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const std::string& who, int64_t n,
@@ -566,6 +618,7 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
     switch (ins.kind()) {
       case K::KERNEL:
         if (ins.op().empty()) return invalidInput(ctx, ": a kernel without an op");
+        RETURN_IF_ERROR(checkKernelOp(ins, byId, ctx));
         continue;
       case K::FREE:
         if (ins.outputs_size() != 0) return invalidInput(ctx, ": FREE has outputs");

@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::milliseconds;
 
 // Request ops and answer statuses (one byte each).
-constexpr char kHello = 'H', kSet = 'S', kGet = 'G', kCheck = 'C', kBye = 'B', kPeers = 'P';
+constexpr char kHello = 'H', kSet = 'S', kGet = 'G', kCheck = 'C', kBye = 'B', kPeers = 'P', kFail = 'A';
 constexpr char kOk = 'O', kFound = 'F', kMissing = 'M', kError = 'E';
 // A server keeps at most this many connections (the process's limit on open
 // files may be lower) and this many answer bytes queued for one client that
@@ -70,10 +70,13 @@ bool parseBody(const char* p, size_t n, char* op, std::vector<std::string>* fiel
   return true;
 }
 
-/// \returns the integer in `s` when it is all decimal digits within [lo, hi].
+/// \returns the integer in `s` when it is all decimal digits within [lo, hi],
+/// in its one canonical spelling: no sign, no space, no leading zero ("01"
+/// is refused, so that no rank has two names).
 std::optional<int> parseInt(const std::string& s, int lo, int hi) {
   if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
+  if (s.size() > 1 && s[0] == '0') return std::nullopt;
   int v = std::stoi(s);
   if (v < lo || v > hi) return std::nullopt;
   return v;
@@ -260,18 +263,47 @@ StatusOr<TcpAddress> parseTcpAddress(const std::string& spec, bool allowPortZero
 
 // ---------------------------------------------------------------- server
 
+/// \returns whether `a` equals `b`, in a time that does not depend on where
+/// they differ (a stranger cannot find the secret byte by byte by timing).
+bool sameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(1, b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+/// \returns `s` cut to `n` bytes, line breaks as spaces (it goes into a
+/// one-line message and into PEERS answers).
+std::string oneLine(const std::string& s, size_t n) {
+  std::string out = s.substr(0, n);
+  std::replace(out.begin(), out.end(), '\n', ' ');
+  std::replace(out.begin(), out.end(), '\r', ' ');
+  return out;
+}
+
 struct TcpStoreServer::State {
   struct Conn {
     int fd = -1;
     std::string in, out;
     int rank = -1;  ///< set by its HELLO
     bool closed = false;
+    /// A refused HELLO: closed once its answer is sent.
+    bool closeAfterWrite = false;
   };
-  std::string runId;
+  /// A value and the rank that set it first (the only one that may set it again).
+  struct Entry {
+    std::vector<char> value;
+    int owner = -1;
+  };
+  std::string runId, secret;
   int worldSize = 0;
-  std::map<std::string, std::vector<char>> kv;
+  std::map<std::string, Entry> kv;
   uint64_t bytes = 0, maxBytes = kMaxStoreBytes;
+  /// Bytes held for connections that have not said a good HELLO yet.
+  uint64_t pendingBytes = 0;
   std::vector<PeerState> peers;
+  /// Per rank: when its last request came (a rank's watcher asks PEERS a few
+  /// times a second, so a long silence means its process stopped).
+  std::vector<Clock::time_point> lastSeen;
   std::vector<Conn> conns;
 
   /// Closes `c`; its rank, if still alive, died.
@@ -279,6 +311,8 @@ struct TcpStoreServer::State {
     if (c.closed) return;
     close(c.fd);
     c.closed = true;
+    if (c.rank < 0) pendingBytes -= c.in.size();
+    c.in.clear();
     if (c.rank >= 0 && peers[c.rank].kind == PeerState::kAlive) peers[c.rank].kind = PeerState::kDied;
   }
 
@@ -287,7 +321,14 @@ struct TcpStoreServer::State {
   bool handle(Conn& c, char op, const std::vector<std::string>& f) {
     auto answer = [&](char status, const std::vector<std::string>& fields) { c.out += frame(status, fields); };
     if (op == kHello) {
-      if (f.size() != 4 || c.rank >= 0) return false;
+      if (f.size() != 5 || c.rank >= 0 || c.closeAfterWrite) return false;
+      // The secret first: a stranger learns nothing of the run (its id, its
+      // world, who connected) and gets one try per connection.
+      if (!sameSecret(f[4], secret)) {
+        answer(kError, {"wrong or missing rendezvous secret (PCC_RDZV_SECRET)"});
+        c.closeAfterWrite = true;
+        return true;
+      }
       std::optional<int> rank = parseInt(f[1], 0, (1 << 24)), world = parseInt(f[2], 1, (1 << 24));
       if (!rank || !world) return false;
       std::string why;
@@ -301,14 +342,17 @@ struct TcpStoreServer::State {
         why = "rank " + std::to_string(*rank) + " already connected (from " + peers[*rank].where + ")";
       if (!why.empty()) {
         answer(kError, {why});
+        c.closeAfterWrite = true;
         return true;
       }
       c.rank = *rank;
-      peers[c.rank] = {PeerState::kAlive, f[3].substr(0, 256)};
+      peers[c.rank] = {PeerState::kAlive, oneLine(f[3], 256), {}, 0};
+      lastSeen[c.rank] = Clock::now();
       answer(kOk, {});
       return true;
     }
     if (c.rank < 0) return false;  // HELLO first
+    lastSeen[c.rank] = Clock::now();
     switch (op) {
       case kSet: {
         if (f.size() != 2 || f[0].empty() || f[0].size() > kMaxKeyBytes) return false;
@@ -317,13 +361,19 @@ struct TcpStoreServer::State {
           return true;
         }
         auto it = kv.find(f[0]);
-        uint64_t old = it == kv.end() ? 0 : it->second.size() + it->first.size();
+        // A key belongs to the rank that set it first: no other member may
+        // overwrite it (another rank's gloo address, say).
+        if (it != kv.end() && it->second.owner != c.rank) {
+          answer(kError, {"the key belongs to rank " + std::to_string(it->second.owner)});
+          return true;
+        }
+        uint64_t old = it == kv.end() ? 0 : it->second.value.size() + it->first.size();
         if (bytes - old + f[0].size() + f[1].size() > maxBytes) {
           answer(kError, {"the store is full"});
           return true;
         }
         bytes = bytes - old + f[0].size() + f[1].size();
-        kv[f[0]] = std::vector<char>(f[1].begin(), f[1].end());
+        kv[f[0]] = Entry{std::vector<char>(f[1].begin(), f[1].end()), c.rank};
         answer(kOk, {});
         return true;
       }
@@ -331,7 +381,7 @@ struct TcpStoreServer::State {
         if (f.size() != 1 || f[0].size() > kMaxKeyBytes) return false;
         auto it = kv.find(f[0]);
         if (it == kv.end()) answer(kMissing, {});
-        else answer(kFound, {std::string(it->second.begin(), it->second.end())});
+        else answer(kFound, {std::string(it->second.value.begin(), it->second.value.end())});
         return true;
       }
       case kCheck: {
@@ -349,10 +399,27 @@ struct TcpStoreServer::State {
         if (peers[c.rank].kind == PeerState::kAlive) peers[c.rank].kind = PeerState::kEnded;
         answer(kOk, {});
         return true;
+      case kFail:
+        // The rank gave up (a timeout, a peer that stopped answering): its
+        // reason stays with it, for every peer to read and stop at once.
+        if (f.size() != 1) return false;
+        if (peers[c.rank].kind == PeerState::kAlive) {
+          peers[c.rank].kind = PeerState::kFailed;
+          peers[c.rank].reason = oneLine(f[0], kMaxReasonBytes);
+        }
+        answer(kOk, {});
+        return true;
       case kPeers: {
         if (!f.empty()) return false;
         std::vector<std::string> out;
-        for (const PeerState& p : peers) out.push_back(std::string(1, static_cast<char>(p.kind)) + p.where);
+        const Clock::time_point now = Clock::now();
+        for (size_t r = 0; r < peers.size(); ++r) {
+          const PeerState& p = peers[r];
+          const int64_t silent =
+              p.kind == PeerState::kAlive ? std::chrono::duration_cast<Ms>(now - lastSeen[r]).count() : 0;
+          out.push_back(std::string(1, static_cast<char>(p.kind)) + p.where + "\n" + p.reason + "\n" +
+                        std::to_string(silent));
+        }
         answer(kOk, out);
         return true;
       }
@@ -364,18 +431,31 @@ struct TcpStoreServer::State {
   void readFrom(Conn& c) {
     char buf[65536];
     for (;;) {
-      ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+      if (c.closeAfterWrite) return;  // refused: nothing more is read
+      // Before its HELLO a connection is a stranger's: it may hold one HELLO
+      // frame at most, and all of them together kMaxPendingHelloBytes.
+      const bool pending = c.rank < 0;
+      size_t room = sizeof buf;
+      if (pending) room = std::min(room, 4 + kMaxHelloFrameBytes + 1 - c.in.size());
+      ssize_t n = recv(c.fd, buf, room, 0);
       if (n > 0) {
+        if (pending) {
+          if (c.in.size() + n > 4 + kMaxHelloFrameBytes || pendingBytes + n > kMaxPendingHelloBytes) return drop(c);
+          pendingBytes += static_cast<uint64_t>(n);
+        }
         c.in.append(buf, static_cast<size_t>(n));
         // Answer as frames complete, so that a large burst is not held whole.
-        while (c.in.size() >= 4) {
+        while (c.in.size() >= 4 && !c.closeAfterWrite) {
           uint32_t len = getU32(c.in.data());
-          if (len == 0 || len > kMaxFrameBytes) return drop(c);
+          if (len == 0 || len > kMaxFrameBytes || (c.rank < 0 && len > kMaxHelloFrameBytes)) return drop(c);
           if (c.in.size() < 4 + static_cast<size_t>(len)) break;
           char op = 0;
           std::vector<std::string> fields;
+          const bool wasPending = c.rank < 0;
           if (!parseBody(c.in.data() + 4, len, &op, &fields) || !handle(c, op, fields)) return drop(c);
           c.in.erase(0, 4 + static_cast<size_t>(len));
+          if (wasPending) pendingBytes -= 4 + static_cast<uint64_t>(len);
+          if (wasPending && c.rank >= 0) pendingBytes -= c.in.size();  // now a member's
         }
         if (c.out.size() > kMaxQueuedBytes) return drop(c);
         continue;
@@ -397,11 +477,16 @@ struct TcpStoreServer::State {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       return drop(c);
     }
+    if (c.closeAfterWrite) drop(c);
   }
 };
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress& addr, const std::string& runId,
-                                                                int worldSize, uint64_t maxStoreBytes) {
+                                                                const std::string& secret, int worldSize,
+                                                                uint64_t maxStoreBytes) {
+  if (secret.empty() || secret.size() > kMaxSecretBytes)
+    return invalidInput("the rendezvous store on ", addr.str(), " needs a secret of 1 to ", kMaxSecretBytes,
+                        " bytes that every rank presents (PCC_RDZV_SECRET)");
   auto resolved = resolve(addr.host, addr.port);
   if (!resolved.ok())
     return environmentError("cannot serve the rendezvous store on ", addr.str(), ": ", resolved.status().message());
@@ -457,9 +542,11 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpAddress
   if (pipe2(s->wakeFd_, O_CLOEXEC | O_NONBLOCK) != 0) return failed("pipe");
   s->state_ = std::make_unique<State>();
   s->state_->runId = runId;
+  s->state_->secret = secret;
   s->state_->worldSize = worldSize;
   s->state_->maxBytes = maxStoreBytes;
   s->state_->peers.assign(worldSize, PeerState{});
+  s->state_->lastSeen.assign(worldSize, Clock::now());
   s->thread_ = std::thread([srv = s.get()] { srv->serve(); });
   return s;
 }
@@ -481,22 +568,38 @@ TcpStoreServer::~TcpStoreServer() {
 void TcpStoreServer::serve() {
   State& st = *state_;
   std::vector<pollfd> fds;
+  // Out of file descriptors (EMFILE, ENFILE) or memory, accept fails while
+  // the connection stays queued, so the listening socket stays readable: it
+  // is left out of poll for a pause that doubles from 10 ms to 200 ms, rather
+  // than polled again at once (a loop that would take a whole processor).
+  Clock::time_point acceptAfter = Clock::now();
+  Ms acceptPause(0);
   for (;;) {
+    const Ms paused = left(acceptAfter);
     fds.clear();
     fds.push_back({wakeFd_[0], POLLIN, 0});
-    fds.push_back({listenFd_, POLLIN, 0});
+    fds.push_back({listenFd_, static_cast<short>(paused.count() > 0 ? 0 : POLLIN), 0});
     for (const State::Conn& c : st.conns)
       fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    if (poll(fds.data(), fds.size(), paused.count() > 0 ? static_cast<int>(paused.count()) + 1 : -1) < 0) {
       if (errno == EINTR) continue;
       return;
     }
     if (fds[0].revents) return;
     const size_t known = st.conns.size();  // fds[2 + i] is conns[i] for i < known
-    if (fds[1].revents & POLLIN) {
+    if ((fds[1].revents & POLLIN) || (acceptPause.count() > 0 && left(acceptAfter).count() == 0)) {
       for (;;) {
         int fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            acceptPause = std::clamp(acceptPause * 2, Ms(10), Ms(200));
+            acceptAfter = Clock::now() + acceptPause;
+          } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            acceptPause = Ms(0);
+          }
+          break;
+        }
+        acceptPause = Ms(0);
         if (st.conns.size() >= kMaxClients) {
           close(fd);
           continue;
@@ -521,7 +624,10 @@ void TcpStoreServer::serve() {
 // ---------------------------------------------------------------- client
 
 StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(const TcpAddress& addr, const std::string& runId,
-                                                                  int rank, int worldSize, Ms timeout) {
+                                                                  const std::string& secret, int rank,
+                                                                  int worldSize, Ms timeout) {
+  if (secret.size() > kMaxSecretBytes)
+    return invalidInput("rank ", rank, ": the rendezvous secret is over ", kMaxSecretBytes, " bytes");
   const Clock::time_point deadline = Clock::now() + timeout;
   auto unreachable = [&](const std::string& why) {
     return environmentError("rank ", rank, ": cannot reach the rendezvous store at ", addr.str(), " within ",
@@ -576,7 +682,7 @@ StatusOr<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(const TcpAddre
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   ASSIGN_OR_RETURN(auto hello, c->call(kHello, {runId, std::to_string(rank), std::to_string(worldSize),
-                                                std::string(host) + " " + std::to_string(getpid())}));
+                                                std::string(host) + " " + std::to_string(getpid()), secret}));
   if (hello.first == kError)
     return environmentError("rank ", rank, ": the rendezvous store at ", addr.str(), " refuses it: ",
                             hello.second.empty() ? "" : hello.second[0]);
@@ -674,6 +780,12 @@ StatusOr<std::vector<char>> TcpStoreClient::get(const std::string& key, Ms timeo
   return std::vector<char>(a.second[0].begin(), a.second[0].end());
 }
 
+Status TcpStoreClient::fail(const std::string& reason) {
+  ASSIGN_OR_RETURN(auto a, call(kFail, {reason.substr(0, kMaxReasonBytes)}));
+  (void)a;
+  return Status::OK();
+}
+
 Status TcpStoreClient::bye() {
   ASSIGN_OR_RETURN(auto a, call(kBye, {}));
   (void)a;
@@ -688,7 +800,11 @@ StatusOr<std::vector<PeerState>> TcpStoreClient::peers() {
     if (f.empty()) return lost("an empty peer state");
     PeerState p;
     p.kind = static_cast<PeerState::Kind>(f[0]);
-    p.where = f.substr(1);
+    // "<kind><where>\n<reason>\n<silent ms>"
+    const size_t nl = f.find('\n'), nl2 = nl == std::string::npos ? nl : f.find('\n', nl + 1);
+    p.where = f.substr(1, nl == std::string::npos ? std::string::npos : nl - 1);
+    if (nl != std::string::npos) p.reason = f.substr(nl + 1, nl2 == std::string::npos ? nl2 : nl2 - nl - 1);
+    if (nl2 != std::string::npos) p.silentMs = parseInt(f.substr(nl2 + 1), 0, 999999999).value_or(0);
     out.push_back(std::move(p));
   }
   return out;

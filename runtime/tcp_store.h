@@ -9,17 +9,27 @@
 //   1. Every message is a frame: a 4-byte little-endian body length (at most
 //      kMaxFrameBytes), then the body: one byte (the request op or the answer
 //      status) and fields, each a 4-byte little-endian length and its bytes.
-//   2. A client first says HELLO (run id, rank, world size, "host pid"); the
-//      server refuses another run id, a rank outside the world, a second
-//      connection of the same rank and another world size.
+//   2. A client first says HELLO (run id, rank, world size, "host pid", the
+//      run's secret); the server refuses a wrong secret (before anything
+//      else, telling nothing of the run), another run id, a rank that is not
+//      in its one decimal spelling ("01", "+1", " 1") or outside the world, a
+//      second connection of the same rank and another world size, and closes
+//      a refused connection. Before its HELLO a connection may hold one
+//      HELLO frame (kMaxHelloFrameBytes) and all of them together
+//      kMaxPendingHelloBytes: more closes it.
 //   3. SET key value, GET key (found or missing), CHECK keys (all present or
-//      not), BYE (this rank ended on its own), PEERS (every rank's state).
+//      not), FAIL reason (this rank gave up: its peers read why), BYE (this
+//      rank ended on its own), PEERS (every rank's state, and for a live one
+//      how long it has been silent). A key belongs to
+//      the rank that set it first: another rank's SET of it is refused.
 //   4. A client whose connection closes without BYE is recorded as died; a
 //      malformed or oversized frame closes that client's connection and
 //      nothing else. Keys, values and the store's total size are bounded.
 //   5. Waiting for a key is the client's loop of CHECK requests with a
 //      growing pause, bounded by its timeout; every socket operation is
 //      bounded by the same deadline.
+//   6. Out of file descriptors, the server stops accepting for a pause that
+//      grows to 200 ms instead of polling its listening socket in a loop.
 #pragma once
 
 #include <atomic>
@@ -40,6 +50,13 @@ constexpr uint32_t kMaxFrameBytes = 17u << 20;
 constexpr uint32_t kMaxKeyBytes = 4096;
 constexpr uint32_t kMaxValueBytes = 16u << 20;
 constexpr uint64_t kMaxStoreBytes = 256ull << 20;
+/// Limits before a connection's HELLO: its one frame, and the bytes held
+/// for all such connections together.
+constexpr size_t kMaxHelloFrameBytes = 8192;
+constexpr uint64_t kMaxPendingHelloBytes = 1u << 20;
+/// Limits of the run's secret and of a FAIL reason.
+constexpr size_t kMaxSecretBytes = 1024;
+constexpr size_t kMaxReasonBytes = 2048;
 
 /// A rendezvous endpoint: `tcp:HOST:PORT`, or `tcp:[ADDR]:PORT` for an IPv6
 /// address.
@@ -74,12 +91,15 @@ class TcpStoreServer {
   /// else on every interface (a machine's name often resolves to an address
   /// other machines cannot reach): every IPv4 one (0.0.0.0) when `host` has
   /// IPv4 addresses only, every IPv6 and IPv4 one (`::`, dual-stack) when it
-  /// has an IPv6 address. Clients must say run id `runId` and world size
-  /// `worldSize`; all keys and values together take at most `maxStoreBytes`.
-  /// \returns the running server, or an environment error naming HOST:PORT
-  /// when the port cannot be bound.
+  /// has an IPv6 address. Clients must present `secret` (not empty) and say
+  /// run id `runId` and world size `worldSize`; all keys and values together
+  /// take at most `maxStoreBytes`.
+  /// \returns the running server, an invalid-input error for an empty
+  /// secret, or an environment error naming HOST:PORT when the port cannot
+  /// be bound.
   static StatusOr<std::unique_ptr<TcpStoreServer>> start(const TcpAddress& addr, const std::string& runId,
-                                                         int worldSize, uint64_t maxStoreBytes = kMaxStoreBytes);
+                                                         const std::string& secret, int worldSize,
+                                                         uint64_t maxStoreBytes = kMaxStoreBytes);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -99,23 +119,29 @@ class TcpStoreServer {
 
 /// What the store knows of one rank (TcpStoreClient::peers).
 struct PeerState {
-  enum Kind : char { kNeverArrived = '?', kAlive = 'a', kEnded = 'e', kDied = 'd' };
+  enum Kind : char { kNeverArrived = '?', kAlive = 'a', kEnded = 'e', kDied = 'd', kFailed = 'f' };
   Kind kind = kNeverArrived;
   /// "<host> <pid>" as the rank said it in its HELLO.
   std::string where;
+  /// kFailed: why the rank gave up, as it said in its FAIL.
+  std::string reason;
+  /// kAlive: milliseconds since its last request to the store (a live
+  /// rank's watcher asks a few times a second; a stopped process is silent).
+  int64_t silentMs = 0;
 };
 
 /// A client: one connection, shared by the threads of its process (requests
 /// are serialized).
 class TcpStoreClient {
  public:
-  /// Connects to `addr` as rank `rank` of `worldSize` in run `runId`: to each
+  /// Connects to `addr` as rank `rank` of `worldSize` in run `runId`,
+  /// presenting the run's `secret`: to each
   /// of its addresses (IPv4 or IPv6) in getaddrinfo's order, retrying all of
   /// them until `timeout` passes (the server may start later).
   /// \returns the client, or an environment error naming the rank and
   /// HOST:PORT (unreachable within the timeout, or refused by the server).
   static StatusOr<std::shared_ptr<TcpStoreClient>> connect(const TcpAddress& addr, const std::string& runId,
-                                                           int rank, int worldSize,
+                                                           const std::string& secret, int rank, int worldSize,
                                                            std::chrono::milliseconds timeout);
   ~TcpStoreClient();
   TcpStoreClient(const TcpStoreClient&) = delete;
@@ -131,6 +157,9 @@ class TcpStoreClient {
   /// Tells the server this rank ended on its own (its connection closing next
   /// is then no death).
   Status bye();
+  /// Tells the server this rank gave up, and why (PeerState::reason, cut to
+  /// kMaxReasonBytes): its peers stop at once instead of at their timeouts.
+  Status fail(const std::string& reason);
   /// \returns the state of every rank of the world, in rank order.
   StatusOr<std::vector<PeerState>> peers();
 

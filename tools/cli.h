@@ -28,6 +28,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -43,6 +44,70 @@ inline constexpr int kExitInternal = 3;
 /// The exit code of an environment fault: out of memory, a peer rank that
 /// never arrives, dies or stops answering (StatusCode::kEnvironment).
 inline constexpr int kExitEnvironment = 4;
+
+/// \returns `text` safe to print as one line on a terminal: the C0 control
+/// characters, DEL and the C1 controls (U+0080 to U+009F) are escaped
+/// (`\n`, `\r`, `\t`, else `\xHH` for a byte, `\u00HH` for a C1 code point),
+/// as is every byte that is not part of valid UTF-8; the rest of valid UTF-8
+/// is kept as it is. Names and strings from a model reach error messages, and
+/// a newline or an escape sequence in them must neither split the line nor
+/// drive the terminal.
+inline std::string printable(std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  auto hex = [](unsigned v) { return std::string{kHex[(v >> 4) & 15], kHex[v & 15]}; };
+  std::string out;
+  out.reserve(text.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i];
+    if (c < 0x20 || c == 0x7f) {
+      out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : "\\x" + hex(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // A multi-byte sequence: its length from the lead byte, then the
+    // continuation bytes, no overlong form, no surrogate, at most U+10FFFF.
+    size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    bool valid = len > 0 && i + len <= n;
+    for (size_t k = 1; valid && k < len; ++k) valid = (s[i + k] & 0xc0) == 0x80;
+    if (valid && len == 3) valid = !(c == 0xe0 && s[i + 1] < 0xa0) && !(c == 0xed && s[i + 1] >= 0xa0);
+    if (valid && len == 4) valid = !(c == 0xf0 && s[i + 1] < 0x90) && !(c == 0xf4 && s[i + 1] >= 0x90);
+    if (!valid) {
+      out += "\\x" + hex(c);
+      ++i;
+      continue;
+    }
+    if (len == 2 && c == 0xc2 && s[i + 1] < 0xa0) {
+      out += "\\u00" + hex(s[i + 1]);  // a C1 control
+    } else {
+      out.append(text.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
+}
+
+/// Prints the one line `<prefix><message>` on stderr, the message made
+/// printable (see printable), and \returns `code`.
+inline int printError(const std::string& prefix, std::string_view message, int code) {
+  std::cerr << prefix << printable(message) << "\n";
+  return code;
+}
+
+/// \returns `text` (a library's message: CLI11's, an exception's) with its
+/// line breaks as spaces, the way such prose reads on one line; printError
+/// escapes what control characters remain.
+inline std::string joinLines(std::string text) {
+  for (char& c : text)
+    if (c == '\n') c = ' ';
+  return text;
+}
 
 /// Runs a tool's `body` as its main function does: with SIGPIPE ignored (a
 /// write to a closed pipe or to the socket of a dead peer rank is an error
@@ -60,11 +125,7 @@ int guardedMain(const std::string& tool, Body&& body) {
                  "memory than this machine gives)\n";
     return kExitEnvironment;
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    for (char& c : what)
-      if (c == '\n') c = ' ';
-    std::cerr << tool << ": internal error: " << what << "\n";
-    return kExitInternal;
+    return printError(tool + ": internal error: ", joinLines(e.what()), kExitInternal);
   }
 }
 
@@ -186,18 +247,13 @@ inline std::optional<int> parse(CLI::App& app, int argc, char** argv, const std:
     return 0;
   } catch (const CLI::ExtrasError&) {
     if (app.get_help_ptr()->count() == 0) {
-      std::cerr << errorPrefix << extras(app.remaining()) << see << "\n";
-      return kExitUsage;
+      return printError(errorPrefix, extras(app.remaining()) + see, kExitUsage);
     }
   } catch (const CLI::ParseError& e) {
     // Option callbacks run before CLI11 looks at --help: a bad value beside
     // --help still shows the help, as the flag asks.
     if (app.get_help_ptr()->count() == 0) {
-      std::string msg = e.what();
-      for (char& c : msg)
-        if (c == '\n') c = ' ';
-      std::cerr << errorPrefix << msg << see << "\n";
-      return kExitUsage;
+      return printError(errorPrefix, joinLines(e.what()) + see, kExitUsage);
     }
   }
   std::cout << app.help();

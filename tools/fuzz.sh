@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target of a PCC_FUZZ build for a while, from seed corpora
-# made of the committed models, IR tests, tensor files and freshly compiled
-# plans. A crash, a sanitizer report, a timeout or running out of memory
+# made of the committed models, IR tests, tensor files, freshly compiled plans
+# and names that try to leave the comment generated code prints them in. A crash, a sanitizer report, a timeout or running out of memory
 # leaves its input in BUILD/fuzz/artifacts and makes this script fail.
 #   tools/fuzz.sh BUILD_SAN [SECONDS_PER_TARGET] [TARGET...]
 # (`make fuzz FUZZ_SECONDS=1800` for a long run.)
@@ -11,7 +11,7 @@ build=$(cd "${1:?usage: tools/fuzz.sh BUILD_SAN [SECONDS] [TARGET...]}" && pwd)
 seconds=${2:-60}
 shift $(( $# >= 2 ? 2 : $# ))
 targets=("$@")
-((${#targets[@]})) || targets=(onnx_import plan_reader ir_parser tensor_file)
+((${#targets[@]})) || targets=(onnx_import plan_reader ir_parser tensor_file codegen_names)
 
 work=$build/fuzz
 mkdir -p "$work/artifacts"
@@ -20,7 +20,15 @@ mkdir -p "$work/artifacts"
 # corpus/<target>, which is kept between runs)
 seeds=$work/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{onnx_import,plan_reader,ir_parser,tensor_file}
+mkdir -p "$seeds"/{onnx_import,plan_reader,ir_parser,tensor_file,codegen_names}
+# Names (and, after a NUL byte, a Gelu `approximate` string) that try to leave
+# the comment they are printed in: line breaks, a line splice, a trigraph, "*/".
+printf 'fused_add_relu' > "$seeds/codegen_names/plain"
+printf 'x\n__attribute__((constructor)) static void f(){}' > "$seeds/codegen_names/newline"
+printf 'a\\\nb' > "$seeds/codegen_names/splice"
+printf 'x\r#include "/etc/passwd"' > "$seeds/codegen_names/cr_include"
+printf 'x??/\nint y;' > "$seeds/codegen_names/trigraph"
+printf 'x */ int y; /*\0tanh' > "$seeds/codegen_names/block_end"
 cp "$here"/models/*.onnx "$seeds/onnx_import/"
 for m in "$here"/models/exported/*.onnx; do
   [ "$(stat -c %s "$m")" -le 2000000 ] && cp "$m" "$seeds/onnx_import/"
@@ -30,9 +38,10 @@ find "$here/tests/data" -name '*.pb' | while read -r f; do
   cp "$f" "$seeds/tensor_file/$(echo "$f" | md5sum | cut -c1-12).pb"
 done
 # Plans: plan.pb of the bundled models at a few device counts and strategies;
-# the weights of the first one back the plan-reader target (PCC_FUZZ_BUNDLE).
+# the weights of the first one back the plan-reader target (PCC_FUZZ_BUNDLE):
+# a single rank, so that the target's run of rank 0 has no collective to refuse.
 bundle=""
-for spec in "mlp 2" "mlp 2 tp=2" "gpt2_tiny 4 dp=2,tp=2" "cnn_small 2"; do
+for spec in "mlp 1" "mlp 2" "mlp 2 tp=2" "gpt2_tiny 4 dp=2,tp=2" "cnn_small 2"; do
   read -r model gpus strategy <<< "$spec"
   out=$work/plans/$model-$gpus-${strategy//[=,]/_}.pcc
   rm -rf "$out"

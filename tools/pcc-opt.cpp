@@ -197,12 +197,11 @@ int run(int argc, char** argv) {
     // A regular file only (a FIFO or /dev/zero would never end), mapped whole.
     auto f = MappedFile::open(o.input);
     if (!f.ok()) {
-      std::cerr << "pcc-opt: " << f.status().message() << "\n";
-      return 2;
+      return cli::printError("pcc-opt: ", f.status().message(), cli::kExitUsage);
     }
     if ((*f)->size() > kMaxInputBytes) {
-      std::cerr << "pcc-opt: " << o.input << ": input larger than " << (kMaxInputBytes >> 20) << " MiB\n";
-      return 2;
+      return cli::printError("pcc-opt: ", strCat(o.input, ": input larger than ", kMaxInputBytes >> 20, " MiB"),
+                             cli::kExitUsage);
     }
     text.assign(reinterpret_cast<const char*>((*f)->data()), (*f)->size());
   }
@@ -213,7 +212,7 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     auto printed = processChunk(chunks[i], o, fileName);
     if (!printed.ok()) {
-      std::cerr << "pcc-opt: " << printed.status().message() << "\n";
+      cli::printError("pcc-opt: ", printed.status().message(), 0);
       exitCode = std::max(exitCode, printed.status().exitCode());
       continue;
     }
@@ -227,8 +226,7 @@ int run(int argc, char** argv) {
     f << out;
     f.close();  // a full disk shows only when the buffer is written
     if (!f) {
-      std::cerr << "pcc-opt: cannot write output file '" << o.output << "'\n";
-      return 2;
+      return cli::printError("pcc-opt: ", strCat("cannot write output file '", o.output, "'"), cli::kExitUsage);
     }
   }
   return exitCode;

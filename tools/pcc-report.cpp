@@ -1,7 +1,6 @@
 // pcc-report: explain a plan bundle: mesh, per-rank operators, FLOPs, weight
 // and activation bytes, communication by collective; as text, JSON, the graph
 // in Graphviz dot, or one HTML page.
-#include <fstream>
 #include <iostream>
 
 #include "report/graphviz.h"
@@ -10,6 +9,7 @@
 #include "report/plan_html.h"
 #include "report/plan_report.h"
 #include "runtime/plan_io.h"
+#include "tools/atomic_write.h"
 #include "tools/cli.h"
 
 using namespace pcc;
@@ -19,8 +19,7 @@ const char kAbout[] = "Prints the partition report of a plan bundle written by p
 const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
 int fail(const Status& s) {
-  std::cerr << "pcc-report: error: " << s.message() << "\n";
-  return s.exitCode();
+  return cli::printError("pcc-report: error: ", s.message(), s.exitCode());
 }
 }  // namespace
 
@@ -59,10 +58,8 @@ int toolMain(int argc, char** argv) {
     std::cout << text;
     return 0;
   }
-  std::ofstream f(outPath);
-  f << text;
-  f.close();  // a full disk shows only when the buffer is written
-  if (!f) return fail(invalidInput(outPath, ": cannot write"));
+  // Whole or not at all: a full disk leaves no empty or truncated report.
+  if (Status st = cli::writeFileAtomically(outPath, text); !st.ok()) return fail(st);
   return 0;
 }
 

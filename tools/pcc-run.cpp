@@ -28,6 +28,7 @@
 #include "runtime/plan_convert.h"
 #include "runtime/plan_io.h"
 #include "runtime/tcp_store.h"
+#include "tools/atomic_write.h"
 #include "tools/cli.h"
 #ifdef PCC_HAVE_CUDA_RUNTIME
 #include "runtime/cuda/cuda_backend.h"
@@ -72,8 +73,8 @@ struct ProcessRank {
 
 
 int fail(const Status& s) {
-  std::fprintf(stderr, "pcc-run: error: %s\n", s.message().c_str());
-  return s.exitCode();
+  std::fflush(stderr);  // the ranks' lines printed through stdio come first
+  return cli::printError("pcc-run: error: ", s.message(), s.exitCode());
 }
 
 StatusOr<int64_t> integer(const std::string& flag, const std::string& v, int64_t min) {
@@ -162,7 +163,8 @@ std::variant<Args, int> parse(int argc, char** argv) {
                  "(run id: PCC_RUN_ID, else PMIX_NAMESPACE under\n"
                  "mpirun), or, with tcp:HOST:PORT, through the store\n"
                  "rank 0 serves on HOST:PORT (several machines; an IPv6\n"
-                 "HOST in brackets: tcp:[::1]:29500); rank 0 prints and\n"
+                 "HOST in brackets: tcp:[::1]:29500; every rank presents\n"
+                 "the run's secret, $PCC_RDZV_SECRET); rank 0 prints and\n"
                  "checks (also $PCC_RENDEZVOUS)")
       ->type_name("DIR|tcp:HOST:PORT");
   app.add_option("--gloo-host", a.run.glooHost,
@@ -183,8 +185,7 @@ std::variant<Args, int> parse(int argc, char** argv) {
   std::string note;
   auto resolved = resolveBackend(a.run.backend, &note);
   if (!resolved.ok()) {
-    std::fprintf(stderr, "pcc-run: error: %s\n", resolved.status().message().c_str());
-    return cli::kExitUsage;
+    return cli::printError("pcc-run: error: ", resolved.status().message(), cli::kExitUsage);
   }
   if (!note.empty()) std::fprintf(stderr, "pcc-run: %s\n", note.c_str());
   a.run.backend = *resolved;
@@ -193,16 +194,16 @@ std::variant<Args, int> parse(int argc, char** argv) {
     const char* v = std::getenv(env);
     if (value->empty() && v) *value = v;
     if (value->find_first_of(" \t\n") != std::string::npos) {
-      std::fprintf(stderr, "pcc-run: error: %s (or $%s): '%s' is not an address or interface name\n", flag, env,
-                   value->c_str());
-      return cli::kExitUsage;
+      return cli::printError("pcc-run: error: ",
+                             strCat(flag, " (or $", env, "): '", *value, "' is not an address or interface name"),
+                             cli::kExitUsage);
     }
   }
   if (!a.run.glooHost.empty()) {
     auto host = parseHost(a.run.glooHost);
     if (!host.ok()) {
-      std::fprintf(stderr, "pcc-run: error: --gloo-host (or $PCC_GLOO_HOST): %s\n", host.status().message().c_str());
-      return cli::kExitUsage;
+      return cli::printError("pcc-run: error: --gloo-host (or $PCC_GLOO_HOST): ", host.status().message(),
+                             cli::kExitUsage);
     }
   }
   if (a.batches == 0) {
@@ -276,10 +277,12 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
   bool allOk = true;
   for (size_t k = 0; k < got.size(); ++k) {
     const double half = a.toleranceGiven || !isFloat(got[k].dtype()) ? 0 : planHalfTolerance(p.plan);
-    Diff d = compareTensors(got[k], want[k], std::max(a.rtol, half), std::max(a.atol, half));
-    std::printf("%soutput %zu '%s' %s vs %s: max abs %.3g, max rel %.3g: %s%s%s\n", prefix.c_str(), k,
+    const double rtol = std::max(a.rtol, half), atol = std::max(a.atol, half);
+    Diff d = compareTensors(got[k], want[k], rtol, atol);
+    // The tolerance actually applied: compareTensors scales a blind atol down.
+    std::printf("%soutput %zu '%s' %s vs %s at %s: max abs %.3g, max rel %.3g: %s%s%s\n", prefix.c_str(), k,
                 p.plan.outputs(static_cast<int>(k)).name().c_str(), got[k].type().str().c_str(),
-                against, d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",
+                against, toleranceUsed(d, rtol, atol).c_str(), d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",
                 d.where.empty() ? "" : ": ", d.where.c_str());
     allOk &= d.ok;
   }
@@ -490,12 +493,21 @@ Status writeProfileJson(const std::string& path, const Args& a, const plan::Plan
     ranks.push_back(std::move(rank));
   }
   doc["ranks"] = std::move(ranks);
-  std::ofstream f(path);
-  f << doc.dump(1) << "\n";
-  f.close();
-  if (!f) return invalidInput(path, ": cannot write");
-  return Status::OK();
+  return cli::writeFileAtomically(path, doc.dump(1) + "\n");
 }
+
+/// Writes `t` as the ONNX tensor file `path` (named `name`), whole or not at
+/// all (tools/atomic_write.h).
+Status writeOutputTensor(const std::string& path, const Tensor& t, const std::string& name) {
+  onnx::TensorProto p;
+  tensorToProto(t, name, &p);
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) return invalidInput(path, ": cannot serialize the tensor");
+  return cli::writeFileAtomically(path, bytes);
+}
+
+/// The shortest rendezvous secret pcc-run takes: one that cannot be guessed.
+constexpr size_t kMinSecretBytes = 16;
 
 /// \returns the process rank when the environment names one, nullopt for a
 /// single-process (threads) run, or an error for an incomplete set-up.
@@ -525,8 +537,15 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
   pr.rendezvous.runId = id;
   if (base.rfind("tcp:", 0) == 0) {
     // The store refuses ranks of another run id; none is needed when every
-    // run has its own port.
+    // run has its own port. It admits only ranks that present the run's
+    // secret, which the launcher hands every rank in the environment (a port
+    // on a shared machine is open to anyone who can reach it).
     ASSIGN_OR_RETURN(pr.rendezvous.tcp, parseTcpAddress(base, /*allowPortZero=*/false));
+    pr.rendezvous.secret = env("PCC_RDZV_SECRET");
+    if (pr.rendezvous.secret.size() < kMinSecretBytes || pr.rendezvous.secret.size() > kMaxSecretBytes)
+      return invalidInput("rank ", r, " of ", n, ": --rendezvous tcp:HOST:PORT needs PCC_RDZV_SECRET, the same in "
+                          "every rank: ", kMinSecretBytes, " to ", kMaxSecretBytes, " characters (e.g. "
+                          "PCC_RDZV_SECRET=$(openssl rand -hex 16)), not ", pr.rendezvous.secret.size());
     return std::optional<ProcessRank>(pr);
   }
   if (base.empty() || id.empty())
@@ -613,13 +632,14 @@ int run(const Args& a) {
     std::filesystem::create_directories(a.outputs, ec);
     if (ec) return fail(invalidInput(a.outputs, ": cannot create directory: ", ec.message()));
     for (int k = 0; k < plan.outputs_size(); ++k) {
-      Status st = writeTensorFile(tensorFile(a.outputs, "output", k), res->outputs[k],
-                                  plan.outputs(k).name());
+      Status st = writeOutputTensor(tensorFile(a.outputs, "output", k), res->outputs[k],
+                                    plan.outputs(k).name());
       if (!st.ok()) return fail(st);
     }
   }
   if (!ok) {
-    std::fprintf(stderr, "pcc-run: outputs differ (rtol %g, atol %g)\n", a.rtol, a.atol);
+    std::fprintf(stderr, "pcc-run: outputs differ (asked rtol %g, atol %g; each output's line says the tolerance used)\n",
+                 a.rtol, a.atol);
     return 1;
   }
   return 0;
@@ -794,13 +814,14 @@ int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRa
       std::filesystem::create_directories(batchDir(a.outputs, k), ec);
       if (ec) return fail(invalidInput(batchDir(a.outputs, k), ": cannot create directory: ", ec.message()));
       for (int i = 0; i < plan.outputs_size(); ++i) {
-        Status st = writeTensorFile(tensorFile(batchDir(a.outputs, k), "output", i), got[i], plan.outputs(i).name());
+        Status st = writeOutputTensor(tensorFile(batchDir(a.outputs, k), "output", i), got[i], plan.outputs(i).name());
         if (!st.ok()) return fail(st);
       }
     }
   }
   if (!ok) {
-    std::fprintf(stderr, "pcc-run: outputs differ (rtol %g, atol %g)\n", a.rtol, a.atol);
+    std::fprintf(stderr, "pcc-run: outputs differ (asked rtol %g, atol %g; each output's line says the tolerance used)\n",
+                 a.rtol, a.atol);
     return 1;
   }
   return 0;

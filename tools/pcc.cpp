@@ -27,8 +27,7 @@ const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error
 const char* const kNotYet[] = {"--precision"};
 
 int fail(const Status& s) {
-  std::cerr << "pcc: error: " << s.message() << "\n";
-  return s.exitCode();
+  return cli::printError("pcc: error: ", s.message(), s.exitCode());
 }
 
 /// Splits a repeatable NAME=VALUE option; a bad one fails the parse.

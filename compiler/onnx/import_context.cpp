@@ -2,6 +2,7 @@
 
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "runtime/ops/kernel_call.h"
 #include "runtime/ops/registry.h"
@@ -121,6 +122,8 @@ ImportContext ImportContext::child(Graph& target, const onnx::GraphProto& body, 
   c.reservedBy_ = this;
   c.namePrefix_ = std::move(prefix);  // node and value names: region bodies use it for node names only
   c.keepControlFlow_ = keepControlFlow_;
+  c.untypedAttributes_ = untypedAttributes_;
+  c.unrolled_ = unrolled_;
   return c;
 }
 
@@ -129,7 +132,17 @@ Status ImportContext::beginNode(const onnx::NodeProto& n, std::string name) {
   nodeName_ = std::move(name);
   attrs_ = AttrMap();
   using A = onnx::AttributeProto;
+  std::unordered_set<std::string_view> seen;
   for (const auto& a : n.attribute()) {
+    // As the ONNX checker: a name given twice (which would silently take one
+    // of the values), a reference to a function's attribute outside a
+    // function, and (from IR version 2) an attribute without a type are refused.
+    if (!seen.insert(a.name()).second) return invalid("attribute '", a.name(), "' is given twice");
+    if (!a.ref_attr_name().empty())
+      return invalid("attribute '", a.name(), "' refers to '", a.ref_attr_name(),
+                     "' (ref_attr_name), which only a function body may do");
+    if (a.type() == A::UNDEFINED && !untypedAttributes_)
+      return invalid("attribute '", a.name(), "' has no type (UNDEFINED); IR version 2 and later require one");
     // Graph attributes (If's branches, Loop's and Scan's body) are read from
     // the node by the control-flow importers.
     if (a.type() == A::GRAPH || a.type() == A::GRAPHS || a.has_g() || a.graphs_size() > 0) continue;
@@ -298,6 +311,8 @@ Status ImportContext::emitNode(OpKind op, std::vector<Value*> inputs, AttrMap at
 }
 
 Status ImportContext::error(StatusCode code, const std::string& problem) const {
+  // Before its first node (a body's initializers) a context has no node to name.
+  if (!node_) return Status(code, strCat(file_, ": ", problem));
   std::string shapes;
   for (int i = 0; i < node_->input_size(); ++i) {
     const Value* v = node_->input(i).empty() ? nullptr : lookup(node_->input(i));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,6 +50,13 @@ class ImportContext {
   /// them (ImportOptions::keepControlFlow).
   bool keepControlFlow() const { return keepControlFlow_; }
   void setKeepControlFlow(bool keep) { keepControlFlow_ = keep; }
+  /// Attributes may leave their type unset (a model of IR version 1, as the
+  /// ONNX checker allows); from IR version 2 on such an attribute is refused.
+  void setUntypedAttributes(bool allowed) { untypedAttributes_ = allowed; }
+  /// Loop and Scan iterations unrolled so far over the whole model (every
+  /// context of one import shares the count).
+  int64_t unrolledIterations() const { return *unrolled_; }
+  void countUnrolledIteration() const { ++*unrolled_; }
 
   // ---- The node being imported ----------------------------------------------
   /// Starts importing `n`, named `name`; converts its attributes.
@@ -116,6 +124,8 @@ class ImportContext {
   const ImportContext* reservedBy_ = nullptr;  // whose reserved names freshName avoids too
   std::string namePrefix_;
   bool keepControlFlow_ = false;
+  bool untypedAttributes_ = false;
+  std::shared_ptr<int64_t> unrolled_ = std::make_shared<int64_t>(0);
   std::string file_;
   int64_t opset_;
   std::string baseDir_;

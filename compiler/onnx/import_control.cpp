@@ -16,8 +16,10 @@
 //     constants are copied in instead.
 // A Loop whose trip count and condition are constants is unrolled first; when
 // its body turns out to compute the condition at run time, or the unrolling
-// passes kMaxUnrolledNodes, the nodes it added are erased and the Loop is kept
-// as a region. Every output of a region node has a static type, or the node
+// passes kMaxUnrolledNodes (or the model's kMaxUnrolledIterations, which
+// bounds loops nested in loops: without it each outer iteration would unroll
+// the inner loop anew, without end for loops that never stop), the nodes it
+// added are erased and the Loop is kept as a region. Every output of a region node has a static type, or the node
 // is refused: If's branches must agree, and a Loop run at run time has scan
 // outputs only when it runs exactly M times.
 #include "compiler/onnx/import_control.h"
@@ -94,11 +96,13 @@ Status checkFreeNames(const ImportContext& ctx, const onnx::GraphProto& body) {
   return Status::OK();
 }
 
-/// Defines `body`'s initializers in `sub` as constants of its graph.
-Status defineInitializers(ImportContext& sub, const onnx::GraphProto& body) {
+/// Defines `body`'s initializers in `sub` as constants of its graph. An error
+/// names the node `ctx` imports (the one owning the body): `sub` has begun
+/// no node yet.
+Status defineInitializers(const ImportContext& ctx, ImportContext& sub, const onnx::GraphProto& body) {
   for (const auto& t : body.initializer()) {
     auto tensor = sub.loadTensor(t);
-    if (!tensor.ok()) return sub.invalid("body '", body.name(), "' initializer: ", tensor.status().message());
+    if (!tensor.ok()) return ctx.invalid("body '", body.name(), "' initializer: ", tensor.status().message());
     sub.define(t.name(), sub.graph().addConstant(t.name(), std::move(tensor).value()));
   }
   return Status::OK();
@@ -106,7 +110,7 @@ Status defineInitializers(ImportContext& sub, const onnx::GraphProto& body) {
 
 /// Imports `body`'s nodes through `sub` and \returns the values of its outputs.
 StatusOr<std::vector<Value*>> importBodyNodes(const ImportContext& ctx, ImportContext& sub, const onnx::GraphProto& body) {
-  RETURN_IF_ERROR(defineInitializers(sub, body));
+  RETURN_IF_ERROR(defineInitializers(ctx, sub, body));
   for (int i = 0; i < body.node_size(); ++i) RETURN_IF_ERROR(importOnnxNode(sub, body.node(i), i));
   std::vector<Value*> outs;
   for (const auto& o : body.output()) {
@@ -225,6 +229,10 @@ StatusOr<Value*> takeAt(ImportContext& ctx, Value* x, int64_t axis, int64_t i, c
 /// Refuses an unrolling that has grown past the limit.
 Status checkUnrollSize(ImportContext& ctx, size_t nodesBefore, int64_t iteration, const std::string& of) {
   int64_t added = static_cast<int64_t>(ctx.graph().numNodes() - nodesBefore);
+  if (ctx.unrolledIterations() > kMaxUnrolledIterations)
+    return ctx.unsupportedHere("unrolling stops at ", kMaxUnrolledIterations,
+                               " iterations over the whole model, nested loops included (after ", iteration,
+                               " iterations", of, ")");
   if (added <= kMaxUnrolledNodes && iteration < kMaxUnrolledNodes) return Status::OK();
   return ctx.unsupportedHere("unrolling stops at ", kMaxUnrolledNodes, " nodes or iterations: ", added, " nodes after ",
                              iteration, " iterations", of);
@@ -233,13 +241,15 @@ Status checkUnrollSize(ImportContext& ctx, size_t nodesBefore, int64_t iteration
 /// Why an unrolling gave up, leaving the node to run as a region at run time.
 enum class Unroll {
   kDone,         // unrolled (or failed with an error of its own)
-  kTooBig,       // past kMaxUnrolledNodes nodes or iterations
+  kTooBig,       // past kMaxUnrolledNodes nodes or iterations, or the model's kMaxUnrolledIterations
   kDynamicCond,  // a Loop body computes its condition at run time
 };
 
-/// \returns true when the unrolling begun at `nodesBefore` has grown past the limit.
+/// \returns true when the unrolling begun at `nodesBefore` has grown past the
+/// limit, or the model's unrolling budget is spent.
 bool unrollTooBig(ImportContext& ctx, size_t nodesBefore, int64_t iteration) {
-  return static_cast<int64_t>(ctx.graph().numNodes() - nodesBefore) > kMaxUnrolledNodes || iteration >= kMaxUnrolledNodes;
+  return static_cast<int64_t>(ctx.graph().numNodes() - nodesBefore) > kMaxUnrolledNodes ||
+         iteration >= kMaxUnrolledNodes || ctx.unrolledIterations() > kMaxUnrolledIterations;
 }
 
 /// Erases the nodes an abandoned unrolling added after the first `nodesBefore`.
@@ -277,6 +287,7 @@ StatusOr<std::vector<Value*>> unrollScan(ImportContext& ctx, const onnx::GraphPr
       return std::vector<Value*>{};
     }
     RETURN_IF_ERROR(checkUnrollSize(ctx, before, t, strCat(" of ", trip)));
+    ctx.countUnrolledIteration();
     std::vector<Value*> args = states;
     for (size_t j = 0; j < scans.size(); ++j) {
       ASSIGN_OR_RETURN(Value* s, takeAt(ctx, scans[j], spec.inAxes[j], spec.inReverse[j] ? trip - 1 - t : t,
@@ -360,6 +371,7 @@ StatusOr<Unroll> unrollLoop(ImportContext& ctx, const LoopSpec& l) {
   int64_t it = 0;
   for (; (trip < 0 || it < trip) && go; ++it) {
     if (unrollTooBig(ctx, before, it)) return Unroll::kTooBig;
+    ctx.countUnrolledIteration();
     std::vector<Value*> args{ctx.constant(flagTensor(l.iterType, it), strCat(it, "/iter")),
                              ctx.constant(flagTensor(l.condType, 1), strCat(it, "/cond"))};
     args.insert(args.end(), vals.begin(), vals.end());
@@ -458,7 +470,8 @@ Status importLoop(ImportContext& ctx) {
   if (u == Unroll::kDynamicCond)
     return loopRegion(ctx, l, false, "dynamic trip count: the condition the body computes is known only at run time");
   return loopRegion(ctx, l, l.m != nullptr && condTrue,
-                    strCat("the Loop is too large to unroll (over ", kMaxUnrolledNodes, " nodes or iterations)"));
+                    strCat("the Loop is too large to unroll (over ", kMaxUnrolledNodes, " nodes or iterations, or past ",
+                           kMaxUnrolledIterations, " iterations unrolled in the model)"));
 }
 
 /// \returns attribute `name`, `count` entries (default zeros).

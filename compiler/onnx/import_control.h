@@ -4,8 +4,11 @@
 // By default the importer removes them where it can: an If whose condition is
 // a constant (after binding shapes and folding constants) becomes the branch
 // it takes; a Loop whose trip count and conditions are constants, and every
-// Scan, is unrolled, up to kMaxUnrolledNodes nodes per loop. What remains (a
-// condition or trip count computed at run time, a loop too large to unroll)
+// Scan, is unrolled, up to kMaxUnrolledNodes nodes (and iterations) per loop
+// and kMaxUnrolledIterations iterations over the whole model, nested loops
+// included (so that loops nested in unrolled loops cannot multiply the work).
+// What remains (a condition or trip count computed at run time, a loop too
+// large to unroll, every loop met once the model's budget is spent)
 // stays a region node (If, Loop, Scan with bodies, compiler/ir/regions.h),
 // replicated on every rank and run by the runtime on CPU ranks; every output
 // type must be static (an If's branches agree, a Loop run at run time has
@@ -24,6 +27,10 @@ namespace pcc {
 
 /// A Loop or Scan is unrolled into at most this many nodes (and iterations).
 inline constexpr int64_t kMaxUnrolledNodes = 65536;
+/// At most this many iterations are unrolled over the whole model, nested
+/// loops and abandoned unrollings included; past it every Loop and Scan
+/// (opset 9+) stays a region node run at run time, and a Scan-8 is refused.
+inline constexpr int64_t kMaxUnrolledIterations = 2 * kMaxUnrolledNodes;
 
 /// Imports ONNX node `n`, number `index` of its graph, through `ctx`:
 /// legacy (opset < 7) broadcasting rewritten first, then the op table or,

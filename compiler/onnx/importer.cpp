@@ -275,6 +275,7 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
   ExternalDataFiles files;
   ImportContext ctx(*g, file, opset, baseDir, files, graphOutputs, consumed, reserved);
   ctx.setKeepControlFlow(opts.keepControlFlow);
+  ctx.setUntypedAttributes(m.ir_version() < 2);
 
   // Step 4 first, so inputs come before constants in the graph's value order.
   std::vector<InputDecl> decls;

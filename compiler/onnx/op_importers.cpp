@@ -76,6 +76,15 @@ Status importIdentity(C& c) { return importIdentityLike(c); }
 
 Status importConstant(C& c) {
   const AttrMap& a = c.attrs();
+  // Exactly one value, as the ONNX checker requires: with two, which one wins
+  // would be a guess.
+  std::string given;
+  int values = 0;
+  for (const auto& attr : c.node().attribute())
+    if (attr.name().rfind("value", 0) == 0 || attr.name() == "sparse_value") {
+      given += strCat(values++ ? ", " : "", attr.name());
+    }
+  if (values > 1) return c.invalid("has ", values, " value attributes (", given, "); a Constant takes exactly one");
   if (const Tensor* t = a.getTensor("value")) return c.constantOutput(0, *t);
   if (a.has("value_float")) return c.constantOutput(0, Tensor::scalarF32(a.getFloat("value_float", 0)));
   if (a.has("value_int")) return c.constantOutput(0, Tensor::scalarI64(a.getInt("value_int", 0)));

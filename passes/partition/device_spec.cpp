@@ -15,6 +15,22 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The ranges a spec's figures must lie in (docs/cost-model.md). They bound
+// every estimate: a tensor of at most 2^40 bytes (kMaxTensorBytes) moved at
+// 1 B/s at an efficiency of 1e-3 takes about 1e15 s, far from overflow, where
+// a rate or bandwidth of 1e-300 would make every time infinite (printed as
+// null). The lower ends are far below any real device so that toy specs
+// (tests, hand computations) stay valid.
+struct Range {
+  double lo, hi;
+};
+constexpr Range kRateRange{1, 1e21};          // operations per second
+constexpr Range kBandwidthRange{1, 1e18};     // bytes per second
+constexpr Range kSecondsRange{1e-12, 3600};   // launch overhead, link latency
+constexpr Range kEfficiencyRange{1e-3, 1};    // achievable fraction of a peak
+constexpr Range kOpFactorRange{1e-4, 1e4};    // on an op's roofline time
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB per device
+
 // Rate keys a spec may list, and the element types each covers.
 const std::set<std::string> kRateKeys = {"f64", "f32", "tf32", "f16", "bf16", "f8", "i8"};
 
@@ -70,18 +86,18 @@ class Reader {
     return v->get<std::string>();
   }
 
-  /// A finite number in (lo, hi] (lo excluded, so 0 is refused for lo = 0).
-  StatusOr<double> number(const Json& obj, const std::string& path, const char* key, double lo = 0,
-                          double hi = INFINITY) const {
+  /// A finite number in [r.lo, r.hi]; the error names the key and the range.
+  StatusOr<double> number(const Json& obj, const std::string& path, const char* key, Range r) const {
     ASSIGN_OR_RETURN(const Json* v, member(obj, path, key, Json::value_t::number_float));
     double d = v->get<double>();
-    if (!std::isfinite(d) || d <= lo || d > hi)
+    if (!std::isfinite(d) || d < r.lo || d > r.hi)
       return fail(path.empty() ? key : path + "." + key,
-                  std::isinf(hi) ? strCat("must be a number > ", lo) : strCat("must be a number in (", lo, ", ", hi, "]"));
+                  strCat("must be a number from ", r.lo, " to ", r.hi, " (got ", v->dump(), ")"));
     return d;
   }
 
-  StatusOr<int64_t> integer(const Json& obj, const std::string& path, const char* key, int64_t lo) const {
+  StatusOr<int64_t> integer(const Json& obj, const std::string& path, const char* key, int64_t lo,
+                            int64_t hi = INT64_MAX) const {
     std::string p = path.empty() ? key : path + "." + key;
     auto it = obj.find(key);
     if (it == obj.end()) return fail(p, "missing");
@@ -89,7 +105,9 @@ class Reader {
     if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
       return fail(p, "too large");
     int64_t v = it->get<int64_t>();
-    if (v < lo) return fail(p, strCat("must be an integer >= ", lo));
+    if (v < lo || v > hi)
+      return fail(p, hi == INT64_MAX ? strCat("must be an integer >= ", lo)
+                                     : strCat("must be an integer from ", lo, " to ", hi, " (got ", v, ")"));
     return v;
   }
 
@@ -100,7 +118,7 @@ class Reader {
     for (const auto& item : v->items()) {
       if (!kRateKeys.count(item.key()))
         return fail(p + "." + item.key(), "unknown element type (f64, f32, tf32, f16, bf16, f8, i8)");
-      ASSIGN_OR_RETURN(out[item.key()], number(*v, p, item.key().c_str()));
+      ASSIGN_OR_RETURN(out[item.key()], number(*v, p, item.key().c_str(), kRateRange));
     }
     if (!out.count("f32")) return fail(p + ".f32", "missing (the rate used for types not listed)");
     return out;
@@ -111,9 +129,9 @@ class Reader {
     RETURN_IF_ERROR(onlyKeys(*v, key, {"name", "bandwidth", "latency_s", "efficiency"}));
     LinkSpec l;
     ASSIGN_OR_RETURN(l.name, string(*v, key, "name"));
-    ASSIGN_OR_RETURN(l.bandwidth, number(*v, key, "bandwidth"));
-    ASSIGN_OR_RETURN(l.latency, number(*v, key, "latency_s"));
-    ASSIGN_OR_RETURN(l.efficiency, number(*v, key, "efficiency", 0, 1));
+    ASSIGN_OR_RETURN(l.bandwidth, number(*v, key, "bandwidth", kBandwidthRange));
+    ASSIGN_OR_RETURN(l.latency, number(*v, key, "latency_s", kSecondsRange));
+    ASSIGN_OR_RETURN(l.efficiency, number(*v, key, "efficiency", kEfficiencyRange));
     return l;
   }
 
@@ -157,35 +175,34 @@ StatusOr<ClusterSpec> parseClusterSpec(std::string_view json, std::string_view o
                                               "vector_flops", "launch_overhead_s", "efficiency", "op_factors",
                                               "cache"}));
   DeviceSpec& d = c.device;
-  ASSIGN_OR_RETURN(d.memoryBytes, r.integer(*dev, "device", "memory_bytes", 1));
+  ASSIGN_OR_RETURN(d.memoryBytes, r.integer(*dev, "device", "memory_bytes", 1, kMaxMemoryBytes));
   ASSIGN_OR_RETURN(d.reservedBytes, r.integer(*dev, "device", "reserved_bytes", 0));
   if (d.reservedBytes >= d.memoryBytes)
     return r.fail("device.reserved_bytes", "must be less than device.memory_bytes");
-  ASSIGN_OR_RETURN(d.memoryBandwidth, r.number(*dev, "device", "memory_bandwidth"));
+  ASSIGN_OR_RETURN(d.memoryBandwidth, r.number(*dev, "device", "memory_bandwidth", kBandwidthRange));
   ASSIGN_OR_RETURN(d.matrixFlops, r.rates(*dev, "device", "matrix_flops"));
   ASSIGN_OR_RETURN(d.vectorFlops, r.rates(*dev, "device", "vector_flops"));
-  ASSIGN_OR_RETURN(d.launchOverhead, r.number(*dev, "device", "launch_overhead_s"));
+  ASSIGN_OR_RETURN(d.launchOverhead, r.number(*dev, "device", "launch_overhead_s", kSecondsRange));
   ASSIGN_OR_RETURN(const Json* eff, r.member(*dev, "device", "efficiency", Json::value_t::object));
   RETURN_IF_ERROR(r.onlyKeys(*eff, "device.efficiency", {"matrix", "vector", "memory"}));
-  ASSIGN_OR_RETURN(d.matrixEfficiency, r.number(*eff, "device.efficiency", "matrix", 0, 1));
-  ASSIGN_OR_RETURN(d.vectorEfficiency, r.number(*eff, "device.efficiency", "vector", 0, 1));
-  ASSIGN_OR_RETURN(d.memoryEfficiency, r.number(*eff, "device.efficiency", "memory", 0, 1));
+  ASSIGN_OR_RETURN(d.matrixEfficiency, r.number(*eff, "device.efficiency", "matrix", kEfficiencyRange));
+  ASSIGN_OR_RETURN(d.vectorEfficiency, r.number(*eff, "device.efficiency", "vector", kEfficiencyRange));
+  ASSIGN_OR_RETURN(d.memoryEfficiency, r.number(*eff, "device.efficiency", "memory", kEfficiencyRange));
   if (dev->contains("cache")) {
     ASSIGN_OR_RETURN(const Json* cache, r.member(*dev, "device", "cache", Json::value_t::object));
     RETURN_IF_ERROR(r.onlyKeys(*cache, "device.cache", {"bytes", "bandwidth"}));
-    ASSIGN_OR_RETURN(d.cacheBytes, r.integer(*cache, "device.cache", "bytes", 1));
-    ASSIGN_OR_RETURN(d.cacheBandwidth, r.number(*cache, "device.cache", "bandwidth"));
+    ASSIGN_OR_RETURN(d.cacheBytes, r.integer(*cache, "device.cache", "bytes", 1, kMaxMemoryBytes));
+    ASSIGN_OR_RETURN(d.cacheBandwidth, r.number(*cache, "device.cache", "bandwidth", kBandwidthRange));
   }
   if (dev->contains("op_factors")) {
     ASSIGN_OR_RETURN(const Json* f, r.member(*dev, "device", "op_factors", Json::value_t::object));
     for (const auto& item : f->items()) {
       if (item.key().empty()) return r.fail("device.op_factors", "an empty op name");
-      ASSIGN_OR_RETURN(d.opFactors[item.key()], r.number(*f, "device.op_factors", item.key().c_str(), 0, 1e4));
+      ASSIGN_OR_RETURN(d.opFactors[item.key()], r.number(*f, "device.op_factors", item.key().c_str(), kOpFactorRange));
     }
   }
 
-  ASSIGN_OR_RETURN(int64_t perNode, r.integer(doc, "", "gpus_per_node", 1));
-  if (perNode > 65536) return r.fail("gpus_per_node", "must be at most 65536");
+  ASSIGN_OR_RETURN(int64_t perNode, r.integer(doc, "", "gpus_per_node", 1, 65536));
   c.gpusPerNode = static_cast<int>(perNode);
   ASSIGN_OR_RETURN(c.intraNode, r.link(doc, "intra_node"));
   ASSIGN_OR_RETURN(c.interNode, r.link(doc, "inter_node"));

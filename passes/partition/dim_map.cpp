@@ -210,6 +210,8 @@ void attentionMap(const Node& n, OpDimMap& m) {
 
 std::vector<DimLink> reshapeLinks(const Dims& in, const Dims& out) {
   std::vector<DimLink> l = none(in.size());
+  // An empty tensor has nothing to split (and a zero dim divides nothing).
+  if (std::count(in.begin(), in.end(), 0) || std::count(out.begin(), out.end(), 0)) return l;
   int64_t pin = 1;
   for (size_t i = 0; i < in.size(); ++i) {
     int64_t pout = 1;
@@ -252,10 +254,21 @@ DimMapRule dimMapRule(OpKind op) {
   }
 }
 
+/// \returns true when `v` is present and has a zero-size dimension.
+static bool isEmptyTensor(const Value* v) {
+  return v && std::count(v->type().shape.begin(), v->type().shape.end(), 0) > 0;
+}
+
 OpDimMap dimMapFor(const Node& n) {
   OpDimMap m;
   for (Value* v : n.inputs()) m.links.push_back(none(v ? v->type().shape.size() : 0));
   if (opInfo(n.op()).shard == ShardRule::kReplicate) return m;
+  // A node reading or writing an empty tensor maps trivially (links nothing):
+  // there are no elements to split, and the rules' size arithmetic (factors
+  // of a reshape, chunks of a split) would divide by the zero dimension.
+  if (std::any_of(n.inputs().begin(), n.inputs().end(), isEmptyTensor) ||
+      std::any_of(n.outputs().begin(), n.outputs().end(), isEmptyTensor))
+    return m;
   if (DimMapRule rule = dimMapRule(n.op())) rule(n, m);
   return m;
 }

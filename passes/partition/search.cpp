@@ -4,7 +4,13 @@
 //  1. Candidates: a mesh forced by --strategy alone; otherwise every
 //     pp × dp × tp = d, for d = --gpus and every divisor of it (fewer devices
 //     can win when communication costs more than it saves, or when the batch
-//     cannot be split). With pp > 1, the micro-batch count too: 1, 2, 4, ...
+//     cannot be split). What a mesh cannot use is left out before anything is
+//     costed, so that a large --gpus on a small model costs what the model
+//     can use, not the devices given: pp at most the node count, tp at most
+//     the largest dimension of any tensor (a larger tp has no dim to split
+//     that a smaller one has not split to single elements already), and a dp
+//     larger than the batch is the mesh of dp = batch (as the partitioner
+//     caps it), costed once. With pp > 1, the micro-batch count too: 1, 2, 4, ...
 //     while the estimate improves by 1% (fill-drain: the bubble shrinks, the
 //     per-micro-batch overheads grow).
 //  2. Each candidate partitions and lowers a copy of the graph (data
@@ -34,6 +40,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace pcc {
@@ -47,6 +55,21 @@ int64_t batchOf(const Graph& g) {
 }
 
 int64_t bytesOf(const Value* v) { return static_cast<int64_t>(v->type().bytes()); }
+
+/// \returns the largest dimension of any value of `g` (at least 1): the
+/// most tensor-parallel ranks any of its tensors can be split over.
+int64_t largestDim(const Graph& g) {
+  int64_t m = 1;
+  auto see = [&](const Value* v) {
+    if (v)
+      for (int64_t d : v->type().shape) m = std::max(m, d);
+  };
+  for (const Value* v : g.inputs()) see(v);
+  for (const Value* v : g.constants()) see(v);
+  for (const Node* n : g.nodes())
+    for (const Value* v : n->outputs()) see(v);
+  return m;
+}
 
 // Peak of live activation bytes in program order: a value is live from its
 // definition (graph inputs from the start) to its last reader (graph outputs
@@ -179,19 +202,28 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
   if (opts.dp > 0 || opts.tp > 0 || opts.pp > 1) {
     tries.push_back(opts);
   } else {
+    const int64_t maxTp = largestDim(g);
+    // (pp, dp as the batch caps it, tp) of the meshes listed: a later d whose
+    // capped mesh is the same adds nothing (the earlier one uses more devices).
+    std::set<std::tuple<int, int64_t, int>> listed;
     for (int d = opts.gpus; d >= 1; --d) {
       if (opts.gpus % d != 0) continue;
       for (int pp = 1; pp <= d; ++pp) {
         if (d % pp != 0 || (pp > 1 && static_cast<size_t>(pp) > g.numNodes())) continue;
-        for (int tp = 1; tp <= d / pp; ++tp)
-          if ((d / pp) % tp == 0) {
-            PartitionOptions po = opts;
-            po.gpus = d;
-            po.dp = d / pp / tp;
-            po.tp = tp;
-            po.pp = pp;
-            tries.push_back(po);
+        for (int tp = 1; tp <= d / pp && tp <= maxTp; ++tp) {
+          if ((d / pp) % tp != 0) continue;
+          const int dp = d / pp / tp;
+          if (!listed.emplace(pp, std::min<int64_t>(dp, batch), tp).second) {
+            ++r.folded;
+            continue;
           }
+          PartitionOptions po = opts;
+          po.gpus = d;
+          po.dp = dp;
+          po.tp = tp;
+          po.pp = pp;
+          tries.push_back(po);
+        }
       }
     }
   }

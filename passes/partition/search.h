@@ -80,10 +80,15 @@ struct SearchResult {
   /// Pipeline meshes not costed: their lower bound could not beat a plan
   /// already costed (search.cpp step 1).
   int pruned = 0;
+  /// Meshes not listed: their dp, capped by the batch, makes them a mesh
+  /// already listed (search.cpp step 1).
+  int folded = 0;
 };
 
 /// Partitions a copy of `g` for every mesh pp × dp × tp = d, for d = --gpus
-/// and each divisor of it, lowers it, and costs it with `cm`; the tp search
+/// and each divisor of it (less the meshes the model cannot use: tp past its
+/// largest dimension, pp past its node count, a dp past the batch folded onto
+/// dp = batch), lowers it, and costs it with `cm`; the tp search
 /// and the stage cut inside the partitioner cost with `cm` too. With pp > 1,
 /// micro-batch counts 1, 2, 4, ... (dividing each replica's batch, at most
 /// 4 · pp) are tried until the time stops improving, unless

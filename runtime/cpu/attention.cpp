@@ -340,7 +340,7 @@ std::unique_ptr<KernelOverride> makeAttentionKernel(const AttrMap& attrs, const 
 }
 
 std::unique_ptr<KernelOverride> makeLargeAttentionKernel(const AttrMap& attrs) {
-  return std::make_unique<AttentionKernel>(attrs, true);
+  return declineEmpty(std::make_unique<AttentionKernel>(attrs, true));
 }
 
 }  // namespace pcc::cpu

@@ -78,7 +78,8 @@ class ConvKernel : public KernelOverride {
       const void* src = x.raw();
       if (srcReorder_.defined()) {
         void* t = threadScratch(0, srcBytes_);
-        if (!t) return internalError("cannot allocate ", srcBytes_, " bytes for a convolution's input");
+        if (!t)
+          return environmentError("out of memory: cannot allocate ", srcBytes_, " bytes for a convolution's input");
         srcCharge = MemoryCharge(static_cast<int64_t>(srcBytes_));
         srcReorder_.set(DNNL_ARG_SRC, src);
         srcReorder_.set(DNNL_ARG_DST, t);
@@ -107,7 +108,8 @@ class ConvKernel : public KernelOverride {
       void* dst = y.mutableData();
       if (dstReorder_.defined()) {
         dst = threadScratch(1, dstBytes_);
-        if (!dst) return internalError("cannot allocate ", dstBytes_, " bytes for a convolution's output");
+        if (!dst)
+          return environmentError("out of memory: cannot allocate ", dstBytes_, " bytes for a convolution's output");
         dstCharge = MemoryCharge(static_cast<int64_t>(dstBytes_));
       }
       prim_.set(DNNL_ARG_SRC, src);

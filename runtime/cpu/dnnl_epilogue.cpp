@@ -72,87 +72,93 @@ bool EpiloguePostOps::append(const Epilogue& e, const std::vector<Dims>& inputs,
     used.emplace_back(a, alpha, beta);
     po.append_eltwise(1.0f, a, alpha, beta);
   };
-  for (size_t i = 0; i < e.steps.size(); ++i) {
-    const EpilogueStep& st = e.steps[i];
-    if (clash) return false;
-    // Clip's max(x, lo) then min(x, hi): one clip.
-    if (st.op == EpilogueOp::kMax && st.operand < 0 && i + 1 < e.steps.size() &&
-        e.steps[i + 1].op == EpilogueOp::kMin && e.steps[i + 1].operand < 0) {
-      eltwise(algorithm::eltwise_clip, st.scalar, e.steps[i + 1].scalar);
-      ++i;
-      continue;
-    }
-    switch (st.op) {
-      case EpilogueOp::kRelu: eltwise(algorithm::eltwise_relu); continue;
-      case EpilogueOp::kLeakyRelu: eltwise(algorithm::eltwise_relu, st.scalar); continue;
-      case EpilogueOp::kSigmoid: eltwise(algorithm::eltwise_logistic); continue;
-      case EpilogueOp::kTanh: eltwise(algorithm::eltwise_tanh); continue;
-      case EpilogueOp::kGeluErf: eltwise(algorithm::eltwise_gelu_erf); continue;
-      case EpilogueOp::kGeluTanh: eltwise(algorithm::eltwise_gelu_tanh); continue;
-      case EpilogueOp::kAbs: eltwise(algorithm::eltwise_abs); continue;
-      case EpilogueOp::kSqrt: eltwise(algorithm::eltwise_sqrt); continue;
-      case EpilogueOp::kExp: eltwise(algorithm::eltwise_exp); continue;
-      case EpilogueOp::kLog: eltwise(algorithm::eltwise_log); continue;
-      case EpilogueOp::kNeg: eltwise(algorithm::eltwise_linear, -1.0f, 0.0f); continue;
-      case EpilogueOp::kSwish: eltwise(algorithm::eltwise_swish, st.scalar); continue;
-      default: break;
-    }
-    algorithm bin = st.op == EpilogueOp::kAdd   ? algorithm::binary_add
-                    : st.op == EpilogueOp::kSub ? algorithm::binary_sub
-                    : st.op == EpilogueOp::kMul ? algorithm::binary_mul
-                    : st.op == EpilogueOp::kDiv ? algorithm::binary_div
-                    : st.op == EpilogueOp::kMax ? algorithm::binary_max
-                                                : algorithm::binary_min;
-    if (st.operand < 0) {  // step 2
-      const float c = st.scalar;
-      if (st.chainSecond && (st.op == EpilogueOp::kSub || st.op == EpilogueOp::kDiv)) {
-        if (st.op == EpilogueOp::kDiv) return false;
-        eltwise(algorithm::eltwise_linear, -1.0f, c);
+  // oneDNN throws past its post-op limit (a chain longer than
+  // kMaxEpilogueSteps never gets here): such a chain is not folded.
+  try {
+    for (size_t i = 0; i < e.steps.size(); ++i) {
+      const EpilogueStep& st = e.steps[i];
+      if (clash) return false;
+      // Clip's max(x, lo) then min(x, hi): one clip.
+      if (st.op == EpilogueOp::kMax && st.operand < 0 && i + 1 < e.steps.size() &&
+          e.steps[i + 1].op == EpilogueOp::kMin && e.steps[i + 1].operand < 0) {
+        eltwise(algorithm::eltwise_clip, st.scalar, e.steps[i + 1].scalar);
+        ++i;
         continue;
       }
       switch (st.op) {
-        case EpilogueOp::kAdd: eltwise(algorithm::eltwise_linear, 1.0f, c); continue;
-        case EpilogueOp::kSub: eltwise(algorithm::eltwise_linear, 1.0f, -c); continue;
-        case EpilogueOp::kMul: eltwise(algorithm::eltwise_linear, c, 0.0f); continue;
-        case EpilogueOp::kMax: eltwise(algorithm::eltwise_clip, c, inf); continue;
-        case EpilogueOp::kMin: eltwise(algorithm::eltwise_clip, -inf, c); continue;
+        case EpilogueOp::kRelu: eltwise(algorithm::eltwise_relu); continue;
+        case EpilogueOp::kLeakyRelu: eltwise(algorithm::eltwise_relu, st.scalar); continue;
+        case EpilogueOp::kSigmoid: eltwise(algorithm::eltwise_logistic); continue;
+        case EpilogueOp::kTanh: eltwise(algorithm::eltwise_tanh); continue;
+        case EpilogueOp::kGeluErf: eltwise(algorithm::eltwise_gelu_erf); continue;
+        case EpilogueOp::kGeluTanh: eltwise(algorithm::eltwise_gelu_tanh); continue;
+        case EpilogueOp::kAbs: eltwise(algorithm::eltwise_abs); continue;
+        case EpilogueOp::kSqrt: eltwise(algorithm::eltwise_sqrt); continue;
+        case EpilogueOp::kExp: eltwise(algorithm::eltwise_exp); continue;
+        case EpilogueOp::kLog: eltwise(algorithm::eltwise_log); continue;
+        case EpilogueOp::kNeg: eltwise(algorithm::eltwise_linear, -1.0f, 0.0f); continue;
+        case EpilogueOp::kSwish: eltwise(algorithm::eltwise_swish, st.scalar); continue;
         default: break;
       }
-      memory::desc d = plainDesc(Dims(dst.size(), 1));
-      binaries_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1, -1,
-                           static_cast<int>(scalars_->size()), d});
-      scalars_->push_back(c);
+      algorithm bin = st.op == EpilogueOp::kAdd   ? algorithm::binary_add
+                      : st.op == EpilogueOp::kSub ? algorithm::binary_sub
+                      : st.op == EpilogueOp::kMul ? algorithm::binary_mul
+                      : st.op == EpilogueOp::kDiv ? algorithm::binary_div
+                      : st.op == EpilogueOp::kMax ? algorithm::binary_max
+                                                  : algorithm::binary_min;
+      if (st.operand < 0) {  // step 2
+        const float c = st.scalar;
+        if (st.chainSecond && (st.op == EpilogueOp::kSub || st.op == EpilogueOp::kDiv)) {
+          if (st.op == EpilogueOp::kDiv) return false;
+          eltwise(algorithm::eltwise_linear, -1.0f, c);
+          continue;
+        }
+        switch (st.op) {
+          case EpilogueOp::kAdd: eltwise(algorithm::eltwise_linear, 1.0f, c); continue;
+          case EpilogueOp::kSub: eltwise(algorithm::eltwise_linear, 1.0f, -c); continue;
+          case EpilogueOp::kMul: eltwise(algorithm::eltwise_linear, c, 0.0f); continue;
+          case EpilogueOp::kMax: eltwise(algorithm::eltwise_clip, c, inf); continue;
+          case EpilogueOp::kMin: eltwise(algorithm::eltwise_clip, -inf, c); continue;
+          default: break;
+        }
+        memory::desc d = plainDesc(Dims(dst.size(), 1));
+        binaries_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1, -1,
+                             static_cast<int>(scalars_->size()), d});
+        scalars_->push_back(c);
+        po.append_binary(bin, d);
+        continue;
+      }
+      // Step 3.
+      if (static_cast<size_t>(st.operand) >= inputs.size()) return false;
+      const Dims& b = inputs[static_cast<size_t>(st.operand)];
+      if (b.size() > out.size()) return false;
+      std::vector<size_t> into = mergedInto(out, dst);
+      if (into.empty()) return false;
+      // 0: not seen yet, 1: broadcast, 2: full, per destination dim.
+      std::vector<int> kind(dst.size(), 0);
+      const size_t lead = out.size() - b.size();
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i] == 1) continue;
+        int64_t bi = i < lead ? 1 : b[i - lead];
+        if (bi != 1 && bi != out[i]) return false;
+        int k = bi == 1 ? 1 : 2;
+        int& seen = kind[into[i]];
+        if (seen != 0 && seen != k) return false;
+        seen = k;
+      }
+      Dims src1(dst.size());
+      for (size_t j = 0; j < dst.size(); ++j) src1[j] = kind[j] == 2 ? dst[j] : 1;
+      if (st.chainSecond && st.op == EpilogueOp::kDiv) return false;
+      if (st.chainSecond && st.op == EpilogueOp::kSub) {
+        eltwise(algorithm::eltwise_linear, -1.0f, 0.0f);
+        bin = algorithm::binary_add;
+      }
+      memory::desc d = plainDesc(src1);
+      binaries_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1, st.operand, -1, d});
       po.append_binary(bin, d);
-      continue;
     }
-    // Step 3.
-    if (static_cast<size_t>(st.operand) >= inputs.size()) return false;
-    const Dims& b = inputs[static_cast<size_t>(st.operand)];
-    if (b.size() > out.size()) return false;
-    std::vector<size_t> into = mergedInto(out, dst);
-    if (into.empty()) return false;
-    // 0: not seen yet, 1: broadcast, 2: full, per destination dim.
-    std::vector<int> kind(dst.size(), 0);
-    const size_t lead = out.size() - b.size();
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i] == 1) continue;
-      int64_t bi = i < lead ? 1 : b[i - lead];
-      if (bi != 1 && bi != out[i]) return false;
-      int k = bi == 1 ? 1 : 2;
-      int& seen = kind[into[i]];
-      if (seen != 0 && seen != k) return false;
-      seen = k;
-    }
-    Dims src1(dst.size());
-    for (size_t j = 0; j < dst.size(); ++j) src1[j] = kind[j] == 2 ? dst[j] : 1;
-    if (st.chainSecond && st.op == EpilogueOp::kDiv) return false;
-    if (st.chainSecond && st.op == EpilogueOp::kSub) {
-      eltwise(algorithm::eltwise_linear, -1.0f, 0.0f);
-      bin = algorithm::binary_add;
-    }
-    memory::desc d = plainDesc(src1);
-    binaries_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1, st.operand, -1, d});
-    po.append_binary(bin, d);
+  } catch (const dnnl::error&) {
+    return false;
   }
   return !clash;
 }

@@ -11,6 +11,11 @@
 
 namespace pcc::cpu {
 
+/// \returns `k` behind a guard that declines (leaves to the reference
+/// kernel) every call with an empty input or output: oneDNN never sees a
+/// tensor of zero elements (fast_kernels.cpp). nullptr stays nullptr.
+std::unique_ptr<KernelOverride> declineEmpty(std::unique_ptr<KernelOverride> k);
+
 std::unique_ptr<KernelOverride> makeAttentionKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>& constant);

@@ -152,7 +152,9 @@ class MatMulKernel : public KernelOverride {
     batchA.insert(batchA.begin(), r - batchA.size(), 1);
     batchB.insert(batchB.begin(), r - batchB.size(), 1);
     Dims batch(r);
-    for (size_t i = 0; i < r; ++i) batch[i] = std::max(batchA[i], batchB[i]);
+    // numpy broadcasting: a dim of 1 takes the other's, which may be 0 (an
+    // empty batch stays empty; max() would make [0] with [1] a batch of 1).
+    for (size_t i = 0; i < r; ++i) batch[i] = batchA[i] == 1 ? batchB[i] : batchA[i];
     p_.out = batch;
     if (!vecA) p_.out.push_back(m);
     if (!vecB) p_.out.push_back(n);

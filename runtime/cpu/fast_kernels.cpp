@@ -14,6 +14,47 @@
 
 namespace pcc::cpu {
 
+namespace {
+
+/// \returns true when a present input or a preallocated output holds no
+/// element. oneDNN divides by dimensions while it makes a primitive (a
+/// batched matmul with an empty batch traps with SIGFPE), so an empty tensor
+/// never reaches it: the reference kernel, which loops over nothing, runs it.
+bool anyEmpty(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) {
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->numel() == 0) return true;
+  for (const Tensor& t : outputs)
+    if (t.defined() && t.numel() == 0) return true;
+  return false;
+}
+
+/// A oneDNN kernel that declines calls on empty tensors (anyEmpty) before
+/// the kernel sees them.
+class NonEmptyOnly : public KernelOverride {
+ public:
+  explicit NonEmptyOnly(std::unique_ptr<KernelOverride> k) : k_(std::move(k)) {}
+  StatusOr<bool> run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs) override {
+    if (anyEmpty(inputs, outputs)) return false;
+    return k_->run(inputs, outputs);
+  }
+
+ private:
+  std::unique_ptr<KernelOverride> k_;
+};
+
+/// The registry's factory for `Make`: its kernel behind NonEmptyOnly.
+template <KernelFactory Make>
+std::unique_ptr<KernelOverride> nonEmptyOnly(const AttrMap& attrs, const std::vector<bool>& constant) {
+  return declineEmpty(Make(attrs, constant));
+}
+
+}  // namespace
+
+std::unique_ptr<KernelOverride> declineEmpty(std::unique_ptr<KernelOverride> k) {
+  if (!k) return nullptr;
+  return std::make_unique<NonEmptyOnly>(std::move(k));
+}
+
 Status registerOneDnnKernels() {
   // Function-local static: registered exactly once, thread-safe. The entries
   // marked in place compute correctly with output 0 over input 0 (oneDNN's
@@ -25,21 +66,21 @@ Status registerOneDnnKernels() {
       bool inPlace;
     };
     const Row rows[] = {
-        {OpKind::Add, &makeAddKernel, true},
-        {OpKind::Attention, &makeAttentionKernel, false},
-        {OpKind::AveragePool, &makeAveragePoolKernel, false},
-        {OpKind::Conv, &makeConvKernel, false},
-        {OpKind::Div, &makeDivKernel, true},
-        {OpKind::Gelu, &makeGeluKernel, true},
-        {OpKind::Gemm, &makeGemmKernel, false},
-        {OpKind::MatMul, &makeMatMulKernel, false},
-        {OpKind::MaxPool, &makeMaxPoolKernel, false},
-        {OpKind::Mul, &makeMulKernel, true},
-        {OpKind::Pow, &makePowKernel, true},
-        {OpKind::Relu, &makeReluKernel, true},
-        {OpKind::Sub, &makeSubKernel, true},
-        {OpKind::Swish, &makeSwishKernel, true},
-        {OpKind::Tanh, &makeTanhKernel, true},
+        {OpKind::Add, &nonEmptyOnly<&makeAddKernel>, true},
+        {OpKind::Attention, &nonEmptyOnly<&makeAttentionKernel>, false},
+        {OpKind::AveragePool, &nonEmptyOnly<&makeAveragePoolKernel>, false},
+        {OpKind::Conv, &nonEmptyOnly<&makeConvKernel>, false},
+        {OpKind::Div, &nonEmptyOnly<&makeDivKernel>, true},
+        {OpKind::Gelu, &nonEmptyOnly<&makeGeluKernel>, true},
+        {OpKind::Gemm, &nonEmptyOnly<&makeGemmKernel>, false},
+        {OpKind::MatMul, &nonEmptyOnly<&makeMatMulKernel>, false},
+        {OpKind::MaxPool, &nonEmptyOnly<&makeMaxPoolKernel>, false},
+        {OpKind::Mul, &nonEmptyOnly<&makeMulKernel>, true},
+        {OpKind::Pow, &nonEmptyOnly<&makePowKernel>, true},
+        {OpKind::Relu, &nonEmptyOnly<&makeReluKernel>, true},
+        {OpKind::Sub, &nonEmptyOnly<&makeSubKernel>, true},
+        {OpKind::Swish, &nonEmptyOnly<&makeSwishKernel>, true},
+        {OpKind::Tanh, &nonEmptyOnly<&makeTanhKernel>, true},
     };
     KernelRegistry& r = kernelRegistry();
     for (const Row& row : rows) {
@@ -65,8 +106,10 @@ std::unique_ptr<KernelOverride> makeEpilogueKernel(std::string_view op, const At
                                                    const std::vector<TensorType>& inputs, size_t ownInputs,
                                                    const Epilogue& e) {
   if (e.steps.empty() || ownInputs > inputs.size()) return nullptr;
-  for (const TensorType& t : inputs)
+  for (const TensorType& t : inputs) {
     if (t.dtype != DType::kF32 && t.dtype != DType::kUndefined) return nullptr;
+    if (t.dtype != DType::kUndefined && t.numel() == 0) return nullptr;  // empty: see anyEmpty
+  }
   if (op == "MatMul") return makeMatMulEpilogueKernel(constantInputs, inputs, ownInputs, e);
   if (op == "Gemm") return makeGemmEpilogueKernel(attrs, constantInputs, inputs, ownInputs, e);
   if (op == "Conv") return makeConvEpilogueKernel(attrs, constantInputs, inputs, ownInputs, e);

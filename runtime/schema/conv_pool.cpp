@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/schema/checked_int.h"
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 #include "runtime/schema/conv_pool.h"
@@ -32,8 +33,9 @@ StatusOr<WindowGeometry> convGeometry(const TensorType& x, const TensorType& w,
   if (group <= 0 || c % group != 0 || m % group != 0)
     return invalidInput("group ", group, " must divide input channels ", c,
                         " and output channels ", m);
-  if (w.shape[1] * group != c)
-    return invalidInput("weight ", w.str(), " expects ", w.shape[1] * group,
+  CheckedInt channels = CheckedInt(w.shape[1]) * group;
+  if (channels.overflowed() || channels.value() != c)
+    return invalidInput("weight ", w.str(), " expects ", w.shape[1], " x ", group,
                         " input channels, input is ", x.str(), " with group ", group);
   Dims kernel = spatialOf(w.shape);
   if (attrs.has("kernel_shape") && attrs.getInts("kernel_shape") != kernel)
@@ -81,13 +83,20 @@ StatusOr<WindowGeometry> convTransposeGeometry(const TensorType& x, const Tensor
     int64_t s = g.strides[i], d = g.dilations[i], k = g.kernel[i];
     if (s <= 0 || d <= 0 || k <= 0)
       return invalidInput("kernel ", k, ", stride ", s, " and dilation ", d, " must be positive");
-    // Output size before padding is removed.
-    int64_t full = s * (g.out[i] - 1) + outPad[i] + (k - 1) * d + 1;
+    // Output size before padding is removed; strides, dilations, pads and
+    // output padding are model-given, so every size is overflow-checked.
+    CheckedInt fullC = CheckedInt(s) * (CheckedInt(g.out[i]) - 1) + outPad[i] + (CheckedInt(k) - 1) * d + 1;
+    if (fullC.overflowed())
+      return invalidInput("strides, dilations and output_padding overflow int64 in spatial dim ", i);
+    int64_t full = fullC.value();
     if (!outShape.empty() || same) {
       // The output size is given (or in * stride); the padding making it up is
       // split evenly, the odd unit at the end for SAME_UPPER, else at the start.
-      g.in[i] = outShape.empty() ? g.out[i] * s : outShape[i];
-      int64_t total = full - g.in[i];
+      CheckedInt given = outShape.empty() ? CheckedInt(g.out[i]) * s : CheckedInt(outShape[i]);
+      CheckedInt totalC = CheckedInt(full) - given;
+      if (totalC.overflowed()) return invalidInput("output_shape or strides overflow int64 in spatial dim ", i);
+      g.in[i] = given.value();
+      int64_t total = totalC.value();
       // Halves round down, also for a negative total (output larger than full).
       int64_t halfDown = total >= 0 ? total / 2 : -((1 - total) / 2);
       g.padBegin[i] = autoPad == "SAME_UPPER" ? halfDown : total - halfDown;
@@ -96,7 +105,9 @@ StatusOr<WindowGeometry> convTransposeGeometry(const TensorType& x, const Tensor
       bool valid = autoPad == "VALID";
       g.padBegin[i] = valid ? 0 : pads[i];
       g.padEnd[i] = valid ? 0 : pads[i + n];
-      g.in[i] = full - g.padBegin[i] - g.padEnd[i];
+      CheckedInt in = CheckedInt(full) - g.padBegin[i] - g.padEnd[i];
+      if (in.overflowed()) return invalidInput("pads ", dimsToString(pads), " overflow int64 in spatial dim ", i);
+      g.in[i] = in.value();
     }
     if (g.in[i] < 0) return invalidInput("output size ", g.in[i], " in spatial dim ", i, " is negative");
   }
@@ -111,7 +122,9 @@ StatusOr<std::vector<TensorType>> inferConvTranspose(const InferArgs& args) {
   static const AttrMap kNoAttrs;
   const AttrMap& attrs = args.attrs ? *args.attrs : kNoAttrs;
   ASSIGN_OR_RETURN(WindowGeometry g, convTransposeGeometry(x, w, attrs));
-  int64_t m = w.shape[1] * attrs.getInt("group", 1);
+  CheckedInt mC = CheckedInt(w.shape[1]) * attrs.getInt("group", 1);
+  if (mC.overflowed()) return invalidInput("group ", attrs.getInt("group", 1), " times ", w.str(), " overflows int64");
+  int64_t m = mC.value();
   if (args.has(2)) {
     const TensorType& b = args.inputs[2];
     if (b.dtype != x.dtype || b.shape != Dims{m})

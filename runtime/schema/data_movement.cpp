@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/schema/checked_int.h"
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 #include "runtime/schema/data_movement.h"
@@ -26,7 +27,9 @@ StatusOr<std::vector<TensorType>> inferConcat(const InferArgs& args) {
     for (int64_t d = 0; ok && d < t.rank(); ++d) ok = d == axis || t.shape[d] == first.shape[d];
     if (!ok)
       return invalidInput("inputs ", typesToString(args.inputs), " differ outside axis ", axis);
-    out[axis] += t.shape[axis];
+    CheckedInt sum = CheckedInt(out[axis]) + t.shape[axis];
+    if (sum.overflowed()) return invalidInput("inputs ", typesToString(args.inputs), " overflow int64 along axis ", axis);
+    out[axis] = sum.value();
   }
   return std::vector<TensorType>{{first.dtype, out}};
 }
@@ -35,12 +38,12 @@ StatusOr<std::vector<int64_t>> splitSizes(const InferArgs& args, int64_t axis) {
   int64_t dim = args.inputs[0].shape[axis];
   if (args.has(1)) {
     ASSIGN_OR_RETURN(std::vector<int64_t> split, constInts(args, 1, "split"));
-    int64_t sum = 0;
+    CheckedInt sum = 0;
     for (int64_t s : split) {
       if (s < 0) return invalidInput("split ", dimsToString(split), " has a negative size");
-      sum += s;
+      sum = sum + s;
     }
-    if (split.empty() || sum != dim)
+    if (split.empty() || sum.overflowed() || sum.value() != dim)
       return invalidInput("split ", dimsToString(split), " does not sum to dim ", axis, " of ",
                           args.inputs[0].str());
     return split;
@@ -48,7 +51,7 @@ StatusOr<std::vector<int64_t>> splitSizes(const InferArgs& args, int64_t axis) {
   int64_t n = attrsOf(args).getInt("num_outputs", 0);
   if (n <= 0) return invalidInput("needs a 'split' input or a positive 'num_outputs' attribute");
   // Opset 18: chunks of ceil(dim / n), the last one smaller.
-  int64_t chunk = (dim + n - 1) / n;
+  int64_t chunk = dim == 0 ? 0 : (dim - 1) / n + 1;
   if (chunk * (n - 1) >= dim && !(dim == 0))
     return invalidInput("cannot split dim ", axis, " of ", args.inputs[0].str(), " into ", n,
                         " non-empty chunks of ", chunk);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/schema/checked_int.h"
+
 namespace pcc::ops {
 
 const AttrMap& attrsOf(const InferArgs& args) {
@@ -114,10 +116,18 @@ StatusOr<WindowGeometry> windowGeometry(const Dims& inSpatial, const Dims& kerne
     int64_t s = g.strides[i], d = g.dilations[i], k = kernel[i], in = inSpatial[i];
     if (s <= 0 || d <= 0 || k <= 0)
       return invalidInput("kernel ", k, ", stride ", s, " and dilation ", d, " must be positive");
-    int64_t span = (k - 1) * d + 1;  // extent of one dilated window
+    // Kernel, strides, dilations and pads are model-given: every size below
+    // is computed overflow-checked (one check covers the whole formula).
+    CheckedInt spanC = (CheckedInt(k) - 1) * d + 1;  // extent of one dilated window
+    if (spanC.overflowed())
+      return invalidInput("kernel ", k, " with dilation ", d, " in spatial dim ", i, " overflows int64");
+    int64_t span = spanC.value();
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      g.out[i] = (in + s - 1) / s;
-      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + span - in);
+      g.out[i] = in == 0 ? 0 : (in - 1) / s + 1;
+      CheckedInt need = (CheckedInt(g.out[i]) - 1) * s + span - in;
+      if (need.overflowed())
+        return invalidInput("stride ", s, " and window ", span, " in spatial dim ", i, " overflow int64");
+      int64_t total = std::max<int64_t>(0, need.value());
       int64_t small = total / 2;
       g.padBegin[i] = autoPad == "SAME_UPPER" ? small : total - small;
       g.padEnd[i] = total - g.padBegin[i];
@@ -133,13 +143,18 @@ StatusOr<WindowGeometry> windowGeometry(const Dims& inSpatial, const Dims& kerne
     } else {
       return invalidInput("unknown auto_pad '", autoPad, "'");
     }
-    int64_t padded = in + g.padBegin[i] + g.padEnd[i];
+    CheckedInt paddedC = CheckedInt(in) + g.padBegin[i] + g.padEnd[i];
+    if (paddedC.overflowed())
+      return invalidInput("pads ", dimsToString(pads), " overflow int64 in spatial dim ", i);
+    int64_t padded = paddedC.value();
     if (padded < span)
       return invalidInput("window of extent ", span, " larger than padded input size ", padded,
                           " in spatial dim ", i);
-    int64_t o = ceil ? (padded - span + s - 1) / s + 1 : (padded - span) / s + 1;
+    // padded >= span: no overflow below (o - 1 <= (padded - span) / s + 1).
+    int64_t o = ceil ? (padded - span == 0 ? 0 : (padded - span - 1) / s + 1) + 1 : (padded - span) / s + 1;
     // A ceil-mode window may not start inside the end padding.
-    if (ceil && (o - 1) * s >= in + g.padBegin[i]) --o;
+    CheckedInt start = (CheckedInt(o) - 1) * s;  // of the last window; past int64 it is past the end too
+    if (ceil && (start.overflowed() || start.value() >= in + g.padBegin[i])) --o;
     g.out[i] = o;
   }
   return g;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/schema/checked_int.h"
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 #include "runtime/schema/math_generate.h"
@@ -16,7 +17,10 @@ StatusOr<int64_t> rangeCount(double start, double limit, double delta) {
   if (delta == 0) return invalidInput("delta must not be 0");
   double n = std::ceil((limit - start) / delta);
   if (!std::isfinite(n)) return invalidInput("start, limit and delta must be finite");
-  return n > 0 ? static_cast<int64_t>(n) : int64_t(0);
+  CheckedInt count = CheckedInt::truncate(n);
+  if (count.overflowed()) return invalidInput("start ", start, ", limit ", limit, " and delta ", delta, " give ", n,
+                                              " elements, which overflows int64");
+  return std::max<int64_t>(count.value(), 0);
 }
 
 StatusOr<DType> eyeLikeType(const AttrMap* attrs, DType input) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/schema/checked_int.h"
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 #include "runtime/schema/tensor_layout.h"
@@ -35,7 +36,10 @@ StatusOr<PadPlan> padPlan(const InferArgs& args) {
     seen[ax] = true;
     p.begin[ax] = pads[i];
     p.end[ax] = pads[i + axes.size()];
-    if (x.shape[ax] + p.begin[ax] + p.end[ax] < 0)
+    CheckedInt size = CheckedInt(x.shape[ax]) + p.begin[ax] + p.end[ax];
+    if (size.overflowed())
+      return invalidInput("pads ", dimsToString(pads), " overflow int64 on dim ", ax, " of ", x.str());
+    if (size.value() < 0)
       return invalidInput("pads ", dimsToString(pads), " remove more than dim ", ax, " of ", x.str());
     if (p.mode != "constant" && x.shape[ax] == 0 && (p.begin[ax] > 0 || p.end[ax] > 0))
       return invalidInput("cannot pad the empty dim ", ax, " of ", x.str(), " in mode ", p.mode);
@@ -57,7 +61,10 @@ StatusOr<std::vector<TensorType>> inferTile(const InferArgs& args) {
                         out.str());
   for (int64_t d = 0; d < out.rank(); ++d) {
     if (repeats[d] < 0) return invalidInput("repeats ", dimsToString(repeats), " has a negative value");
-    out.shape[d] *= repeats[d];
+    CheckedInt size = CheckedInt(out.shape[d]) * repeats[d];
+    if (size.overflowed())
+      return invalidInput("repeats ", dimsToString(repeats), " overflow int64 on dim ", d, " of ", args.inputs[0].str());
+    out.shape[d] = size.value();
   }
   return std::vector<TensorType>{out};
 }
@@ -77,10 +84,12 @@ StatusOr<std::vector<TensorType>> inferDepthToSpace(const InferArgs& args) {
   const TensorType& x = args.inputs[0];
   std::string mode = attrsOrEmpty(args).getString("mode", "DCR");
   if (mode != "DCR" && mode != "CRD") return invalidInput("unknown mode '", mode, "' (expected DCR or CRD)");
-  if (x.shape[1] % (b * b) != 0)
-    return invalidInput("channels of ", x.str(), " are not divisible by blocksize^2 = ", b * b);
-  return std::vector<TensorType>{
-      {x.dtype, {x.shape[0], x.shape[1] / (b * b), x.shape[2] * b, x.shape[3] * b}}};
+  CheckedInt b2 = CheckedInt(b) * b, h = CheckedInt(x.shape[2]) * b, w = CheckedInt(x.shape[3]) * b;
+  if (b2.overflowed() || h.overflowed() || w.overflowed())
+    return invalidInput("blocksize ", b, " makes the output of ", x.str(), " overflow int64");
+  if (x.shape[1] % b2.value() != 0)
+    return invalidInput("channels of ", x.str(), " are not divisible by blocksize^2 = ", b2.value());
+  return std::vector<TensorType>{{x.dtype, {x.shape[0], x.shape[1] / b2.value(), h.value(), w.value()}}};
 }
 
 StatusOr<std::vector<TensorType>> inferSpaceToDepth(const InferArgs& args) {
@@ -89,8 +98,9 @@ StatusOr<std::vector<TensorType>> inferSpaceToDepth(const InferArgs& args) {
   const TensorType& x = args.inputs[0];
   if (x.shape[2] % b != 0 || x.shape[3] % b != 0)
     return invalidInput("spatial dims of ", x.str(), " are not divisible by blocksize ", b);
-  return std::vector<TensorType>{
-      {x.dtype, {x.shape[0], x.shape[1] * b * b, x.shape[2] / b, x.shape[3] / b}}};
+  CheckedInt c = CheckedInt(x.shape[1]) * b * b;
+  if (c.overflowed()) return invalidInput("blocksize ", b, " makes the channels of ", x.str(), " overflow int64");
+  return std::vector<TensorType>{{x.dtype, {x.shape[0], c.value(), x.shape[2] / b, x.shape[3] / b}}};
 }
 
 StatusOr<std::vector<TensorType>> inferReverseSequence(const InferArgs& args) {
@@ -161,7 +171,8 @@ StatusOr<std::vector<TensorType>> inferPad(const InferArgs& args) {
   RETURN_IF_ERROR(checkArity(args, 2, 4));
   ASSIGN_OR_RETURN(PadPlan p, padPlan(args));
   TensorType out = args.inputs[0];
-  for (int64_t d = 0; d < out.rank(); ++d) out.shape[d] += p.begin[d] + p.end[d];
+  // padPlan checked that each padded size fits int64.
+  for (int64_t d = 0; d < out.rank(); ++d) out.shape[d] = (CheckedInt(out.shape[d]) + p.begin[d] + p.end[d]).value();
   return std::vector<TensorType>{out};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/schema/checked_int.h"
 #include "runtime/schema/infer_util.h"
 #include "runtime/schema/families.h"
 #include "runtime/schema/tensor_resize.h"
@@ -95,7 +96,10 @@ StatusOr<ResizePlan> resizePlan(const InferArgs& args) {
       if (!(scales[i] > 0)) return invalidInput("scale ", scales[i], " must be positive");
       p.scale[ax] = scales[i];
       double span = p.ctm == "tf_crop_and_resize" ? p.roiEnd[ax] - p.roiStart[ax] : 1.0;
-      p.outShape[ax] = static_cast<int64_t>(std::floor(x.shape[ax] * span * scales[i]));
+      CheckedInt size = CheckedInt::truncate(std::floor(x.shape[ax] * span * scales[i]));
+      if (size.overflowed())
+        return invalidInput("scale ", scales[i], " makes dim ", ax, " of ", x.str(), " overflow int64");
+      p.outShape[ax] = size.value();
     }
   } else {
     for (size_t i = 0; i < n; ++i)
@@ -103,7 +107,9 @@ StatusOr<ResizePlan> resizePlan(const InferArgs& args) {
     if (policy == "stretch") {
       for (size_t i = 0; i < n; ++i) {
         int64_t ax = axes[i];
-        p.outShape[ax] = static_cast<int64_t>(sizes[i]);
+        CheckedInt size = CheckedInt::truncate(sizes[i]);
+        if (size.overflowed()) return invalidInput("sizes value ", sizes[i], " overflows int64");
+        p.outShape[ax] = size.value();
         p.scale[ax] = x.shape[ax] == 0 ? 1.0 : sizes[i] / static_cast<double>(x.shape[ax]);
       }
     } else {
@@ -116,7 +122,10 @@ StatusOr<ResizePlan> resizePlan(const InferArgs& args) {
       }
       for (int64_t ax : axes) {
         p.scale[ax] = s;
-        p.outShape[ax] = static_cast<int64_t>(std::floor(s * x.shape[ax] + 0.5));
+        CheckedInt size = CheckedInt::truncate(std::floor(s * x.shape[ax] + 0.5));
+        if (size.overflowed())
+          return invalidInput("sizes make dim ", ax, " of ", x.str(), " overflow int64 (scale ", s, ")");
+        p.outShape[ax] = size.value();
       }
     }
   }

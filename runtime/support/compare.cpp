@@ -17,14 +17,37 @@ std::string indexString(int64_t flat, const Dims& shape) {
   }
   return dimsToString(idx);
 }
+
+/// \returns the largest finite |element| of `t`.
+double maxFiniteMagnitude(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = t.getDouble(i);
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  }
+  return m;
+}
+
+/// Whether the tolerance takes values up to magnitude `m` for zeros:
+/// |0 - w| <= atol + rtol |w| holds for every |w| <= m iff it holds at m.
+bool zerosPass(double m, double rtol, double atol) { return m > 0 && m <= atol + rtol * m; }
 }  // namespace
 
 Diff compareTensors(const Tensor& got, const Tensor& want, double rtol, double atol) {
   Diff diff;
+  diff.atol = atol;
   if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
     diff.ok = false;
     diff.where = strCat("type mismatch: got ", got.type().str(), ", want ", want.type().str());
     return diff;
+  }
+  // A tolerance that takes these values for zeros cannot tell a wrong answer
+  // from a right one: scale it to the values compared.
+  diff.magnitude = std::max(maxFiniteMagnitude(want), maxFiniteMagnitude(got));
+  if (zerosPass(diff.magnitude, rtol, atol)) {
+    atol = kBlindAtolFraction * diff.magnitude;
+    diff.atol = atol;
+    diff.atolScaled = true;
   }
   int64_t worst = -1;
   double worstExcess = 0;  // how far the worst element is beyond its tolerance
@@ -53,8 +76,18 @@ Diff compareTensors(const Tensor& got, const Tensor& want, double rtol, double a
     diff.ok = false;
     diff.where = strCat("element ", worst, " ", indexString(worst, got.shape()), ": got ", got.getDouble(worst),
                         ", want ", want.getDouble(worst), " (rtol ", rtol, ", atol ", atol, ")");
+  } else if (zerosPass(diff.magnitude, rtol, atol)) {
+    diff.ok = false;
+    diff.where = strCat("the tolerance cannot detect a wrong answer: rtol ", rtol,
+                        " takes these values for zeros (they reach ", diff.magnitude, ")");
   }
   return diff;
+}
+
+std::string toleranceUsed(const Diff& d, double rtol, double atolAsked) {
+  if (!d.atolScaled) return strCat("rtol ", rtol, ", atol ", atolAsked);
+  return strCat("rtol ", rtol, ", atol ", d.atol, " (scaled from ", atolAsked, ": the values reach only ",
+                d.magnitude, ")");
 }
 
 }  // namespace pcc

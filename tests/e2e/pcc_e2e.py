@@ -136,6 +136,28 @@ class Suite:
         return 0 if self.failed == 0 and self.passed > 0 else 1
 
 
+def prerequisites_required():
+    """\returns whether a missing optional prerequisite (the CUDA toolkit,
+    ptxas, the CUDA backend) fails rather than skips: where the environment
+    variable CI is set, as CI services set it (docs/testing.md, "Where a test
+    may skip")."""
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def prerequisite(suite, what, present, detail=""):
+    """Records whether optional prerequisite `what` is here. Absent, the
+    checks that need it are skipped with a printed SKIP line, or, where CI is
+    set, the absence is a failure. \returns present."""
+    if present:
+        return True
+    if prerequisites_required():
+        suite.check(f"{what} is present (required: CI is set)", False, detail)
+    else:
+        print(f"SKIP the checks that need {what}: not here (allowed where CI is not set; docs/testing.md)",
+              flush=True)
+    return False
+
+
 def require_tools(suite, tools, needed=("pcc", "pcc-run", "pcc-report")):
     """Fails the suite (not skips it) when a needed tool is not built; \returns True if all exist."""
     missing = tools.missing(needed)

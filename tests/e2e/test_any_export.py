@@ -191,6 +191,40 @@ class AnyExportTests:
                              ok and doc["world_size"] == world, r.describe())
 
 
+def blind_tolerance_refused(suite, tools, work):
+    """pcc-run's own comparison cannot be blind: the MobileNetV2 export's
+    outputs reach only about 1e-7 (uncalibrated batch norm), far below the
+    default atol of 1e-5, so an all-zero answer would pass at it. pcc-run
+    scales the atol to the output, says so, passes the right answer and
+    rejects an all-zero expected output (exit 1), for --expect and --check."""
+    model = os.path.join(e2e.MODELS_DIR, "exported", "mobilenet_v2.ts.onnx")
+    plan, data, zeros = (os.path.join(work, d) for d in ("blind.pcc", "blind-data", "blind-zeros"))
+    r = tools.run("pcc", [model, "--gpus", "1", "--batch", "1", "-o", plan, "--quiet"])
+    if not suite.check("blind tolerance: compile the MobileNetV2 export", r.returncode == 0, r.describe()):
+        return
+    _, expected = e2e.write_case(data, model, 1, seed=4)
+    biggest = max(float(abs(e).max()) for e in expected)
+    if not suite.check(f"blind tolerance: the outputs are small (max |y| {biggest:.3g} < atol 1e-5)",
+                       0 < biggest < 1e-5):
+        return
+    shutil.copytree(data, zeros)
+    for k, e in enumerate(expected):
+        e2e.write_tensor(os.path.join(zeros, f"output_{k}.pb"), e2e.np.zeros_like(e))
+    r = tools.run("pcc-run", [plan, "--inputs", data, "--expect", data])
+    suite.check("blind tolerance: the right answer passes --expect at the scaled atol, which is printed",
+                r.returncode == 0 and "scaled from 1e-05" in r.stdout, r.describe())
+    r = tools.run("pcc-run", [plan, "--inputs", data, "--expect", zeros])
+    suite.check("blind tolerance: an all-zero expected output fails --expect (exit 1)",
+                r.returncode == 1 and "MISMATCH" in r.stdout and "scaled from 1e-05" in r.stdout, r.describe())
+    r = tools.run("pcc-run", [plan, "--inputs", zeros, "--expect", zeros, "--atol", "1"])
+    suite.check("blind tolerance: even --atol 1 is scaled: the all-zero output still fails",
+                r.returncode == 1 and "scaled from 1" in r.stdout, r.describe())
+    r = tools.run("pcc-run", [plan, "--check"])
+    suite.check("blind tolerance: --check compares at the scaled atol too",
+                r.returncode == 0 and "vs reference at rtol 0.0001, atol " in r.stdout
+                and "scaled from 1e-05" in r.stdout, r.describe())
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_any_export", args)
@@ -204,6 +238,7 @@ def main():
         suite.run_case("unbound dims", t.unbound_dims)
         suite.run_case("sizes in the model", t.sizes_in_the_model)
         suite.run_case("strategy implies gpus", t.strategy_implies_gpus)
+        suite.run_case("blind tolerance", blind_tolerance_refused, suite, tools, t.work)
         for key, seconds, points, batch in t.times:
             print(f"  {key}: --objective throughput chose batch {batch} of {points} costed in {seconds:.1f} s")
         if not args.keep:

@@ -237,6 +237,7 @@ def stand_in(suite, tools, work):
     else:
         suite.check("stand-in: --target cuda refused only for want of the toolkit",
                     "without the CUDA toolkit" in r.stderr, r.describe())
+        e2e.prerequisite(suite, "the CUDA toolkit (pcc --target cuda)", False, r.describe())
     for k in ("PCC_CUDA_DRIVER_LIB", "PCC_CUBLASLT_LIB", "PCC_CUDNN_LIB"):
         os.environ.pop(k, None)
 
@@ -311,6 +312,7 @@ def main():
             return suite.finish()
         built = has_cuda_backend(tools, plan)
         print(f"pcc-run has the CUDA backend: {built}", flush=True)
+        e2e.prerequisite(suite, "the CUDA backend in pcc-run (built with the CUDA toolkit)", built)
         if built:
             reasons = [
                 ("no driver library", {"PCC_CUDA_DRIVER_LIB": "libpcc-no-such-driver.so.1"},

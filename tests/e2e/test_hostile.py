@@ -21,13 +21,28 @@
   op and the limit of one tensor, before anything is allocated; an input
   within the limit but beyond the machine's memory: exit 4, "out of memory";
 - an attribute of the wrong type (Softmax `axis` as a string), two graph
-  inputs of one name: exit 2 naming them.
+  inputs of one name: exit 2 naming them;
+- node names that end the comment the generated kernel source prints them
+  in (a line break, a CR, a backslash before a line break) and go on with a
+  constructor that writes a file, or an #include: `pcc` and `pcc-run --check`
+  succeed, and nothing of the names is compiled (no file written);
+- a batched MatMul with an empty dimension: runs and checks (exit 0);
+- one kernel that runs far past `pcc-run --timeout 2`: exit 4 within
+  seconds, one line naming the node;
+- `pcc-run --outputs` and `--profile-json`, `pcc-report -o` past the file
+  size limit (RLIMIT_FSIZE, as on a full disk): exit 2, no truncated or empty
+  file, an older file left whole;
+- an arena larger than the address space (RLIMIT_AS): exit 4, out of memory.
 """
 
 import os
 import re
+import resource
 import shutil
+import signal
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcc_e2e as e2e  # noqa: E402
@@ -331,6 +346,41 @@ class Hostile:
         self.expect_error("pcc-opt, an input declared [2^32,2^32]", "pcc-opt", [ir, "--fold-constants"],
                           [r"1024 GiB"])
 
+    # --- model text in generated source (docs/security.md) -----------------------
+
+    def codegen_names(self):
+        F = onnx.TensorProto.FLOAT
+        marker = self.path("constructor_ran")
+        payload = ('extern "C" int system(const char*); __attribute__((constructor)) static void pcc_hostile()'
+                   f' {{ system("touch {marker}"); }}')
+        names = [("a line break", f"x\n{payload}\n//"), ("a CR", f"x\r{payload}\r//"),
+                 ("a backslash line break", f"x\\\n\n{payload}\n//"),
+                 ("a CR and an #include", 'x\r#include "/etc/passwd"\r//')]
+        for label, name in names:
+            case = label.replace(" ", "_").replace("#", "")
+            nodes = [H.make_node("Add", ["x", "y"], ["a"], name=name + "1"),
+                     H.make_node("Relu", ["a"], ["r"], name=name + "2"),
+                     H.make_node("Mul", ["r", "y"], ["z"], name=name + "3")]
+            g = H.make_graph(nodes, "chain", [H.make_tensor_value_info(n, F, [4, 8]) for n in ("x", "y")],
+                             [H.make_tensor_value_info("z", F, [4, 8])])
+            model, plan = self.path(f"names_{case}.onnx"), self.path(f"names_{case}.pcc")
+            onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 13)], ir_version=8), model)
+            r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"], timeout=120)
+            if not self.suite.check(f"node names with {label}: pcc compiles the model", r.returncode == 0,
+                                    r.describe()):
+                continue
+            source = os.path.join(plan, "kernels", "cpu.cc")
+            if not self.suite.check(f"node names with {label}: a generated kernel holds them",
+                                    os.path.isfile(source) and "pcc_k_" in open(source).read()):
+                continue
+            r = self.tools.run("pcc-run", [plan, "--check"], timeout=120)
+            self.suite.check(f"node names with {label}: pcc-run --check passes", r.returncode == 0, r.describe())
+            escaped = [ln for ln in open(source, newline="").read().splitlines()
+                       if ln.lstrip().startswith(('extern "C" int system', '#include "/etc'))]
+            self.suite.check(f"node names with {label}: no line of the source starts with what they hold",
+                             not escaped, "\n".join(escaped)[:2000])
+        self.suite.check("no constructor of a node name ran (no file written)", not os.path.exists(marker))
+
     # --- what the ONNX checker refuses -------------------------------------------
 
     def checker(self):
@@ -365,6 +415,117 @@ class Hostile:
         r = self.tools.run("pcc", [model, "--gpus", 1, "-o", self.path("default.pcc"), "--quiet"])
         self.suite.check("an input with an initializer as its default compiles", r.returncode == 0, r.describe())
 
+    # --- empty tensors, long kernels, full disks, small memory (the runtime) ---
+
+    def empty_matmul(self):
+        """A batched MatMul with an empty dimension runs (no tensor of zero
+        elements reaches oneDNN, whose primitive creation divides by it)."""
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        w = numpy_helper.from_array(np.ones((4, 5), np.float32), "w")
+        cases = [("[0,3,4] x [4,5]", [vi("a", F, [0, 3, 4]), vi("b", F, [4, 5])], [], [0, 3, 5]),
+                 ("[2,0,4] x [4,5]", [vi("a", F, [2, 0, 4]), vi("b", F, [4, 5])], [], [2, 0, 5]),
+                 ("[0,3,4] x weight [4,5]", [vi("a", F, [0, 3, 4])], [w], [0, 3, 5])]
+        for label, inputs, inits, out in cases:
+            b = "b" if not inits else "w"
+            model = self.save(f"mm_empty{len(os.listdir(self.work))}.onnx",
+                              [H.make_node("MatMul", ["a", b], ["h"], name="mm"),
+                               H.make_node("Relu", ["h"], ["y"], name="act")], inputs, [vi("y", F, out)], inits)
+            plan = self.path(os.path.basename(model).replace(".onnx", ".pcc"))
+            r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"])
+            if not self.suite.check(f"MatMul {label}: compiles", r.returncode == 0, r.describe()):
+                continue
+            r = self.tools.run("pcc-run", [plan, "--check"], timeout=60)
+            self.suite.check(f"MatMul {label}: pcc-run --check exits 0", r.returncode == 0, r.describe())
+
+    def long_kernel(self):
+        """One Conv of about 6e10 multiply-adds on the reference kernels (a
+        minute or more here) under --timeout 2: exit 4 within seconds, one
+        line naming the node."""
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        w = numpy_helper.from_array(np.full((1, 1, 128, 128), 1e-3, np.float32), "w")
+        model = self.save("slow_conv.onnx", [H.make_node("Conv", ["x", "w"], ["y"], name="slow_conv")],
+                          [vi("x", F, [1, 1, 2048, 2048])], [vi("y", F, [1, 1, 1921, 1921])], [w])
+        plan = self.path("slow_conv.pcc")
+        r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"])
+        if not self.suite.check("a slow Conv compiles", r.returncode == 0, r.describe()):
+            return
+        t0 = time.time()
+        r = self.tools.run("pcc-run", [plan, "--reference-kernels", "--timeout", 2], timeout=30)
+        took = time.time() - t0
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        self.suite.check(f"a kernel past --timeout 2 ends the run: exit 4 in {took:.1f} s (at most 10), one line",
+                         r.returncode == 4 and took < 10 and len(lines) == 1
+                         and re.search(r"node 'slow_conv' \(Conv\).*time limit of 2 s", lines[0]) is not None,
+                         r.describe())
+
+    def full_disk_outputs(self):
+        """Output files written past the file-size limit (RLIMIT_FSIZE, as a full
+        disk does) leave no truncated or empty file, and an older file whole."""
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        model = self.save("relu64.onnx", [H.make_node("Relu", ["x"], ["y"], name="act")],
+                          [vi("x", F, [64, 64])], [vi("y", F, [64, 64])])
+        plan = self.path("relu64.pcc")
+        r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"])
+        if not self.suite.check("relu64 compiles", r.returncode == 0, r.describe()):
+            return
+        limit = 256
+
+        def small_files():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        cases = [("pcc-run --outputs", "pcc-run", lambda d: [plan, "--outputs", d], "output_0.pb"),
+                 ("pcc-run --profile-json", "pcc-run", lambda d: [plan, "--profile-json", os.path.join(d, "p.json")],
+                  "p.json"),
+                 ("pcc-report -o", "pcc-report", lambda d: [plan, "-o", os.path.join(d, "r.txt")], "r.txt")]
+        for case, tool, args, name in cases:
+            whole, full = self.path("whole_" + name), self.path("full_" + name)
+            os.makedirs(whole)
+            os.makedirs(full)
+            r = self.tools.run(tool, args(whole))
+            size = os.path.getsize(os.path.join(whole, name)) if os.path.exists(os.path.join(whole, name)) else 0
+            if not self.suite.check(f"{case}: writes {name} of more than {limit} bytes", r.returncode == 0
+                                    and size > limit, f"  {size} bytes\n{r.describe()}"):
+                continue
+            old = b"an older file, kept whole"
+            with open(os.path.join(full, name), "wb") as f:
+                f.write(old)
+            p = subprocess.run([self.tools.path(tool)] + [str(a) for a in args(full)], capture_output=True,
+                               text=True, timeout=60, preexec_fn=small_files)
+            lines = [ln for ln in p.stderr.splitlines() if ln.strip() and "warning" not in ln]
+            with open(os.path.join(full, name), "rb") as f:
+                kept = f.read()
+            self.suite.check(f"{case} past a {limit}-byte file limit: exit 2, one line, the older {name} whole, "
+                             "no temporary left", p.returncode == 2 and len(lines) == 1 and name in lines[0]
+                             and kept == old and os.listdir(full) == [name],
+                             f"  exit {p.returncode}, {len(kept)} bytes, files {os.listdir(full)}\n"
+                             f"  stderr: {p.stderr[-500:]}")
+
+    def small_memory(self):
+        """A plan whose arena (4 GiB) exceeds the address space (2 GiB,
+        RLIMIT_AS): exit 4 and one line saying out of memory."""
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        shape = numpy_helper.from_array(np.array([1024, 1024, 1024], np.int64), "s")
+        model = self.save("big_arena.onnx", [H.make_node("Expand", ["x", "s"], ["e"], name="expand"),
+                                             H.make_node("ReduceSum", ["e"], ["y"], name="sum", keepdims=0)],
+                          [vi("x", F, [1024])], [vi("y", F, [])], [shape])
+        plan = self.path("big_arena.pcc")
+        r = self.tools.run("pcc", [model, "--gpus", 1, "-o", plan, "--quiet"])
+        if not self.suite.check("a plan with a 4 GiB arena compiles", r.returncode == 0, r.describe()):
+            return
+
+        def small_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        p = subprocess.run([self.tools.path("pcc-run"), plan], capture_output=True, text=True, timeout=120,
+                           preexec_fn=small_memory)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        self.suite.check("pcc-run of a 4 GiB arena in 2 GiB of address space: exit 4, one line, out of memory",
+                         p.returncode == 4 and len(lines) == 1 and "out of memory" in lines[0],
+                         f"  exit {p.returncode}, stderr: {p.stderr[-500:]}")
+
 
 def main():
     args = e2e.parse_args(__doc__)
@@ -384,6 +545,11 @@ def main():
             suite.run_case("huge inputs", h.huge_inputs)
             suite.run_case("huge IR", h.huge_ir)
             suite.run_case("checker", h.checker)
+            suite.run_case("codegen names", h.codegen_names)
+            suite.run_case("empty MatMul", h.empty_matmul)
+            suite.run_case("long kernel", h.long_kernel)
+            suite.run_case("full disk outputs", h.full_disk_outputs)
+            suite.run_case("small memory", h.small_memory)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)

@@ -204,6 +204,9 @@ def main():
     target = "cuda" if cuda_available(tools, suite) else "cpu"
     ptxas = ptxas_path() if target == "cuda" else None
     print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)
+    e2e.prerequisite(suite, "the CUDA toolkit (pcc --target cuda)", target == "cuda")
+    if target == "cuda":
+        e2e.prerequisite(suite, "ptxas", ptxas is not None, "  looked for ptxas on PATH and in /usr/local/cuda/bin")
     suite.run_case("corrupt library", corrupt_library, suite, tools)
     suite.run_case("no compiler", no_compiler, suite, tools)
     totals = {"launches": 0, "fallbacks": 0, "ptxas": 0, "reduction kernels": 0, "half fallbacks": 0,

@@ -4,14 +4,20 @@ processes meet through the TCP store rank 0 serves (`--rendezvous
 tcp:127.0.0.1:PORT`, and over IPv6 `tcp:[::1]:PORT` with `--gloo-host ::1`)
 and under Open MPI's mpirun (directory and TCP rendezvous); their outputs
 equal the threaded run's bit for bit. LOCAL_RANK
-reaches rank 0's report. A store nobody serves makes every rank exit 4 within
-the timeout with one line naming its rank and HOST:PORT; a rank killed with
-SIGKILL makes the others exit 4 within the timeout, naming it.
+reaches rank 0's report. Every rank presents the run's secret
+(PCC_RDZV_SECRET; mpirun passes it with -x): without it a rank is a usage
+error, and a stranger with a wrong one claims no rank. A store nobody serves
+makes every rank exit 4 within the timeout with one line naming its rank and
+HOST:PORT; a rank killed with SIGKILL (also while the others connect) makes
+the others exit 4 within the timeout, naming it; a stage stopped with SIGSTOP
+(dp=2,pp=2) makes every other rank exit 4 within the timeout (+5 s), naming
+the rank that stopped answering.
 
 mpirun is required (tools/setup.sh installs openmpi-bin): without it the mpirun
 cases fail."""
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -44,10 +50,16 @@ def tcp_rendezvous(host, port):
     return f"tcp:[{host}]:{port}" if ":" in host else f"tcp:{host}:{port}"
 
 
+# The run's rendezvous secret, as a launcher would make one.
+SECRET = secrets.token_hex(16)
+
+
 def base_env():
-    return {k: v for k, v in os.environ.items()
-            if k not in ("PCC_RUN_ID", "PMIX_NAMESPACE", "PCC_RENDEZVOUS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                         "LOCAL_WORLD_SIZE")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PCC_RUN_ID", "PMIX_NAMESPACE", "PCC_RENDEZVOUS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE", "PCC_RDZV_SECRET")}
+    env["PCC_RDZV_SECRET"] = SECRET
+    return env
 
 
 def start_ranks(tools, plan, world, rendezvous, extra, skip=(), run_id=None, env_extra=None):
@@ -145,7 +157,7 @@ def mpirun_cmd():
     mpirun = shutil.which("mpirun")
     if not mpirun:
         return None
-    cmd = [mpirun, "--oversubscribe", "-np", "4"]
+    cmd = [mpirun, "--oversubscribe", "-np", "4", "-x", "PCC_RDZV_SECRET"]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     return cmd
@@ -289,6 +301,115 @@ def killed_rank(suite, tools):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def secret_cases(suite, tools):
+    """Without PCC_RDZV_SECRET (or with one too short) a tcp: rank is a usage
+    error naming it; a stranger presenting a wrong secret as rank 1 is
+    refused (exit 4, naming the secret) and claims nothing: the real ranks
+    then run as usual."""
+    name = "secret"
+    d = suite.tempdir("launch")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", 4, "--gpus", 2, "--strategy", "tp=2", "-o", plan,
+                          "--quiet"])
+    if not suite.check(f"{name}: compiles", r.returncode == 0, r.describe()):
+        return
+    port = free_port()
+    for bad in (None, "short"):
+        env = dict(base_env(), RANK="1", WORLD_SIZE="2")
+        env.pop("PCC_RDZV_SECRET")
+        if bad:
+            env["PCC_RDZV_SECRET"] = bad
+        p = subprocess.run([tools.path("pcc-run"), plan, "--rendezvous", f"tcp:127.0.0.1:{port}"], env=env,
+                           capture_output=True, text=True, timeout=30)
+        suite.check(f"{name}: PCC_RDZV_SECRET {'unset' if bad is None else repr(bad)}: exit 2, one line naming it",
+                    p.returncode == 2 and "PCC_RDZV_SECRET" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                    f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
+    rendezvous = f"tcp:127.0.0.1:{port}"
+    procs = start_ranks(tools, plan, 2, rendezvous, ["--timeout", 20], skip=(1,))
+    time.sleep(1)  # rank 0 serves the store
+    stranger = start_ranks(tools, plan, 2, rendezvous, ["--timeout", 5], skip=(0,),
+                           env_extra={"PCC_RDZV_SECRET": secrets.token_hex(16)})
+    got = finish(stranger, 30)
+    rc, _, e, _ = got[1]
+    suite.check(f"{name}: a stranger with a wrong secret is refused: exit 4 naming the secret",
+                rc == 4 and "secret" in e and len(e.strip().splitlines()) == 1, describe(got))
+    procs.update(start_ranks(tools, plan, 2, rendezvous, ["--timeout", 20], skip=(0,)))
+    results = finish(procs, 60)
+    suite.check(f"{name}: the real ranks then run: every rank exits 0",
+                all(rc == 0 for rc, _, _, _ in results.values()), describe(results))
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def stalled_dp_pp(suite, tools):
+    """dp=2,pp=2 on 4 processes meeting through the TCP store (gpt2_tiny);
+    rank 3 (stage 1 of replica 1) is stopped with SIGSTOP: every other rank
+    exits 4 within the timeout (+5 s), one line naming rank 3 as the rank
+    that stopped answering (ranks 0 and 2 never talk to it until the end)."""
+    name = "tcp stalled dp=2,pp=2"
+    d = suite.tempdir("launch")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", 8, "--gpus", 4, "--strategy", "dp=2,pp=2",
+                          "-o", plan, "--quiet"])
+    if not suite.check(f"{name}: compiles", r.returncode == 0, r.describe()):
+        return
+    timeout, world, victim = 6, 4, 3
+    procs = start_ranks(tools, plan, world, f"tcp:127.0.0.1:{free_port()}",
+                        ["--timeout", timeout, "--iters", 10 ** 9] + THREADS)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            p.poll() is not None or cpu_seconds(p.pid) >= 1.0 for p in procs.values()):
+        time.sleep(0.1)
+    running = all(p.poll() is None for p in procs.values())
+    stopped = procs.pop(victim)
+    stopped.send_signal(signal.SIGSTOP)
+    try:
+        results = finish(procs, timeout + 20)
+    finally:
+        stopped.kill()
+        stopped.communicate()
+    detail = describe(results)
+    suite.check(f"{name}: every rank was running when rank {victim} stopped", running, detail)
+    print("  exit times after the stop: " + ", ".join(f"rank {k} {t:.2f} s" for k, (_, _, _, t) in results.items()))
+    for k, (rc, _, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"{name}: rank {k} exits 4 within the timeout ({timeout} s, +5 s), one line naming rank {victim} "
+                    "as stopped", rc == 4 and t < timeout + 5 and len(lines) == 1
+                    and f"rank {victim} (process " in lines[0] and "stopped answering" in lines[0], detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def killed_while_connecting(suite, tools):
+    """Ranks 0-2 of 4 meet through the TCP store, rank 3 does not start;
+    rank 2 is killed with SIGKILL 1 s after it started, while the others
+    wait to connect: they exit 4 within seconds, not at the timeout, naming
+    rank 2. (A rank started after rank 0 is gone finds no store: the case
+    `no store`.)"""
+    name = "tcp killed while connecting"
+    d = suite.tempdir("launch")
+    plan = compile_mlp4(suite, tools, d, name)
+    if not plan:
+        return
+    timeout, victim = 30, 2
+    rendezvous = f"tcp:127.0.0.1:{free_port()}"
+    procs = start_ranks(tools, plan, 4, rendezvous, ["--timeout", timeout], skip=(3,))
+    time.sleep(1)
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    del procs[victim]
+    results = finish(procs, timeout + 20)
+    detail = describe(results)
+    print("  exit times after the kill: " + ", ".join(f"rank {k} {t:.2f} s" for k, (_, _, _, t) in results.items()))
+    for k, (rc, _, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"{name}: rank {k} exits 4 within 8 s of the kill (timeout {timeout} s), one line naming rank 2",
+                    rc == 4 and t < 8 and len(lines) == 1 and "rank 2 (process" in lines[0]
+                    and "died" in lines[0], detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_launch", args)
@@ -300,6 +421,9 @@ def main():
         suite.run_case("mpirun", mpirun_case, suite, tools)
         suite.run_case("no store", no_store, suite, tools)
         suite.run_case("killed rank", killed_rank, suite, tools)
+        suite.run_case("secret", secret_cases, suite, tools)
+        suite.run_case("stalled dp=2,pp=2", stalled_dp_pp, suite, tools)
+        suite.run_case("killed while connecting", killed_while_connecting, suite, tools)
     return suite.finish()
 
 

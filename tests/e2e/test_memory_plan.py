@@ -42,6 +42,10 @@ STILL_COPIED = {
 }
 FREE = 6  # Instruction.FREE
 KERNEL = 0
+# Collectives that still read their input while in flight, until the first
+# reader of their output (runtime/executor.cpp's wait rule): ALL_GATHER,
+# REDUCE_SCATTER, ALL_TO_ALL. An ALL_REDUCE (1) works on a copy.
+IN_FLIGHT = (2, 3, 9)
 LAUNCH = 8  # a generated elementwise kernel (docs/kernels.md): may run in place like a KERNEL
 ALIGN = 64
 
@@ -87,6 +91,19 @@ def memory_plan_problems(prog):
                 first[o] = t
                 writer[o] = ins
             last[o] = max(last.get(o, t), t)
+    # A collective in flight reads its input until the instruction before its
+    # output's first reader (FREEs are not uses): the input lives that long.
+    instructions = prog["instructions"]
+    for t, ins in enumerate(instructions):
+        if ins["kind"] not in IN_FLIGHT or not ins["inputs"] or not ins["outputs"] or ins["inputs"][0] < 0:
+            continue
+        reader = next((r for r in range(t + 1, len(instructions)) if instructions[r]["kind"] != FREE
+                       and ins["outputs"][0] in instructions[r]["inputs"]), len(instructions))
+        last_use = reader - 1
+        while last_use > t and instructions[last_use]["kind"] == FREE:
+            last_use -= 1
+        src = ins["inputs"][0]
+        last[src] = max(last.get(src, t), last_use)
     live_arena = [b for b in arena if b["nbytes"] > 0 and b["id"] in first]
     for b in arena:
         if b["id"] not in first and b["id"] in last:
@@ -173,6 +190,107 @@ def checker_catches_overlap(suite, plan):
     suite.check("the checker's negative control found two buffers to move", False)
 
 
+def checker_keeps_in_flight_inputs(suite):
+    """The checker must model in-flight collectives: a program where a kernel
+    run while an all-to-all is in flight takes the all-to-all's input bytes is
+    reported, and the same program with the reader right after it is not."""
+    for kind, name in ((9, "all-to-all"), (2, "all-gather"), (3, "reduce-scatter")):
+        for between in (True, False):
+            def buf(i, off):
+                return {"id": i, "name": f"b{i}", "dtype": 1, "shape": [64], "nbytes": 256, "weight": -1,
+                        "arena_offset": off, "in_place_of": -1}
+            # x (input) -> a; collective a -> g; [k = f(x)]; y = f(g); [k = f(x)]; z = f(k)
+            ins = [{"kind": KERNEL, "op": "Softmax", "node": "a", "inputs": [0], "outputs": [1]},
+                   {"kind": kind, "op": "", "node": "c", "inputs": [1], "outputs": [2]},
+                   {"kind": FREE, "op": "", "node": "", "inputs": [1], "outputs": []}]
+            k = {"kind": KERNEL, "op": "Softmax", "node": "k", "inputs": [0], "outputs": [3]}
+            y = {"kind": KERNEL, "op": "Softmax", "node": "y", "inputs": [2], "outputs": [4]}
+            ins += [k, y] if between else [y, k]
+            ins.append({"kind": KERNEL, "op": "Neg", "node": "z", "inputs": [3], "outputs": [5]})
+            # a and k share offset 0; g lies at 256.
+            prog = {"rank": 0, "buffers": [buf(0, -1), buf(1, 0), buf(2, 256), buf(3, 0), buf(4, -1), buf(5, -1)],
+                    "instructions": ins, "inputs": [0], "outputs": [4, 5], "arena_bytes": 512,
+                    "naive_arena_bytes": 768}
+            problems, _ = memory_plan_problems(prog)
+            overlap = any("overlap" in p for p in problems)
+            suite.check(f"the checker {'reports' if between else 'allows'} a kernel over the {name}'s input "
+                        f"{'while it is in flight' if between else 'once its output is read'}",
+                        overlap == between, f"  problems: {problems}")
+
+
+def reshard_case(suite, tools, strategy, gpus):
+    """test_reshard.py's model (its all-to-alls and reduce-scatters run while
+    other kernels are scheduled): the plan's memory, and --poison-memory."""
+    import test_reshard  # noqa: E402 (same folder)
+    case = f"reshard model --strategy {strategy}"
+    work = suite.tempdir("reshard")
+    try:
+        model = os.path.join(work, "model.onnx")
+        test_reshard.make_model(model)
+        plan = os.path.join(work, "plan.pcc")
+        r = tools.run("pcc", [model, "--batch", test_reshard.BATCH, "--gpus", gpus, "--strategy", strategy,
+                              "--gpu", "cpu", "-o", plan, "--quiet"])
+        if not suite.check(f"{case}: compile", r.returncode == 0, r.describe()):
+            return
+        ranks, _ = e2e.read_programs(plan)
+        suite.check(f"{case}: the plan has an all-to-all",
+                    any(ins["kind"] == 9 for prog in ranks for ins in prog["instructions"]))
+        check_plan(suite, case, plan)
+        r = tools.run("pcc-run", [plan, "--check", "--poison-memory"])
+        suite.check(f"{case}: pcc-run --check --poison-memory", r.returncode == 0, r.describe())
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def region_weight_case(suite, tools):
+    """A weight only a Loop body reads (the Loop runs at run time: its trip
+    count is an input) is checksummed like every other: a flipped byte of it
+    in the weight file is refused with one line, not run."""
+    h, np_ = e2e.onnx.helper, e2e.np
+    F, I64 = e2e.onnx.TensorProto.FLOAT, e2e.onnx.TensorProto.INT64
+    w = np_.random.default_rng(3).standard_normal(64).astype(np_.float32)
+    body = h.make_graph(
+        [h.make_node("Mul", ["v", "w"], ["vw"]), h.make_node("Tanh", ["vw"], ["v_next"]),
+         h.make_node("Identity", ["c"], ["c_out"])],
+        "body", [h.make_tensor_value_info("i", I64, []), h.make_tensor_value_info("c", e2e.onnx.TensorProto.BOOL, []),
+                 h.make_tensor_value_info("v", F, [64])],
+        [h.make_tensor_value_info("c_out", e2e.onnx.TensorProto.BOOL, []), h.make_tensor_value_info("v_next", F, [64])])
+    g = h.make_graph([h.make_node("Loop", ["M", "", "v0"], ["v_final"], body=body)], "loop_weight",
+                     [h.make_tensor_value_info("M", I64, []), h.make_tensor_value_info("v0", F, [64])],
+                     [h.make_tensor_value_info("v_final", F, [64])], [e2e.numpy_helper.from_array(w, "w")])
+    work = suite.tempdir("region-weight")
+    try:
+        model = os.path.join(work, "loop.onnx")
+        e2e.onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), model)
+        plan, data = os.path.join(work, "plan.pcc"), os.path.join(work, "data")
+        os.makedirs(data)
+        e2e.write_tensor(os.path.join(data, "input_0.pb"), np_.array(3, np_.int64), "M")
+        e2e.write_tensor(os.path.join(data, "input_1.pb"), np_.linspace(-1, 1, 64, dtype=np_.float32), "v0")
+        r = tools.run("pcc", [model, "--gpus", "1", "-o", plan, "--quiet"])
+        if not suite.check("region weight: compile", r.returncode == 0, r.describe()):
+            return
+        r = tools.run("pcc-run", [plan, "--inputs", data, "--check"])
+        if not suite.check("region weight: runs and passes --check", r.returncode == 0, r.describe()):
+            return
+        weights = os.path.join(plan, "rank0.bin")
+        with open(weights, "rb") as f:
+            raw = bytearray(f.read())
+        at = raw.find(w.tobytes())
+        if not suite.check("region weight: the body's weight is in rank0.bin", at >= 0):
+            return
+        raw[at + 4 * 17 + 3] ^= 0x7F  # w[17]'s exponent byte: a huge value or NaN
+        with open(weights, "wb") as f:
+            f.write(raw)
+        r = tools.run("pcc-run", [plan, "--inputs", data, "--check"])
+        lines = r.stderr.strip().splitlines()
+        suite.check("region weight: a flipped byte is refused: exit 2, one line, checksum mismatch",
+                    r.returncode == 2 and len(lines) == 1 and "checksum mismatch" in r.stderr, r.describe())
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def human(n):
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.2f} MiB"
 
@@ -248,6 +366,10 @@ def main():
             if not suite.keep:
                 shutil.rmtree(work, ignore_errors=True)
 
+    suite.run_case("checker: in-flight collectives", checker_keeps_in_flight_inputs, suite)
+    suite.run_case("region weight", region_weight_case, suite, tools)
+    for strategy, gpus in (("tp=2", "2"), ("tp=4", "4")):
+        suite.run_case(f"reshard model --strategy {strategy}", reshard_case, suite, tools, strategy, gpus)
     for model in MODELS:
         for config in CONFIGS:
             suite.run_case(f"{model} {' '.join(config)}", model_case, model, config)

@@ -8,7 +8,11 @@ A rank killed with SIGKILL mid-run makes every other rank exit within the
 timeout with code 4 and one line naming the dead rank; a rank that never
 arrives does the same within the timeout (not once per group); a pipeline
 stage that stalls (SIGSTOP) makes the next stage's rank exit within the
-timeout, naming its rank, stage and micro-batch and the silent peer."""
+timeout, naming its rank, stage and micro-batch and the silent peer; with
+dp=2,pp=2 every other rank (those that never talk to the stopped one too)
+exits 4 within the timeout (+5 s), naming the rank that stopped answering.
+A rank killed while the others connect (one of them not started yet) makes
+every other rank exit 4 within seconds, not at the timeout, naming it."""
 
 import os
 import re
@@ -208,6 +212,79 @@ def stalled_stage(suite, tools):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def stalled_dp_pp(suite, tools):
+    """dp=2,pp=2 on 4 processes (gpt2_tiny); rank 2 (stage 1 of replica 0)
+    is stopped with SIGSTOP: rank 0 sends to it, and ranks 1 and 3 (replica
+    1) never talk to it until the end: each must still exit 4 within the
+    timeout (+5 s), one line naming rank 2 as the rank that stopped answering."""
+    name = "stalled dp=2,pp=2"
+    d = suite.tempdir("proc")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", 8, "--gpus", 4, "--strategy", "dp=2,pp=2",
+                          "-o", plan, "--quiet"])
+    if not suite.check(f"{name}: compiles", r.returncode == 0, r.describe()):
+        return
+    timeout, world, victim = 6, 4, 2
+    rdzv = os.path.join(d, "rdzv")
+    procs = start_ranks(tools, plan, world, rdzv, "stall4", ["--timeout", timeout, "--iters", 10 ** 9, "--threads", 1])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            os.path.exists(os.path.join(rdzv, "stall4", f"rank{k}.pid")) for k in range(world)):
+        time.sleep(0.1)
+    time.sleep(3)  # connected and running
+    running = all(p.poll() is None for p in procs.values())
+    stopped = procs.pop(victim)
+    stopped.send_signal(signal.SIGSTOP)
+    try:
+        results = finish(procs, timeout + 20)
+    finally:
+        stopped.kill()
+        stopped.communicate()
+    detail = "\n".join(f"  rank {k}: exit {rc} after {t:.1f} s\n{e2e.indent(e)}" for k, (rc, e, t) in results.items())
+    suite.check(f"{name}: every rank was running when rank {victim} stopped", running, detail)
+    print("  exit times after the stop: " + ", ".join(f"rank {k} {t:.2f} s" for k, (_, _, t) in results.items()))
+    for k, (rc, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"{name}: rank {k} exits 4 within the timeout ({timeout} s, +5 s), one line naming rank {victim} "
+                    "as stopped", rc == 4 and t < timeout + 5 and len(lines) == 1
+                    and lines[0].find(f"rank {victim} (process ") >= 0 and "stopped answering" in lines[0], detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def killed_while_connecting(suite, tools):
+    """Ranks 0-2 of 4 start, rank 3 starts 2 s later; rank 1 is killed with
+    SIGKILL 1 s after it started, while the others wait to connect: every
+    other rank (the late one too) exits 4 within seconds, not at the
+    timeout, naming rank 1."""
+    name = "killed while connecting"
+    d = suite.tempdir("proc")
+    plan = os.path.join(d, "plan.pcc")
+    r = tools.run("pcc", [e2e.model_path("mlp.onnx"), "--batch", 4, "--gpus", 4, "--strategy", "dp=2,tp=2",
+                          "-o", plan, "--quiet"])
+    if not suite.check(f"{name}: compiles", r.returncode == 0, r.describe()):
+        return
+    timeout, victim = 30, 1
+    rdzv = os.path.join(d, "rdzv")
+    procs = start_ranks(tools, plan, 4, rdzv, "kc", ["--timeout", timeout], skip=(3,))
+    time.sleep(1)
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    del procs[victim]
+    time.sleep(1)
+    procs.update(start_ranks(tools, plan, 4, rdzv, "kc", ["--timeout", timeout], skip=(0, 1, 2)))
+    results = finish(procs, timeout + 20)  # times from 1 s after the kill
+    detail = "\n".join(f"  rank {k}: exit {rc} after {t:.1f} s\n{e2e.indent(e)}" for k, (rc, e, t) in results.items())
+    print("  exit times after the kill: " + ", ".join(f"rank {k} {t + 1:.2f} s" for k, (_, _, t) in results.items()))
+    for k, (rc, e, t) in sorted(results.items()):
+        lines = [ln for ln in e.splitlines() if ln.strip()]
+        suite.check(f"{name}: rank {k} exits 4 within 8 s of the kill (timeout {timeout} s), one line naming rank 1",
+                    rc == 4 and t + 1 < 8 and len(lines) == 1 and "rank 1 (process" in lines[0] and "died" in lines[0],
+                    detail)
+    if not suite.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_processes", args)
@@ -219,6 +296,8 @@ def main():
         suite.run_case("killed rank", killed_rank, suite, tools)
         suite.run_case("missing rank", missing_rank, suite, tools)
         suite.run_case("stalled stage", stalled_stage, suite, tools)
+        suite.run_case("stalled dp=2,pp=2", stalled_dp_pp, suite, tools)
+        suite.run_case("killed while connecting", killed_while_connecting, suite, tools)
     return suite.finish()
 
 

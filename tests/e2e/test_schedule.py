@@ -20,7 +20,8 @@ runtime/plan.proto):
 
 Plans: the two-branch MLP at tp=2, gpt2_tiny.onnx at tp=2, dp=2,tp=2 and
 pp=2, mlp.onnx at dp=2,tp=2, models/exported/bert.ts.onnx at dp=2 and
-models/exported/llama.ts.onnx at tp=2 (kernels move there too). Prints
+models/exported/llama.ts.onnx at tp=2 (kernels move there too), and
+test_reshard.py's model at tp=2 and tp=4 (all-to-alls in flight). Prints
 each plan's arena bytes and the nodes between collectives and their first
 readers, with and without the scheduler.
 """
@@ -221,6 +222,11 @@ def main():
     s = Schedule(suite, tools)
     two = os.path.join(s.work, "two_branch.onnx")
     make_two_branch(two)
+    # test_reshard.py's model: all-to-alls and reduce-scatters whose inputs
+    # must outlive the kernels scheduled while they are in flight.
+    import test_reshard  # noqa: E402 (same folder)
+    reshard = os.path.join(s.work, "reshard.onnx")
+    test_reshard.make_model(reshard)
     gpt2, mlp = e2e.model_path("gpt2_tiny.onnx"), e2e.model_path("mlp.onnx")
     bert = e2e.model_path("exported/bert.ts.onnx")
     cases = [("two-branch tp=2", two, ["--strategy", "tp=2"], True),
@@ -229,7 +235,9 @@ def main():
              ("gpt2_tiny pp=2", gpt2, ["--strategy", "pp=2", "--microbatches", 2], False),
              ("mlp dp=2,tp=2", mlp, ["--strategy", "dp=2,tp=2"], False),
              ("bert.ts dp=2", bert, ["--strategy", "dp=2"], False),
-             ("llama.ts tp=2", e2e.model_path("exported/llama.ts.onnx"), ["--strategy", "tp=2"], True)]
+             ("llama.ts tp=2", e2e.model_path("exported/llama.ts.onnx"), ["--strategy", "tp=2"], True),
+             ("reshard tp=2", reshard, ["--strategy", "tp=2"], False),
+             ("reshard tp=4", reshard, ["--strategy", "tp=4"], False)]
     for name, model, extra, overlap in cases:
         if suite.selected(name):
             suite.run_case(name, s.case, name, model, extra, overlap)

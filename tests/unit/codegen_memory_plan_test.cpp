@@ -170,6 +170,61 @@ TEST(MemoryPlan, AnInFlightGathersInputLivesUntilItsOutputIsRead) {
   EXPECT_EQ(buf(p, k).arena_offset(), buf(p, a).arena_offset());
 }
 
+// Every collective that reads its input while in flight (an all-gather, a
+// reduce-scatter, an all-to-all) keeps that input's bytes until its output's
+// first reader: none of the kernels the scheduler runs meanwhile (three here,
+// each writing a buffer of the input's size) may be placed over it. With the
+// reader right after the collective, the input is dead by the time those
+// kernels run, and the arena is smaller.
+TEST(MemoryPlan, EveryInFlightCollectivesInputLivesUntilItsOutputIsRead) {
+  struct Kind {
+    plan::Instruction::Kind kind;
+    const char* name;
+    int64_t out;  // elements of the output, for an input of 64 over a group of 2
+  };
+  for (Kind c : {Kind{plan::Instruction::ALL_GATHER, "all-gather", 128},
+                 Kind{plan::Instruction::REDUCE_SCATTER, "reduce-scatter", 32},
+                 Kind{plan::Instruction::ALL_TO_ALL, "all-to-all", 64}}) {
+    int64_t arena[2] = {0, 0};  // by `between`
+    for (bool between : {true, false}) {
+      SCOPED_TRACE(strCat(c.name, between ? ", kernels in flight" : ", reader right after"));
+      plan::RankProgram p;
+      ProgBuilder b(&p, 0);
+      int x = b.buffer("x", f32({64})), a = b.buffer("a", f32({64})), g = b.buffer("g", f32({c.out}));
+      int k1 = b.buffer("k1", f32({64})), k2 = b.buffer("k2", f32({64})), k3 = b.buffer("k3", f32({64}));
+      int y = b.buffer("y", f32({c.out})), z = b.buffer("z", f32({64}));
+      b.input(x, 0);
+      b.kernel("Softmax", {x}, {a});
+      b.collective(c.kind, a, g, 0);
+      b.free({a});
+      auto independent = [&] {
+        b.kernel("Softmax", {x}, {k1});
+        b.kernel("Neg", {k1}, {k2});
+        b.kernel("Softmax", {k2}, {k3});
+        b.free({k1, k2});
+      };
+      if (between) independent();
+      b.kernel("Softmax", {g}, {y});  // the first reader: waits for the collective
+      if (!between) independent();
+      b.kernel("Neg", {k3}, {z});
+      b.output(y, 0);
+      b.output(z, 1);
+      auto st = planMemory(&p, nullptr);
+      ASSERT_TRUE(st.ok()) << st.status().message();
+      const int64_t a0 = buf(p, a).arena_offset(), a1 = a0 + 64 * 4;
+      for (int k : {k1, k2, k3}) {
+        const int64_t k0 = buf(p, k).arena_offset(), kEnd = k0 + 64 * 4;
+        if (between) {
+          EXPECT_FALSE(k0 < a1 && a0 < kEnd) << buf(p, k).name() << " at " << k0 << " over the input at " << a0;
+        }
+      }
+      arena[between] = p.arena_bytes();
+    }
+    // Read at once, the input's bytes are free for the kernels after the reader.
+    EXPECT_LT(arena[false], arena[true]);
+  }
+}
+
 TEST(MemoryPlan, ABufferReadBeforeItIsWrittenIsAnError) {
   plan::RankProgram p;
   ProgBuilder b(&p, 0);

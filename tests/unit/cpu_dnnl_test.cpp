@@ -275,5 +275,65 @@ TEST(CpuThreads, PerRankCountDividesTheCores) {
   EXPECT_EQ(cpu::kernelThreads(), cores);
 }
 
+// ---- Empty tensors and long epilogues ------------------------------------------
+
+// No tensor of zero elements reaches oneDNN (a batched matmul with an empty
+// batch traps with SIGFPE while oneDNN makes its primitive): every oneDNN
+// kernel declines such a call, and the reference kernel computes it.
+TEST(CpuDnnlEmpty, EmptyTensorsAreDeclined) {
+  struct Case {
+    std::string op;
+    std::vector<Dims> in;
+    AttrMap attrs;
+  };
+  AttrMap pool;
+  pool.set("kernel_shape", std::vector<int64_t>{2, 2});
+  const std::vector<Case> cases = {
+      {"MatMul", {{0, 3, 4}, {4, 5}}, {}},       {"MatMul", {{2, 0, 4}, {4, 5}}, {}},
+      {"MatMul", {{0, 1, 3, 4}, {1, 2, 4, 5}}, {}}, {"MatMul", {{1, 3, 4}, {0, 4, 5}}, {}},
+      {"MatMul", {{3, 0}, {0, 5}}, {}},          {"Gemm", {{0, 4}, {4, 5}}, {}},
+      {"Conv", {{0, 3, 8, 8}, {4, 3, 3, 3}}, {}}, {"MaxPool", {{0, 3, 8, 8}}, pool},
+      {"AveragePool", {{2, 0, 8, 8}}, pool},     {"Add", {{0, 4}, {4}}, {}},
+      {"Relu", {{0}}, {}},
+  };
+  uint64_t seed = 1;
+  for (const Case& c : cases) {
+    std::vector<Tensor> in;
+    for (const Dims& d : c.in) in.push_back(randomF32(d, seed++));
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& t : in) ptrs.push_back(&t);
+    std::string what = c.op + " of " + dimsToString(c.in[0]);
+    for (bool constant : {false, true}) {
+      std::unique_ptr<KernelOverride> fast = cpu::makeFastKernel(*opFromName(c.op), c.attrs, {false, constant});
+      ASSERT_TRUE(fast) << what;
+      std::vector<Tensor> out;
+      auto ran = fast->run(ptrs, out);
+      ASSERT_TRUE(ran.ok()) << what << ": " << ran.status().message();
+      EXPECT_FALSE(*ran) << what << ": the oneDNN kernel ran on an empty tensor";
+    }
+    auto ref = runOp(c.op, ptrs, c.attrs);
+    EXPECT_TRUE(ref.ok()) << what << ": " << ref.status().message();
+  }
+  // Folded with an epilogue: not made for an empty operand.
+  Epilogue relu;
+  relu.steps.push_back({EpilogueOp::kRelu, -1, 0, false});
+  for (const std::vector<TensorType>& types : {std::vector<TensorType>{{DType::kF32, {0, 3, 4}}, {DType::kF32, {4, 5}}},
+                                               std::vector<TensorType>{{DType::kF32, {2, 0, 4}}, {DType::kF32, {4, 5}}}})
+    EXPECT_EQ(cpu::makeEpilogueKernel("MatMul", AttrMap(), {false, true}, types, 2, relu), nullptr)
+        << types[0].str();
+}
+
+// A chain longer than oneDNN takes post-ops (an edited plan's kernel table)
+// is not folded: no kernel, and no exception out of oneDNN.
+TEST(CpuDnnlEpilogue, ChainBeyondThePostOpLimitIsNotFolded) {
+  Epilogue e;
+  for (int i = 0; i < 5000; ++i) e.steps.push_back({EpilogueOp::kRelu, -1, 0, false});
+  const std::vector<TensorType> mm = {{DType::kF32, {4, 16}}, {DType::kF32, {16, 8}}};
+  EXPECT_EQ(cpu::makeEpilogueKernel("MatMul", AttrMap(), {false, true}, mm, 2, e), nullptr);
+  EXPECT_EQ(cpu::makeEpilogueKernel("Gemm", AttrMap(), {false, true}, mm, 2, e), nullptr);
+  const std::vector<TensorType> conv = {{DType::kF32, {1, 3, 8, 8}}, {DType::kF32, {4, 3, 3, 3}}};
+  EXPECT_EQ(cpu::makeEpilogueKernel("Conv", AttrMap(), {false, true}, conv, 2, e), nullptr);
+}
+
 }  // namespace
 }  // namespace pcc

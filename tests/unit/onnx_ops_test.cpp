@@ -563,8 +563,9 @@ TEST(OnnxImport, InitializersListedAsInputsAreConstants) {
 }
 
 TEST(OnnxImport, DomainAiOnnxAndTypeless) {
-  // "ai.onnx" is the default domain too; attributes without a type still work.
-  ModelBuilder b(13);
+  // "ai.onnx" is the default domain too; attributes without a type still work
+  // in a model of IR version 1 (later ones must type them: onnx_hostile_test).
+  ModelBuilder b(13, 1);
   b.model().mutable_opset_import(0)->set_domain("ai.onnx");
   b.input("x", DType::kF32, {int64_t(2), int64_t(3)}).output("y");
   auto& n = b.node("Transpose", {"x"}, {"y"}, "tr");

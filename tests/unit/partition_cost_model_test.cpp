@@ -94,10 +94,10 @@ TEST(DeviceSpec, BadSpecsAreRefusedNamingTheKey) {
   expectRefused(noBw, "device.memory_bandwidth: missing");
   std::string negative = specJson();
   negative.replace(negative.find("\"bandwidth\": 10.0"), 17, "\"bandwidth\": -1");
-  expectRefused(negative, "inter_node.bandwidth: must be a number > 0");
+  expectRefused(negative, "inter_node.bandwidth: must be a number from 1 to 1e+18 (got -1)");
   std::string eff = specJson();
   eff.replace(eff.find("\"memory\": 0.5"), 13, "\"memory\": 1.5");
-  expectRefused(eff, "device.efficiency.memory: must be a number in (0, 1]");
+  expectRefused(eff, "device.efficiency.memory: must be a number from 0.001 to 1 (got 1.5)");
   std::string reserved = specJson();
   reserved.replace(reserved.find("\"reserved_bytes\": 100"), 21, "\"reserved_bytes\": 1000");
   expectRefused(reserved, "device.reserved_bytes: must be less than device.memory_bytes");
@@ -109,10 +109,40 @@ TEST(DeviceSpec, BadSpecsAreRefusedNamingTheKey) {
   expectRefused(noF32, "device.vector_flops.f32: missing");
   std::string nodes = specJson();
   nodes.replace(nodes.find("\"gpus_per_node\": 4"), 18, "\"gpus_per_node\": 0");
-  expectRefused(nodes, "gpus_per_node: must be an integer >= 1");
+  expectRefused(nodes, "gpus_per_node: must be an integer from 1 to 65536 (got 0)");
   std::string text = specJson();
   text.replace(text.find("\"memory_bytes\": 1000"), 20, "\"memory_bytes\": \"1000\"");
   expectRefused(text, "device.memory_bytes: must be an integer");
+}
+
+TEST(DeviceSpec, FiguresOutsideTheirRangeAreRefusedNamingTheRange) {
+  // Each once accepted: a positive but absurd figure made every estimate
+  // infinite or zero (printed as null), so the ranges bound every figure.
+  struct Case {
+    const char* from;
+    const char* to;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"\"memory_bandwidth\": 100.0", "\"memory_bandwidth\": 1e-300",
+       "toy.json: device.memory_bandwidth: must be a number from 1 to 1e+18 (got 1e-300)"},
+      {"\"f32\": 1000.0", "\"f32\": 1e300", "toy.json: device.matrix_flops.f32: must be a number from 1 to 1e+21"},
+      {"\"launch_overhead_s\": 0.5", "\"launch_overhead_s\": 0", "device.launch_overhead_s: must be a number from 1e-12 to 3600"},
+      {"\"launch_overhead_s\": 0.5", "\"launch_overhead_s\": 1e400", "toy.json: not valid JSON"},  // no inf in JSON
+      {"\"matrix\": 0.5", "\"matrix\": 1e-300", "device.efficiency.matrix: must be a number from 0.001 to 1"},
+      {"\"latency_s\": 1.0", "\"latency_s\": -1.0", "intra_node.latency_s: must be a number from 1e-12 to 3600 (got -1.0)"},
+      {"\"memory_bytes\": 1000", "\"memory_bytes\": 9223372036854775807",
+       "device.memory_bytes: must be an integer from 1 to 1125899906842624"},
+  };
+  for (const Case& c : cases) {
+    std::string json = specJson();
+    ASSERT_NE(json.find(c.from), std::string::npos) << c.from;
+    json.replace(json.find(c.from), std::string(c.from).size(), c.to);
+    auto s = parseClusterSpec(json, "toy.json");
+    ASSERT_FALSE(s.ok()) << c.to;
+    EXPECT_EQ(s.status().exitCode(), 2);
+    EXPECT_NE(s.status().message().find(c.expect), std::string::npos) << s.status().message();
+  }
 }
 
 TEST(DeviceSpec, LoadsAFileAndRefusesAnOversizedOne) {
@@ -187,7 +217,8 @@ TEST(DeviceSpec, OpFactorsAreOptionalAndChecked) {
   EXPECT_EQ(s->device.opFactor("Softmax"), 4.0);
   EXPECT_EQ(s->device.opFactor("Add"), 0.25);
   EXPECT_EQ(s->device.opFactor("Relu"), 1.0);
-  expectRefused(specJson(R"(, "op_factors": {"Softmax": 0})"), "device.op_factors.Softmax: must be a number in (0, 10000]");
+  expectRefused(specJson(R"(, "op_factors": {"Softmax": 0})"),
+                "device.op_factors.Softmax: must be a number from 0.0001 to 10000 (got 0)");
   expectRefused(specJson(R"(, "op_factors": {"Softmax": "x"})"), "device.op_factors.Softmax: must be a number");
   expectRefused(specJson(R"(, "op_factors": [1])"), "device.op_factors: must be an object");
 }
@@ -216,7 +247,8 @@ TEST(CostModel, TheCacheTakesTheFirstBytesOfTraffic) {
   // Memory: 100 B/s x 0.5 = 50 B/s; cache 200 x 0.5 = 100 B/s for the first 20 bytes.
   EXPECT_DOUBLE_EQ(m.computeTime({0, 10, WorkUnit::kVector}, DType::kF32), 0.5 + 10.0 / 100);
   EXPECT_DOUBLE_EQ(m.computeTime({0, 120, WorkUnit::kVector}, DType::kF32), 0.5 + 20.0 / 100 + 100.0 / 50);
-  expectRefused(specJson(R"(, "cache": {"bytes": 0, "bandwidth": 200.0})"), "device.cache.bytes: must be an integer >= 1");
+  expectRefused(specJson(R"(, "cache": {"bytes": 0, "bandwidth": 200.0})"),
+                "device.cache.bytes: must be an integer from 1 to 1125899906842624 (got 0)");
   expectRefused(specJson(R"(, "cache": {"bytes": 20})"), "device.cache.bandwidth: missing");
   expectRefused(specJson(R"(, "cache": {"bytes": 20, "bandwidth": 1.0, "ways": 8})"), "device.cache.ways: unknown key");
 }
@@ -240,6 +272,58 @@ TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
   // Nothing to do alone or with nothing to send.
   EXPECT_EQ(m.collectiveTime(CollectiveKind::kAllReduce, 1000, 1, false), 0);
   EXPECT_EQ(m.collectiveTime(CollectiveKind::kAllReduce, 0, 8, false), 0);
+}
+
+// Groups whose size is not a power of two: the tree all-reduce still takes
+// ceil(log2 n) steps up and down (a partial level is a whole step), and the
+// ring formulas take n - 1 steps.
+TEST(CostModel, CollectivesOnGroupsThatAreNotPowersOfTwo) {
+  CostModel m(toy());  // intra-node 50 B/s, alpha 1 s
+  // n = 48, S = 10: ring 2*47/48*10/50 + 94 = 94.39; tree 2*ceil(5.58)*1 + 2*10/50 = 12.4.
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 48, false), 12.4, 1e-12);
+  // n = 3, S = 10: ring 2*2/3*10/50 + 4 = 4.1333; tree 2*2 + 0.4 = 4.4: the ring wins.
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 3, false), 4.0 + 4.0 / 3 * 0.2, 1e-12);
+  // n = 5, S = 1: ring 2*4/5/50 + 8 = 8.032; tree 2*3 + 0.04 = 6.04.
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 1, 5, false), 6.04, 1e-12);
+  // n = 6: gathers and all-to-alls move 5/6 of the tensor in 5 steps.
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllGather, 600, 6, false), 5.0 / 6 * 600 / 50 + 5, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kReduceScatter, 600, 6, false), 5.0 / 6 * 600 / 50 + 5, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllToAll, 600, 3, false), 2.0 / 3 * 600 / 50 + 2, 1e-12);
+}
+
+// Each element type is priced at the rate its spec lists (f32's only for
+// types not listed): on an H100 a bf16 or f16 MatMul of 4096 x 4096 over a
+// batch of 4096 runs on the tensor cores, about 0.2 ms, where f32 takes 2.9 ms.
+TEST(CostModel, EachTypeIsPricedAtItsOwnRate) {
+  ClusterSpec spec = builtin("h100");
+  const DeviceSpec& d = spec.device;
+  CostModel m(spec);
+  const double flops = 2.0 * 4096 * 4096 * 4096;
+  for (auto [t, key] : {std::pair{DType::kBF16, "bf16"}, std::pair{DType::kF16, "f16"},
+                        std::pair{DType::kF32, "f32"}, std::pair{DType::kF64, "f64"},
+                        std::pair{DType::kF8E4M3FN, "f8"}, std::pair{DType::kI8, "i8"}}) {
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(d.matrixFlops.count(key));
+    // Compute-bound work (no bytes): the rate alone.
+    EXPECT_NEAR(m.computeTime({static_cast<int64_t>(flops), 0, WorkUnit::kMatrix}, t),
+                d.launchOverhead + flops / (d.matrixFlops.at(key) * d.matrixEfficiency), 1e-15);
+    if (t == DType::kF8E4M3FN || t == DType::kI8) continue;  // no ONNX MatMul of these
+    Graph g;
+    Value* x = g.addInput("x", {t, {4096, 4096}});
+    Value* w = g.addInput("w", {t, {4096, 4096}});
+    Node* mm = addInferred(g, OpKind::MatMul, {x, w});
+    ASSERT_NE(mm, nullptr);
+    // At this size every type is compute-bound on an H100.
+    EXPECT_NEAR(m.nodeTime(*mm), d.launchOverhead + flops / (d.matrixFlops.at(key) * d.matrixEfficiency), 1e-12);
+  }
+  // The figures, by hand: 1.374e11 flop at 9.894e14 x 0.7 and at 6.7e13 x 0.7, plus 4 us.
+  Graph g;
+  Value* x = g.addInput("x", {DType::kBF16, {4096, 4096}});
+  Value* w = g.addInput("w", {DType::kBF16, {4096, 4096}});
+  EXPECT_NEAR(m.nodeTime(*addInferred(g, OpKind::MatMul, {x, w})), 0.202e-3, 0.002e-3);
+  Value* x32 = g.addInput("x32", {DType::kF32, {4096, 4096}});
+  Value* w32 = g.addInput("w32", {DType::kF32, {4096, 4096}});
+  EXPECT_NEAR(m.nodeTime(*addInferred(g, OpKind::MatMul, {x32, w32})), 2.934e-3, 0.002e-3);
 }
 
 TEST(CostModel, GroupsCrossNodesByDeviceNumber) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "ir_test_util.h"
 #include "partition_test_util.h"
@@ -203,6 +204,149 @@ TEST(Pipeline, RanksRunOneMicroBatchAndTransfersMatch) {
   EXPECT_NEAR(e.seconds, e.stageSeconds[0] + e.stageSeconds[1] + slowest, 1e-15);
   EXPECT_GT(e.bubble, 0);
   EXPECT_LT(e.bubble, 1);
+}
+
+TEST(Pipeline, TheMemoryBoundHoldsForTheLastStageToo) {
+  // Six 1024 x 1024 layers (4 MiB of weights, 2 MiB activations each), then
+  // an embedding table of 25 MiB read by the last two nodes (6 MiB live at
+  // the sum): by time alone the last stage takes the table and at least two
+  // layers (33 MiB of weights); a device of 36 MiB holds the table and one
+  // layer at most, so the first stage must take five layers.
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {8, 64, 1024}});
+  Value* ids = g->addInput("ids", {DType::kI64, {8, 64}});
+  for (int i = 0; i < 6; ++i) {
+    Value* w = g->addConstant(strCat("w", i), Tensor::zeros(DType::kF32, {1024, 1024}));
+    x = addInferred(*g, OpKind::MatMul, {x, w}, {}, strCat("fc", i))->output();
+  }
+  Value* table = g->addConstant("table", Tensor::zeros(DType::kF32, {6400, 1024}));
+  Value* e = addInferred(*g, OpKind::Gather, {table, ids}, {}, "embed")->output();
+  g->addOutput(addInferred(*g, OpKind::Add, {x, e}, {}, "sum")->output());
+  ASSERT_EQ(g->numNodes(), 8u);
+  SmallDevice cm(36 * 1024 * 1024);
+  PartitionOptions po;
+  po.gpus = 2;
+  po.pp = 2;
+  po.cost = &cm;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->stages.size(), 2u);
+  for (const std::string& note : p->notes) EXPECT_EQ(note.find("no cut fits"), std::string::npos) << note;
+  for (size_t s = 0; s < p->stages.size(); ++s)
+    EXPECT_LE(p->stages[s].weightBytes + p->stages[s].activationBytes, cm.memoryCapacity()) << "stage " << s;
+  EXPECT_LE(p->stages[1].numNodes, 3u);
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  PlanEstimate est = estimatePlan(*ranks, p->mesh, cm, 8);
+  EXPECT_TRUE(est.infeasible.empty()) << est.infeasible;
+
+  // By time alone (an h100's memory) the cut differs: its last stage would
+  // not fit the small device, so the bound is what changed it.
+  auto g2 = g->clone();
+  CostModel big(h100());
+  po.cost = &big;
+  auto q = partitionGraph(*g2, po);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_GT(q->stages[1].numNodes, 3u);
+  EXPECT_GT(q->stages[1].weightBytes + q->stages[1].activationBytes, cm.memoryCapacity());
+}
+
+// The bubble is the idle fraction of a fill-drain schedule: with stage times
+// s_i over pp stages and m micro-batches the run takes T = sum s_i + (m - 1)
+// max s_i, each stage works m s_i of it, so the bubble is
+// 1 - m sum s_i / (pp T); with equal stages (pp - 1) / (pp - 1 + m).
+TEST(Pipeline, TheBubbleIsTheIdleFractionOfTheStages) {
+  for (int m : {1, 2, 4, 8}) {
+    SCOPED_TRACE(strCat(m, " micro-batches"));
+    auto g = chain(8, {64, 128, 64, 256, 64, 128, 64});
+    CostModel cm(h100());
+    PartitionOptions po;
+    po.gpus = 3;
+    po.pp = 3;
+    po.microbatches = m;
+    po.cost = &cm;
+    auto p = partitionGraph(*g, po);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    auto ranks = lowerToRanks(*g, *p);
+    ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+    PlanEstimate e = estimatePlan(*ranks, p->mesh, cm, 8, m);
+    ASSERT_EQ(e.stageSeconds.size(), 3u);
+    double sum = 0, slowest = 0;
+    for (double s : e.stageSeconds) sum += s, slowest = std::max(slowest, s);
+    const double total = sum + (m - 1) * slowest;
+    EXPECT_NEAR(e.seconds, total, 1e-12 * total);
+    double idle = 0;  // each stage's idle time, summed
+    for (double s : e.stageSeconds) idle += total - m * s;
+    EXPECT_NEAR(e.bubble, idle / (3 * total), 1e-9);
+  }
+  // Equal stages: (pp - 1) / (pp - 1 + m), by the same function.
+  auto g = chain(8, std::vector<int64_t>(9, 512));
+  CostModel cm(h100());
+  auto ranks = [&](int m) {
+    PartitionOptions po;
+    po.gpus = 4;
+    po.pp = 4;
+    po.microbatches = m;
+    po.cost = &cm;
+    auto gg = g->clone();
+    auto p = partitionGraph(*gg, po);
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    auto r = lowerToRanks(*gg, *p);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    PlanEstimate e = estimatePlan(*r, p->mesh, cm, 8, m);
+    return e;
+  };
+  for (int m : {1, 4}) {
+    PlanEstimate e = ranks(m);
+    // The stages differ only by the last one's missing send: nearly equal.
+    double lo = *std::min_element(e.stageSeconds.begin(), e.stageSeconds.end());
+    double hi = *std::max_element(e.stageSeconds.begin(), e.stageSeconds.end());
+    ASSERT_LT(hi / lo, 1.5);
+    EXPECT_NEAR(e.bubble, 3.0 / (3 + m), 0.1) << m << " micro-batches";
+  }
+}
+
+// A value read two stages later (a skip connection from stage 0 to stage 2)
+// is sent straight to the stage that reads it: every Send has a matching
+// Recv on its peer, from it, and the pieces run to the right answer.
+TEST(Pipeline, ASkipAcrossTwoStagesIsSentToItsReader) {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {8, 64, 256}});
+  Value* first = nullptr;
+  for (int i = 0; i < 6; ++i) {
+    Value* w = g->addConstant(strCat("w", i), Tensor::zeros(DType::kF32, {256, 256}));
+    x = addInferred(*g, OpKind::MatMul, {x, w}, {}, strCat("fc", i))->output();
+    x = addInferred(*g, OpKind::Relu, {x}, {}, strCat("act", i))->output();
+    if (i == 0) first = x;
+  }
+  g->addOutput(addInferred(*g, OpKind::Add, {x, first}, {}, "skip")->output());
+  CostModel cm(h100());
+  PartitionOptions po;
+  po.gpus = 3;
+  po.pp = 3;
+  po.cost = &cm;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const Node* from = first->producer();
+  const Node* to = g->nodes().back();
+  ASSERT_EQ(from->stage(), 0);
+  ASSERT_EQ(to->stage(), 2);
+  auto ranks = lowerToRanks(*g, *p);
+  ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+  ASSERT_EQ(ranks->size(), 3u);
+  // (sender, receiver) -> count, from the Sends and from the Recvs.
+  std::map<std::pair<int, int>, int> sends, recvs;
+  for (const RankGraph& rg : *ranks)
+    for (const Node* n : rg.graph->nodes()) {
+      int peer = static_cast<int>(n->attrs().getInt("peer", -1));
+      if (n->op() == OpKind::Send) ++sends[{rg.rank, peer}];
+      if (n->op() == OpKind::Recv) ++recvs[{peer, rg.rank}];
+    }
+  EXPECT_EQ(sends, recvs);
+  const int s0 = p->mesh.rankOf(0, 0, 0), s1 = p->mesh.rankOf(1, 0, 0), s2 = p->mesh.rankOf(2, 0, 0);
+  EXPECT_EQ((sends[{s0, s2}]), 1) << "the skip goes from stage 0 to stage 2";
+  EXPECT_EQ((sends[{s0, s1}]), 1);
+  EXPECT_EQ((sends[{s1, s2}]), 1);
 }
 
 TEST(Pipeline, MicroBatchesMustDivideTheBatch) {

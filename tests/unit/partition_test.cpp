@@ -567,5 +567,47 @@ graph @main(%q: f32[4,3,16], %k: f32[4,5,8], %v: f32[4,5,8]) -> (%y: f32[4,3,16]
   }
 }
 
+// A packed Attention splits its hidden dimension only in whole heads: with 6
+// heads of 8 (hidden 48), tp=2 and tp=3 may split it (3 or 2 heads a rank),
+// tp=4 may not, though 48 divides by 4 (a rank would get one and a half
+// heads). The tp search, left free, must then still reproduce the whole.
+TEST(Partition, PackedAttentionHeadsSplitOnlyWhereTpDividesTheHeadCount) {
+  const char* text = R"(
+graph @main(%q: f32[12,3,48], %k: f32[12,5,48], %v: f32[12,5,48]) -> (%y: f32[12,3,48]) {
+  %y = Attention(%q, %k, %v) {q_num_heads = 6, kv_num_heads = 6} : f32[12,3,48]
+  return %y
+}
+)";
+  const TpChoice heads{TpChoice::kSplitOutput, 2};
+  for (int tp : {2, 3, 4}) {
+    SCOPED_TRACE(strCat("tp=", tp));
+    auto g = parse(text);
+    PartitionOptions o = opt(tp, 0, tp);
+    o.tensorParallelSearch = false;
+    auto p = partitionGraph(*g, o);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    std::vector<TpChoice> choices = tpChoicesFor(*g->nodes()[0], *p);
+    bool offered = std::find(choices.begin(), choices.end(), heads) != choices.end();
+    EXPECT_EQ(offered, 6 % tp == 0);
+    // Searched freely (time first, then weights first), the plan computes the whole.
+    for (bool minimizeWeights : {false, true}) {
+      auto g2 = parse(text);
+      auto want = evaluateGraph(*g2, randomInputs(*g2, 5));
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      PartitionOptions so = opt(tp, 0, tp);
+      so.minimizeWeights = minimizeWeights;
+      auto sp = partitionGraph(*g2, so);
+      ASSERT_TRUE(sp.ok()) << sp.status().message();
+      auto ranks = lowerToRanks(*g2, *sp);
+      ASSERT_TRUE(ranks.ok()) << ranks.status().message();
+      auto got = simulate(*g2, *sp, *ranks, randomInputs(*g2, 5));
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      Diff d = compareTensors((*got)[0], (*want)[0], 1e-5, 1e-6);
+      EXPECT_TRUE(d.ok) << (minimizeWeights ? "weights first: " : "time first: ") << d.where
+                        << " layout " << g2->findValue("y")->sharding()->str();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pcc

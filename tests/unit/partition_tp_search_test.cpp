@@ -310,8 +310,11 @@ TEST(TpSearch, ALlama13bLayerSplitsItsHeadsAndBeatsMegatronOnTime) {
   // positions with whole weights, one all-gather instead of two all-reduces).
   EXPECT_LE(found->cost.seconds, meg->seconds);
   std::vector<Node*> nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i]->name() == "scores") EXPECT_EQ(tpChoiceName(found->choices[i]), "split dim 1");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i]->name() == "scores") {
+      EXPECT_EQ(tpChoiceName(found->choices[i]), "split dim 1");
+    }
+  }
 }
 
 TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesNoMoreThanMegatron) {

@@ -288,12 +288,14 @@ TEST(RuntimeLauncher, KernelOutputTypeMismatchNamesTheNode) {
   int y = b.buffer("y", f32({3, 2}));  // wrong: Relu keeps the shape
   b.input(x, 0);
   b.kernel("Relu", {x}, {y}, "act1");
-  LoadedPlan lp = writeAndLoad("badtype", p);
-  auto res = runPlan(lp, {Tensor::zeros(f32({2, 3}))}, RunOptions());
-  ASSERT_FALSE(res.ok());
-  EXPECT_NE(res.status().message().find("rank 0: node 'act1' (Relu): output 0 is f32[2,3] but the plan's buffer 1 'y' is f32[3,2]"),
+  // Refused when the plan is read, before any rank is prepared.
+  auto lp = loadPlanBundle(writeBundle("badtype", p));
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(lp.status().message().find("rank 0: instruction #0 (node 'act1'): Relu with inputs (f32[2,3]) makes "
+                                       "output 0 f32[2,3] but buffer 1 'y' is f32[3,2]"),
             std::string::npos)
-      << res.status().message();
+      << lp.status().message();
 }
 
 TEST(RuntimeLauncher, OutputsCoveredTwiceAreRejected) {

@@ -410,7 +410,8 @@ TEST(RuntimePlanIo, OutOfRangeIdsCountsAndUnpairedTransfersAreRefused) {
            {"unpaired", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_instructions(0)->set_kind(K::FREE);
                                             q.mutable_ranks(1)->mutable_instructions(0)->clear_outputs(); },
             "transfers from rank 0 to rank 1: 1 SEND(s) but 0 RECV(s)"},
-           {"types", [](plan::Plan& q) { q.mutable_ranks(1)->mutable_buffers(0)->mutable_desc()->set_shape(0, 3); },
+           // The Add after the RECV made of the new type too: the transfer alone is at fault.
+           {"types", [](plan::Plan& q) { for (int b : {0, 1}) q.mutable_ranks(1)->mutable_buffers(b)->mutable_desc()->set_shape(0, 3); },
             "transfer 0 from rank 0 to rank 1: SEND and RECV differ in type"},
            {"kind", [](plan::Plan& q) { q.mutable_ranks(0)->mutable_instructions(0)->set_kind(static_cast<K::Kind>(42)); },
             "unknown instruction kind 42"},
@@ -647,6 +648,63 @@ TEST(RuntimePlanIo, StreamedBlocksEqualCopiedBlocks) {
   EXPECT_EQ(s[0], 0.f);
   EXPECT_EQ(s[(rows - 1) * cols + 12], static_cast<float>((rows - 1) * 7 + 12) * 0.25f);
   fs::remove_all(dir);
+}
+
+// The reader checks each KERNEL instruction as the kernels will index it: an
+// operand the op requires edited to -1, or attributes (Conv's pads) whose
+// output is not the planned buffer's type, are refused at load, naming the node.
+TEST(RuntimePlanIo, KernelOperandsAndAttributesAreCheckedAtLoad) {
+  struct ConvPlan {
+    plan::Plan plan;
+    WeightFileWriter writer;
+    ConvPlan() {
+      addIo(&plan, true, "x", f32({1, 3, 8, 8}));
+      addIo(&plan, false, "y", f32({1, 4, 8, 8}));
+      ProgBuilder b(plan.add_ranks(), 0, &writer);
+      int x = b.buffer("x", f32({1, 3, 8, 8})), y = b.buffer("y", f32({1, 4, 8, 8}));
+      int w = b.weight("w", pattern(f32({4, 3, 3, 3})));
+      b.input(x, 0);
+      plan::Instruction* conv = b.kernel("Conv", {x, w}, {y}, "conv");
+      toAttrProto("pads", Attribute(std::vector<int64_t>{1, 1, 1, 1}), conv->add_attrs());
+      b.output(y, 0);
+    }
+  };
+  auto editConv = [](const std::function<void(plan::Instruction&)>& edit) {
+    return [edit](plan::Plan& p) { edit(*p.mutable_ranks(0)->mutable_instructions(0)); };
+  };
+  {
+    ConvPlan cp;
+    std::string dir = writeBundle("conv_ok", cp.plan, {{"rank0.bin", &cp.writer}});
+    auto lp = loadPlanBundle(dir);
+    EXPECT_TRUE(lp.ok()) << lp.status().message();
+  }
+  for (int k : {0, 1}) {
+    ConvPlan cp;
+    std::string dir = writeBundle("conv_absent", cp.plan, {{"rank0.bin", &cp.writer}});
+    editPlan(dir, editConv([k](plan::Instruction& ins) { ins.set_inputs(k, -1); }));
+    expectRefused(dir, strCat("(node 'conv'): Conv input ", k, " is required but absent (-1)"));
+  }
+  const std::pair<std::vector<int64_t>, std::string> pads[] = {
+      {{-1, -1, -1, -1}, "must be non-negative"},
+      {{0, 0, 0, 0}, "makes output 0 f32[1,4,6,6] but buffer 1 'y' is f32[1,4,8,8]"},
+      {{3, 3, 3, 3}, "makes output 0 f32[1,4,12,12] but buffer 1 'y' is f32[1,4,8,8]"},
+  };
+  for (const auto& [v, why] : pads) {
+    ConvPlan cp;
+    std::string dir = writeBundle("conv_pads", cp.plan, {{"rank0.bin", &cp.writer}});
+    editPlan(dir, editConv([v = v](plan::Instruction& ins) {
+      ins.clear_attrs();
+      toAttrProto("pads", Attribute(v), ins.add_attrs());
+    }));
+    expectRefused(dir, why);
+    expectRefused(dir, "(node 'conv'): Conv with inputs (f32[1,3,8,8], f32[4,3,3,3])");
+  }
+  {
+    ConvPlan cp;
+    std::string dir = writeBundle("conv_arity", cp.plan, {{"rank0.bin", &cp.writer}});
+    editPlan(dir, editConv([](plan::Instruction& ins) { ins.mutable_inputs()->RemoveLast(); }));
+    expectRefused(dir, "Conv takes 2 to 3 input(s), the plan gives 1");
+  }
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 
 std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
+/// The run's secret every member presents.
+const std::string kSecret = "0123456789abcdef0123456789abcdef";
+
 struct Served {
   std::unique_ptr<TcpStoreServer> server;
   TcpAddress addr;
@@ -32,7 +38,7 @@ struct Served {
 
 Served serve(const std::string& runId, int world) {
   Served s;
-  auto started = TcpStoreServer::start({"127.0.0.1", 0}, runId, world);
+  auto started = TcpStoreServer::start({"127.0.0.1", 0}, runId, kSecret, world);
   EXPECT_TRUE(started.ok()) << started.status().message();
   s.server = std::move(started).value();
   s.addr = {"127.0.0.1", s.server->port()};
@@ -40,7 +46,7 @@ Served serve(const std::string& runId, int world) {
 }
 
 std::shared_ptr<TcpStoreClient> client(const TcpAddress& a, int rank, int world = 4, const std::string& id = "run") {
-  auto c = TcpStoreClient::connect(a, id, rank, world, Ms(5000));
+  auto c = TcpStoreClient::connect(a, id, kSecret, rank, world, Ms(5000));
   EXPECT_TRUE(c.ok()) << c.status().message();
   return c.ok() ? *c : nullptr;
 }
@@ -175,7 +181,7 @@ TEST(TcpStore, ParsesHosts) {
 }
 
 TEST(TcpStore, RoundTripOnIpv6LoopbackOnly) {
-  auto started = TcpStoreServer::start({"::1", 0}, "run", 2);
+  auto started = TcpStoreServer::start({"::1", 0}, "run", kSecret, 2);
   ASSERT_TRUE(started.ok()) << started.status().message();
   const TcpAddress at{"::1", (*started)->port()};
   auto a = client(at, 0, 2), b = client(at, 1, 2);
@@ -189,7 +195,7 @@ TEST(TcpStore, RoundTripOnIpv6LoopbackOnly) {
   EXPECT_FALSE(accepts("127.0.0.1", at.port));
   // Errors name the address in brackets.
   started->reset();
-  auto gone = TcpStoreClient::connect(at, "run", 1, 2, Ms(300));
+  auto gone = TcpStoreClient::connect(at, "run", kSecret, 1, 2, Ms(300));
   ASSERT_FALSE(gone.ok());
   EXPECT_NE(gone.status().message().find("rank 1: cannot reach the rendezvous store at [::1]:" +
                                          std::to_string(at.port)),
@@ -201,7 +207,7 @@ TEST(TcpStore, NamesAndFamiliesOfTheListeningAddress) {
   // A name: "localhost" (127.0.0.1, perhaps ::1 too) is served on its first
   // address, and a client tries each of its addresses.
   {
-    auto started = TcpStoreServer::start({"localhost", 0}, "run", 1);
+    auto started = TcpStoreServer::start({"localhost", 0}, "run", kSecret, 1);
     ASSERT_TRUE(started.ok()) << started.status().message();
     auto c = client({"localhost", (*started)->port()}, 0, 1);
     ASSERT_TRUE(c);
@@ -210,7 +216,7 @@ TEST(TcpStore, NamesAndFamiliesOfTheListeningAddress) {
   // A host with an IPv6 address that is not loopback: every interface, both
   // families (dual-stack `::`).
   {
-    auto started = TcpStoreServer::start({"2001:db8::1", 0}, "run", 2);
+    auto started = TcpStoreServer::start({"2001:db8::1", 0}, "run", kSecret, 2);
     ASSERT_TRUE(started.ok()) << started.status().message();
     const int port = (*started)->port();
     EXPECT_TRUE(accepts("::1", port));
@@ -224,7 +230,7 @@ TEST(TcpStore, NamesAndFamiliesOfTheListeningAddress) {
   }
   // An IPv4 host that is not loopback: every IPv4 interface only, as before.
   {
-    auto started = TcpStoreServer::start({"192.0.2.1", 0}, "run", 2);
+    auto started = TcpStoreServer::start({"192.0.2.1", 0}, "run", kSecret, 2);
     ASSERT_TRUE(started.ok()) << started.status().message();
     const int port = (*started)->port();
     EXPECT_TRUE(client({"127.0.0.1", port}, 0, 2) != nullptr);
@@ -250,8 +256,8 @@ TEST(TcpStore, SetGetWaitAcrossClients) {
   auto big = b->get("k2", Ms(100));
   ASSERT_TRUE(big.ok());
   EXPECT_EQ(big->size(), 100000u);
-  // Overwrite, and an empty value.
-  EXPECT_TRUE(b->set("k1", {}).ok());
+  // Overwritten by its owner (TcpStore.AMemberWritesOnlyItsOwnKeys), and an empty value.
+  EXPECT_TRUE(a->set("k1", {}).ok());
   v = a->get("k1", Ms(100));
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->empty());
@@ -288,7 +294,7 @@ TEST(TcpStore, UnreachableStoreFailsWithinTheTimeoutNamingRankAndAddress) {
   TcpAddress a{"127.0.0.1", ntohs(sa.sin_port)};
   close(fd);
   auto t0 = Clock::now();
-  auto c = TcpStoreClient::connect(a, "run", 3, 4, Ms(700));
+  auto c = TcpStoreClient::connect(a, "run", kSecret, 3, 4, Ms(700));
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kEnvironment);
@@ -305,11 +311,11 @@ TEST(TcpStore, ClientConnectsBeforeTheServerStarts) {
   std::unique_ptr<TcpStoreServer> late;
   std::thread starter([&] {
     std::this_thread::sleep_for(Ms(300));
-    auto s = TcpStoreServer::start(a, "run", 1);
+    auto s = TcpStoreServer::start(a, "run", kSecret, 1);
     ASSERT_TRUE(s.ok()) << s.status().message();
     late = std::move(s).value();
   });
-  auto c = TcpStoreClient::connect(a, "run", 0, 1, Ms(5000));
+  auto c = TcpStoreClient::connect(a, "run", kSecret, 0, 1, Ms(5000));
   starter.join();
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE((*c)->set("k", bytes("v")).ok());
@@ -317,14 +323,14 @@ TEST(TcpStore, ClientConnectsBeforeTheServerStarts) {
 
 TEST(TcpStore, RefusesAnotherRunAWrongWorldAndARankTwice) {
   Served s = serve("job1", 2);
-  auto other = TcpStoreClient::connect(s.addr, "job2", 0, 2, Ms(2000));
+  auto other = TcpStoreClient::connect(s.addr, "job2", kSecret, 0, 2, Ms(2000));
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("'job1', not 'job2'"), std::string::npos) << other.status().message();
-  EXPECT_FALSE(TcpStoreClient::connect(s.addr, "job1", 0, 3, Ms(2000)).ok());
-  EXPECT_FALSE(TcpStoreClient::connect(s.addr, "job1", 2, 2, Ms(2000)).ok());
+  EXPECT_FALSE(TcpStoreClient::connect(s.addr, "job1", kSecret, 0, 3, Ms(2000)).ok());
+  EXPECT_FALSE(TcpStoreClient::connect(s.addr, "job1", kSecret, 2, 2, Ms(2000)).ok());
   auto first = client(s.addr, 1, 2, "job1");
   ASSERT_TRUE(first);
-  auto twice = TcpStoreClient::connect(s.addr, "job1", 1, 2, Ms(2000));
+  auto twice = TcpStoreClient::connect(s.addr, "job1", kSecret, 1, 2, Ms(2000));
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("rank 1 already connected"), std::string::npos)
       << twice.status().message();
@@ -374,7 +380,7 @@ std::string readFrame(int fd) {
 TEST(TcpStore, ServerRefusesAnOversizedValueFromAClientThatSkipsItsChecks) {
   Served s = serve("run", 2);
   int fd = rawSocket(s.addr);
-  sendRaw(fd, rawFrame('H', {"run", "1", "2", "raw 1"}));
+  sendRaw(fd, rawFrame('H', {"run", "1", "2", "raw 1", kSecret}));
   EXPECT_EQ(readFrame(fd), "O");
   sendRaw(fd, rawFrame('S', {"z", std::string(kMaxValueBytes + 1, 'v')}));
   std::string answer = readFrame(fd);
@@ -388,7 +394,7 @@ TEST(TcpStore, ServerRefusesAnOversizedValueFromAClientThatSkipsItsChecks) {
 }
 
 TEST(TcpStore, BoundsTheStoreTotal) {
-  auto started = TcpStoreServer::start({"127.0.0.1", 0}, "run", 1, /*maxStoreBytes=*/1 << 20);
+  auto started = TcpStoreServer::start({"127.0.0.1", 0}, "run", kSecret, 1, /*maxStoreBytes=*/1 << 20);
   ASSERT_TRUE(started.ok());
   auto c = client({"127.0.0.1", (*started)->port()}, 0, 1);
   ASSERT_TRUE(c);
@@ -494,7 +500,7 @@ TEST(TcpStore, ServerGoneIsAnErrorNotAHang) {
 
 TEST(TcpStore, PortInUseIsAnErrorNamingIt) {
   Served s = serve("run", 1);
-  auto again = TcpStoreServer::start(s.addr, "run", 1);
+  auto again = TcpStoreServer::start(s.addr, "run", kSecret, 1);
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find(s.addr.str()), std::string::npos) << again.status().message();
 }
@@ -502,7 +508,7 @@ TEST(TcpStore, PortInUseIsAnErrorNamingIt) {
 /// Two rank threads connect a gloo group through the TCP store at `host`,
 /// gloo listening on `glooHost`, and sum. \returns each rank's status and sum.
 std::vector<std::pair<Status, float>> glooSum(const std::string& host, const std::string& glooHost) {
-  auto started = TcpStoreServer::start({host, 0}, "run", 2);
+  auto started = TcpStoreServer::start({host, 0}, "run", kSecret, 2);
   EXPECT_TRUE(started.ok()) << started.status().message();
   if (!started.ok()) return {};
   const TcpAddress at{host, (*started)->port()};
@@ -510,7 +516,7 @@ std::vector<std::pair<Status, float>> glooSum(const std::string& host, const std
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      auto c = TcpStoreClient::connect(at, "run", r, 2, Ms(10000));
+      auto c = TcpStoreClient::connect(at, "run", kSecret, r, 2, Ms(10000));
       if (!c.ok()) {
         out[r].first = c.status();
         return;
@@ -549,6 +555,205 @@ TEST(TcpStore, GlooConnectsThroughIt) {
     EXPECT_EQ(got[r].first.code(), StatusCode::kInvalidInput) << got[r].first.message();
     EXPECT_NE(got[r].first.message().find("[::1"), std::string::npos) << got[r].first.message();
   }
+}
+
+// ---------------------------------------------------------------- strangers
+
+/// \returns the status byte of the answer the server sends on `fd` (within
+/// 5 s), or 0 when it closes the connection without one.
+char answerOf(int fd) {
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char head[5];
+  size_t got = 0;
+  while (got < sizeof head) {
+    ssize_t n = recv(fd, head + got, sizeof head - got, 0);
+    if (n <= 0) return 0;
+    got += static_cast<size_t>(n);
+  }
+  return head[4];
+}
+
+/// A raw HELLO of rank text `rank` in a world of `world`, with `secret`.
+std::string rawHello(const std::string& rank, const std::string& world, const std::string& secret,
+                     const std::string& runId = "run") {
+  return rawFrame('H', {runId, rank, world, "stranger 1", secret});
+}
+
+TEST(TcpStore, RefusesAClientWithoutTheSecret) {
+  EXPECT_EQ(TcpStoreServer::start({"127.0.0.1", 0}, "run", "", 2).status().code(), StatusCode::kInvalidInput);
+  Served s = serve("run", 2);
+  for (const std::string& wrong : {std::string(), std::string("nope"), kSecret + "x", kSecret.substr(1)}) {
+    auto c = TcpStoreClient::connect(s.addr, "run", wrong, 1, 2, Ms(2000));
+    ASSERT_FALSE(c.ok()) << "secret '" << wrong << "'";
+    EXPECT_NE(c.status().message().find("secret"), std::string::npos) << c.status().message();
+    // The refusal tells nothing of the run.
+    EXPECT_EQ(c.status().message().find("'run'"), std::string::npos) << c.status().message();
+  }
+  // A HELLO of the protocol without the secret field is malformed; a
+  // refused stranger cannot try again on its connection.
+  int old = rawSocket(s.addr);
+  sendRaw(old, rawFrame('H', {"run", "1", "2", "stranger 1"}));
+  EXPECT_EQ(answerOf(old), 0);
+  close(old);
+  int again = rawSocket(s.addr);
+  sendRaw(again, rawHello("1", "2", "nope"));
+  EXPECT_EQ(answerOf(again), 'E');
+  sendRaw(again, rawHello("1", "2", kSecret));
+  EXPECT_TRUE(closedByServer(again));
+  close(again);
+  // No stranger holds a rank: both members arrive.
+  auto r0 = client(s.addr, 0, 2), r1 = client(s.addr, 1, 2);
+  ASSERT_TRUE(r0 && r1);
+  auto p = r0->peers();
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ((*p)[1].kind, PeerState::kAlive);
+}
+
+TEST(TcpStore, ARankHasOneSpelling) {
+  Served s = serve("run", 2);
+  for (const char* rank : {"01", "+1", " 1", "1 ", "1.0", "0x1", "-0", "00"}) {
+    int fd = rawSocket(s.addr);
+    sendRaw(fd, rawHello(rank, "2", kSecret));
+    EXPECT_NE(answerOf(fd), 'O') << "rank '" << rank << "'";
+    close(fd);
+  }
+  int fd = rawSocket(s.addr);
+  sendRaw(fd, rawHello("1", "02", kSecret));
+  EXPECT_NE(answerOf(fd), 'O') << "world '02'";
+  close(fd);
+  // Rank 1 and rank 0 are still free for their members.
+  auto r1 = client(s.addr, 1, 2), r0 = client(s.addr, 0, 2);
+  EXPECT_TRUE(r1 && r0);
+}
+
+TEST(TcpStore, AMemberWritesOnlyItsOwnKeys) {
+  Served s = serve("run", 3);
+  auto r0 = client(s.addr, 0, 3), r1 = client(s.addr, 1, 3);
+  ASSERT_TRUE(r0 && r1);
+  ASSERT_TRUE(r1->set("group0/1", bytes("rank 1's address")).ok());
+  Status st = r0->set("group0/1", bytes("rank 0's lie"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("belongs to rank 1"), std::string::npos) << st.message();
+  // The same through raw frames, as a hostile member would send them.
+  int fd = rawSocket(s.addr);
+  sendRaw(fd, rawHello("2", "3", kSecret));
+  ASSERT_EQ(answerOf(fd), 'O');
+  sendRaw(fd, rawFrame('S', {"group0/1", "rank 2's lie"}));
+  EXPECT_EQ(answerOf(fd), 'E');
+  close(fd);
+  auto v = r0->get("group0/1", Ms(100));
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(std::string(v->begin(), v->end()), "rank 1's address");
+  // Its owner may set it again.
+  EXPECT_TRUE(r1->set("group0/1", bytes("moved")).ok());
+}
+
+TEST(TcpStore, CapsTheBytesHeldBeforeHello) {
+  Served s = serve("run", 2);
+  // One frame over a HELLO's size before HELLO closes that connection at once.
+  int big = rawSocket(s.addr);
+  sendRaw(big, le32(kMaxHelloFrameBytes + 1) + "H" + std::string(1000, 'x'));
+  EXPECT_TRUE(closedByServer(big));
+  close(big);
+  // Many strangers each holding most of a HELLO frame: together they hold
+  // at most kMaxPendingHelloBytes; the server closes the rest.
+  const size_t each = 4 + 7000, count = 2 * kMaxPendingHelloBytes / each;
+  std::vector<int> fds;
+  for (size_t i = 0; i < count; ++i) {
+    fds.push_back(rawSocket(s.addr));
+    sendRaw(fds.back(), le32(8000) + std::string(7000, 'H'));
+  }
+  auto open = [&] {
+    size_t n = 0;
+    for (int fd : fds) {
+      char b;
+      ssize_t got = recv(fd, &b, 1, MSG_DONTWAIT);
+      n += got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+    return n;
+  };
+  size_t stillOpen = open();
+  for (auto until = Clock::now() + Ms(10000); stillOpen * each > kMaxPendingHelloBytes && Clock::now() < until;) {
+    std::this_thread::sleep_for(Ms(50));
+    stillOpen = open();
+  }
+  EXPECT_LE(stillOpen * each, kMaxPendingHelloBytes) << stillOpen << " of " << count << " strangers held";
+  EXPECT_GT(stillOpen, 0u);
+  for (int fd : fds) close(fd);
+  // Once they are gone, members arrive as before.
+  std::this_thread::sleep_for(Ms(100));
+  auto r0 = client(s.addr, 0, 2);
+  EXPECT_TRUE(r0 != nullptr);
+}
+
+TEST(TcpStore, BacksOffWhenOutOfFileDescriptors) {
+  // In a child process: a server whose process has no file descriptor left,
+  // with connections queued that it cannot accept. Its processor time over
+  // a second must stay far below that second (a loop polling the listening
+  // socket again at once takes all of it).
+  int toParent[2], toChild[2];
+  ASSERT_EQ(pipe(toParent), 0);
+  ASSERT_EQ(pipe(toChild), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(toParent[0]);
+    close(toChild[1]);
+    auto started = TcpStoreServer::start({"127.0.0.1", 0}, "run", kSecret, 2);
+    if (!started.ok()) _exit(10);
+    int port = (*started)->port();
+    rlimit lim{256, 256};
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(11);
+    while (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) {
+    }
+    if (write(toParent[1], &port, sizeof port) != sizeof port) _exit(12);
+    char go;
+    if (read(toChild[0], &go, 1) != 1) _exit(13);  // the parent has queued its connections
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(Ms(1000));
+    getrusage(RUSAGE_SELF, &after);
+    double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    auto secs = [](const rusage& r) {
+      return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+    };
+    int permille = static_cast<int>(1000 * (secs(after) - secs(before)) / wall);
+    if (write(toParent[1], &permille, sizeof permille) != sizeof permille) _exit(14);
+    _exit(0);
+  }
+  close(toParent[1]);
+  close(toChild[0]);
+  int port = 0;
+  ASSERT_EQ(read(toParent[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) fds.push_back(rawSocket({"127.0.0.1", port}));  // queued: nothing can accept them
+  ASSERT_EQ(write(toChild[1], "g", 1), 1);
+  int permille = -1;
+  ASSERT_EQ(read(toParent[0], &permille, sizeof permille), static_cast<ssize_t>(sizeof permille));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (int fd : fds) close(fd);
+  close(toParent[0]);
+  close(toChild[1]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(permille, 500) << "the server used " << permille / 10.0 << "% of a processor while out of descriptors";
+}
+
+TEST(TcpStore, PeersTellWhyARankFailed) {
+  Served s = serve("run", 2);
+  auto r0 = client(s.addr, 0, 2), r1 = client(s.addr, 1, 2);
+  ASSERT_TRUE(r0 && r1);
+  ASSERT_TRUE(r1->fail("rank 1: rank 0 stopped answering\nsecond line").ok());
+  EXPECT_TRUE(r1->bye().ok());
+  r1.reset();
+  std::this_thread::sleep_for(Ms(50));
+  auto p = r0->peers();
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ((*p)[1].kind, PeerState::kFailed);
+  EXPECT_EQ((*p)[1].reason, "rank 1: rank 0 stopped answering second line");
+  EXPECT_NE((*p)[1].where.find(std::to_string(getpid())), std::string::npos) << (*p)[1].where;
 }
 
 }  // namespace

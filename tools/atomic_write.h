@@ -1,0 +1,62 @@
+// Output files written whole or not at all (pcc-run --outputs and
+// --profile-json, pcc-report -o): the bytes go into a temporary file in the
+// target's own directory (so that the rename stays on one file system),
+// are flushed to the disk (fsync), and the temporary is renamed over the
+// target. A failed write (a full disk, a size limit) removes the temporary
+// and leaves the target as it was: never a truncated or empty file that a
+// later step could take for a result.
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "runtime/support/status.h"
+
+namespace pcc::cli {
+
+/// Writes `bytes` to `path` atomically (see above). The file gets the mode
+/// an ordinary new file would (0666 less the umask).
+/// \returns ok, or an invalid-input error naming `path` and the failure.
+inline Status writeFileAtomically(const std::string& path, std::string_view bytes) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string leaf = target.filename().string();
+  if (leaf.empty() || leaf == "." || leaf == "..") return invalidInput(path, ": not a file name");
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string temp = (dir / ("." + leaf + ".tmp-XXXXXX")).string();
+  int fd = ::mkstemp(temp.data());
+  if (fd < 0) return invalidInput(path, ": cannot open for writing: ", std::strerror(errno));
+  auto fail = [&](const char* what, int err) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(temp.c_str());
+    return invalidInput(path, ": ", what, ": ", std::strerror(err));
+  };
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("write failed", n < 0 ? errno : ENOSPC);
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) return fail("cannot set its mode", errno);
+  if (::fsync(fd) != 0) return fail("write failed", errno);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) return fail("write failed", errno);
+  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("cannot move the written file into place", errno);
+  return Status::OK();
+}
+
+}  // namespace pcc::cli
