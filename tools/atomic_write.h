@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -31,9 +32,18 @@ inline Status writeFileAtomically(const std::string& path, std::string_view byte
   const std::string leaf = target.filename().string();
   if (leaf.empty() || leaf == "." || leaf == "..") return invalidInput(path, ": not a file name");
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string temp = (dir / ("." + leaf + ".tmp-XXXXXX")).string();
-  int fd = ::mkstemp(temp.data());
-  if (fd < 0) return invalidInput(path, ": cannot open for writing: ", std::strerror(errno));
+  // A fresh name beside the target, created with O_EXCL and mode 0666 so that
+  // the umask applies as to any new file (no umask change: ranks are threads).
+  std::string temp;
+  int fd = -1;
+  for (unsigned attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    temp = (dir / ("." + leaf + ".tmp-" + std::to_string(::getpid()) + "-" +
+                   std::to_string(std::random_device{}()) + "-" + std::to_string(attempt)))
+               .string();
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return invalidInput(path, ": cannot write: ", std::strerror(errno));
   auto fail = [&](const char* what, int err) {
     if (fd >= 0) ::close(fd);
     ::unlink(temp.c_str());
@@ -44,18 +54,15 @@ inline Status writeFileAtomically(const std::string& path, std::string_view byte
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("write failed", n < 0 ? errno : ENOSPC);
+    if (n <= 0) return fail("cannot write", n < 0 ? errno : ENOSPC);
     p += n;
     left -= static_cast<size_t>(n);
   }
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) return fail("cannot set its mode", errno);
-  if (::fsync(fd) != 0) return fail("write failed", errno);
+  if (::fsync(fd) != 0) return fail("cannot write", errno);
   const int closed = ::close(fd);
   fd = -1;
-  if (closed != 0) return fail("write failed", errno);
-  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("cannot move the written file into place", errno);
+  if (closed != 0) return fail("cannot write", errno);
+  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("cannot write (moving the written file into place)", errno);
   return Status::OK();
 }
 
