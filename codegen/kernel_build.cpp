@@ -44,6 +44,7 @@
 #include "codegen/epilogue.h"
 #include "codegen/kernel_emit.h"
 #include "runtime/plan_convert.h"
+#include "runtime/kernel_library.h"
 #include "runtime/plan_io.h"
 
 namespace pcc {
@@ -167,6 +168,10 @@ std::string groupAtLine(const std::string& source, int line) {
   return group;
 }
 
+/// The largest kernel library the cache keeps or reads (generated libraries
+/// are kilobytes to a few megabytes).
+constexpr uintmax_t kMaxCacheEntryBytes = uintmax_t{1} << 30;
+
 // --- the object cache. An entry <key>.pcco is kCacheMagic, the object, and
 // the SHA-256 of the key and the object (32 bytes).
 constexpr char kCacheMagic[8] = {'P', 'C', 'C', 'C', 'P', 'U', 'O', '1'};
@@ -227,10 +232,18 @@ StatusOr<std::string> compileCpu(const std::string& source, const KernelOptions&
   fs::path cached = dir / (key + ".pcco");
   std::error_code ec;
   if (fs::is_regular_file(cached, ec)) {
-    auto bytes = readFile(cached);
+    // An entry far larger than any object is damaged without reading it.
+    const uintmax_t size = fs::file_size(cached, ec);
+    const bool tooLarge = !ec && size > kMaxCacheEntryBytes;
+    auto bytes = tooLarge ? StatusOr<std::string>(invalidInput("larger than any kernel library (", size, " bytes)"))
+                          : readFile(cached);
     std::string why = bytes.ok() ? "" : bytes.status().message();
     std::string object = bytes.ok() ? objectOfEntry(*bytes, key, &why) : "";
-    if (!object.empty()) return object;
+    if (!object.empty()) {
+      Status elf = checkSharedObject(object, "the cached object");
+      if (elf.ok()) return object;
+      why = elf.message();
+    }
     std::cerr << "pcc: warning: kernel cache entry " << cached.string() << " is damaged: " << why
               << "; compiling the kernels again\n";
   }
@@ -273,7 +286,23 @@ StatusOr<std::string> compileCpu(const std::string& source, const KernelOptions&
     return internalError("generated CPU kernel for fused group '", groupAtLine(source, line),
                          "' does not compile (", command, "): ", first, "\n", sourceExcerpt(source, line));
   }
-  ASSIGN_OR_RETURN(std::string so, readFile(work / "kernels.so"));
+  auto built = readFile(work / "kernels.so");
+  if (!built.ok()) {
+    cleanup();
+    return built.status();
+  }
+  std::string so = std::move(*built);
+  // What the compiler wrote goes into every bundle built from it: it must be
+  // a whole shared object (a wrapper that exits 0 after writing anything else
+  // would ship a library no runtime can load).
+  if (Status elf = checkSharedObject(so, strCat("the C++ compiler's output (", command, ")")); !elf.ok()) {
+    cleanup();
+    return environmentError(elf.message());
+  }
+  if (so.size() > kMaxCacheEntryBytes) {
+    cleanup();
+    return environmentError("the C++ compiler's output is ", so.size(), " bytes, more than a kernel library may be");
+  }
   std::string entry(kCacheMagic, sizeof(kCacheMagic));
   entry += so;
   entry += entryDigest(key, so);

@@ -55,9 +55,20 @@ bool within(uint64_t offset, uint64_t count, uint64_t size, uint64_t total) {
   return true;
 }
 
+
+/// Step 1. \returns whether `name` is a symbol the compiler gives a kernel:
+/// "pcc_k_" and 16 lower-case hex digits (KernelTable::add).
+bool isKernelSymbol(const std::string& name) {
+  constexpr std::string_view kPrefix = "pcc_k_";
+  if (name.size() != kPrefix.size() + 16 || name.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  return name.find_first_not_of("0123456789abcdef", kPrefix.size()) == std::string::npos;
+}
+
+}  // namespace
+
 /// Step 3. \returns OK when `b` is a whole ELF64 shared object for this
 /// machine, else an invalid-input error naming `shown` and the flaw.
-Status checkElf(const std::string& b, const std::string& shown) {
+Status checkSharedObject(const std::string& b, const std::string& shown) {
   auto bad = [&](const auto&... why) {
     return invalidInput(shown, ": not a whole shared object for this machine (", why..., ")");
   };
@@ -85,16 +96,6 @@ Status checkElf(const std::string& b, const std::string& shown) {
     return bad("section headers outside the file");
   return Status::OK();
 }
-
-/// Step 1. \returns whether `name` is a symbol the compiler gives a kernel:
-/// "pcc_k_" and 16 lower-case hex digits (KernelTable::add).
-bool isKernelSymbol(const std::string& name) {
-  constexpr std::string_view kPrefix = "pcc_k_";
-  if (name.size() != kPrefix.size() + 16 || name.compare(0, kPrefix.size(), kPrefix) != 0) return false;
-  return name.find_first_not_of("0123456789abcdef", kPrefix.size()) == std::string::npos;
-}
-
-}  // namespace
 
 StatusOr<std::shared_ptr<KernelLibrary>> KernelLibrary::read(const std::string& dir, const plan::Plan& plan) {
   const plan::KernelLibrary& lib = plan.cpu_library();
@@ -135,7 +136,7 @@ StatusOr<std::shared_ptr<KernelLibrary>> KernelLibrary::read(const std::string& 
   if (crc != lib.crc32())
     return invalidInput(shown, ": checksum mismatch (stored ", lib.crc32(), ", computed ", crc,
                         "): the generated kernels are corrupt or were edited");
-  RETURN_IF_ERROR(checkElf(k->bytes_, shown));
+  RETURN_IF_ERROR(checkSharedObject(k->bytes_, shown));
   for (const plan::Kernel& kn : plan.kernels()) k->names_.push_back(kn.name());
   return k;
 }

@@ -44,4 +44,11 @@ class KernelLibrary {
   bool tried_ = false;
 };
 
+/// \returns OK when `bytes` is a whole ELF64 shared object for this machine
+/// (header, program and section headers and every loaded segment within the
+/// bytes), else an invalid-input error naming `shown` and the flaw. The
+/// loader checks a plan's library with it; the compiler checks what its C++
+/// compiler wrote before putting it into a bundle.
+Status checkSharedObject(const std::string& bytes, const std::string& shown);
+
 }  // namespace pcc

@@ -25,6 +25,7 @@
 #include "passes/pass_manager.h"
 #include "passes/partition/partitioner.h"
 #include "passes/registry.h"
+#include "tools/atomic_write.h"
 #include "tools/cli.h"
 
 namespace {
@@ -222,11 +223,10 @@ int run(int argc, char** argv) {
   if (o.output.empty() || o.output == "-") {
     std::cout << out;
   } else {
-    std::ofstream f(o.output, std::ios::binary);
-    f << out;
-    f.close();  // a full disk shows only when the buffer is written
-    if (!f) {
-      return cli::printError("pcc-opt: ", strCat("cannot write output file '", o.output, "'"), cli::kExitUsage);
+    // Whole or not at all: a full disk leaves an older file as it was.
+    if (Status w = cli::writeFileAtomically(o.output, out); !w.ok()) {
+      return cli::printError("pcc-opt: ", strCat("cannot write output file '", o.output, "': ", w.message()),
+                             cli::kExitUsage);
     }
   }
   return exitCode;

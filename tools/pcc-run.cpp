@@ -83,6 +83,16 @@ StatusOr<int64_t> integer(const std::string& flag, const std::string& v, int64_t
   return *n;
 }
 
+/// \returns the rank-like number `v` of environment variable `name`: plain
+/// decimal digits without a leading zero ("0" itself aside), so that one rank
+/// has exactly one spelling ("-0", "+1", "01" and " 1" are refused).
+StatusOr<int64_t> rankNumber(const std::string& name, const std::string& v, int64_t min) {
+  bool plain = !v.empty() && v.size() <= 18 && (v == "0" || v[0] != '0') &&
+               std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!plain) return invalidInput(name, " expects decimal digits without sign or leading zero, got '", v, "'");
+  return integer(name, v, min);
+}
+
 /// \returns the parsed arguments, or the exit code to return (after --help or a usage error).
 std::variant<Args, int> parse(int argc, char** argv) {
   Args a;
@@ -523,13 +533,13 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
   }
   if (rank.empty() && size.empty()) return std::optional<ProcessRank>();
   ProcessRank pr;
-  ASSIGN_OR_RETURN(int64_t r, integer("RANK", rank, 0));
-  ASSIGN_OR_RETURN(int64_t n, integer("WORLD_SIZE", size, 1));
+  ASSIGN_OR_RETURN(int64_t r, rankNumber("RANK", rank, 0));
+  ASSIGN_OR_RETURN(int64_t n, rankNumber("WORLD_SIZE", size, 1));
   pr.rank = static_cast<int>(r);
   pr.worldSize = static_cast<int>(n);
   std::string local = env("LOCAL_RANK").empty() ? env("OMPI_COMM_WORLD_LOCAL_RANK") : env("LOCAL_RANK");
   if (!local.empty()) {
-    ASSIGN_OR_RETURN(int64_t l, integer("LOCAL_RANK", local, 0));
+    ASSIGN_OR_RETURN(int64_t l, rankNumber("LOCAL_RANK", local, 0));
     pr.localRank = static_cast<int>(std::min<int64_t>(l, std::numeric_limits<int>::max()));
   }
   std::string base = a.rendezvous.empty() ? env("PCC_RENDEZVOUS") : a.rendezvous;

@@ -166,6 +166,39 @@ def corrupt_library(suite, tools):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def garbage_compiler(suite, tools):
+    """A compiler that exits 0 after writing something that is no shared
+    object: pcc does not ship it (the plan runs without kernels and says why)."""
+    work = suite.tempdir("badcxx")
+    old = os.environ.get("PCC_CXX")
+    cache = os.environ["PCC_CACHE_DIR"]
+    try:
+        script = os.path.join(work, "cxx.sh")
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && printf garbage > "$2"; shift; done\nexit 0\n')
+        os.chmod(script, 0o755)
+        os.environ["PCC_CXX"] = script
+        os.environ["PCC_CACHE_DIR"] = cache + "-badcxx"
+        plan = os.path.join(work, "p.pcc")
+        r = tools.run("pcc", [e2e.model_path("gpt2_tiny.onnx"), "--batch", "4", "-o", plan])
+        if not suite.check("garbage compiler: pcc still writes the plan", r.returncode == 0, r.describe()):
+            return
+        with open(os.path.join(plan, "report.json")) as f:
+            doc = json.load(f)
+        suite.check("garbage compiler: no kernel library is shipped, a note says why",
+                    doc["kernels"]["generated"] == 0 and not os.path.exists(os.path.join(plan, "kernels", "cpu.so"))
+                    and any("kernels not generated" in n and "shared object" in n for n in doc["notes"]),
+                    f"  kernels {doc['kernels']}, notes {doc['notes']}")
+        r = tools.run("pcc-run", [plan, "--check"])
+        suite.check("garbage compiler: the plan runs", r.returncode == 0, r.describe())
+    finally:
+        os.environ["PCC_CACHE_DIR"] = cache
+        if old is None:
+            os.environ.pop("PCC_CXX", None)
+        else:
+            os.environ["PCC_CXX"] = old
+
+
 def no_compiler(suite, tools):
     """Without a C++ compiler the plan is written without kernels, says why, and runs."""
     work = suite.tempdir("nocxx")
@@ -209,6 +242,7 @@ def main():
         e2e.prerequisite(suite, "ptxas", ptxas is not None, "  looked for ptxas on PATH and in /usr/local/cuda/bin")
     suite.run_case("corrupt library", corrupt_library, suite, tools)
     suite.run_case("no compiler", no_compiler, suite, tools)
+    suite.run_case("garbage compiler", garbage_compiler, suite, tools)
     totals = {"launches": 0, "fallbacks": 0, "ptxas": 0, "reduction kernels": 0, "half fallbacks": 0,
               "float16 stores": 0, "vector PTX": 0, "attention kernels": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]

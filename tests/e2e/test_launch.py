@@ -264,6 +264,16 @@ def no_store(suite, tools):
         suite.check(f"{name}: --gloo-host {bad}: exit 2, one line naming it",
                     p.returncode == 2 and f"'{bad}'" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
                     f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
+    # A rank has one spelling: a sign or a leading zero would let "-0" or
+    # "01" stand in for rank 0 or 1.
+    for var, bad in (("RANK", "-0"), ("RANK", "-00"), ("RANK", "01"), ("RANK", "+1"), ("RANK", "1 "),
+                     ("WORLD_SIZE", "04"), ("LOCAL_RANK", "-0")):
+        env_bad = dict(env, **{var: bad})
+        p = subprocess.run([tools.path("pcc-run"), plan, "--rendezvous", f"tcp:127.0.0.1:{free_port()}"],
+                           env=env_bad, capture_output=True, text=True, timeout=30)
+        suite.check(f"{name}: {var}='{bad}': exit 2, one line naming {var}",
+                    p.returncode == 2 and var in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                    f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
     shutil.rmtree(d, ignore_errors=True)
 
 

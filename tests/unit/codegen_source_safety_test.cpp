@@ -261,6 +261,17 @@ TEST(SourceSafety, ADamagedCacheEntryIsCompiledAgain) {
     st = buildOne("cached", ko, &rebuilt);
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << d.what;
   }
+  // An entry of 8 GiB (sparse: no disk used) is damaged without being read
+  // into memory (reading it took gigabytes and minutes).
+  fs::resize_file(entry, uintmax_t{8} << 30);
+  testing::internal::CaptureStderr();
+  std::map<std::string, std::string> rebuilt;
+  st = buildOne("cached", ko, &rebuilt);
+  std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_NE(err.find("larger than any kernel library"), std::string::npos) << err;
+  EXPECT_TRUE(rebuilt["kernels/cpu.so"] == first["kernels/cpu.so"]);
+  EXPECT_LT(fs::file_size(entry), uintmax_t{1} << 30);
   fs::remove_all(dir);
 }
 
