@@ -463,6 +463,11 @@ StatusOr<KernelSpec> describeGroup(const std::vector<const Node*>& nodes, const 
     axes = k;
   }
   const Dims shape = red ? red->input(0)->type().shape : outputs.front()->type().shape;
+  // A reduction over no elements still writes its identity (0, or -inf for a
+  // maximum) to every output element; a kernel that loops over the rows
+  // would write none, so the reference kernels take it.
+  if (red && std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end())
+    return unsupported(red->opName(), " ('", label(*red), "') reduces an empty tensor");
   // With a reduction: the shape of its rows, with the axes kept as 1 and dropped.
   Dims keepShape(shape.begin(), shape.end() - static_cast<std::ptrdiff_t>(axes)), dropShape = keepShape;
   keepShape.resize(shape.size(), 1);

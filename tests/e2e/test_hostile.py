@@ -503,6 +503,27 @@ class Hostile:
                              f"  exit {p.returncode}, {len(kept)} bytes, files {os.listdir(full)}\n"
                              f"  stderr: {p.stderr[-500:]}")
 
+    def empty_reductions(self):
+        """ReduceSum over every element of an empty tensor, and ReduceMax
+        over an empty axis, behind a Relu (so a generated kernel would take
+        them): the outputs are the identities 0 and -inf at 1 and 2 devices,
+        with the arena poisoned (a kernel that loops over no rows writes
+        nothing)."""
+        F = onnx.TensorProto.FLOAT
+        vi = H.make_tensor_value_info
+        for op, kw, out_shape in (("ReduceSum", {"keepdims": 0}, []), ("ReduceMax", {"keepdims": 0, "axes": [1]}, [3])):
+            model = self.save(f"empty_{op}.onnx", [H.make_node("Relu", ["x"], ["r"], name="relu"),
+                                                   H.make_node(op, ["r"], ["y"], name="red", **kw)],
+                              [vi("x", F, [3, 0])], [vi("y", F, out_shape)], [])
+            for gpus in (1, 2):
+                plan = self.path(f"empty_{op}_{gpus}.pcc")
+                r = self.tools.run("pcc", [model, "--gpus", gpus, "-o", plan, "--quiet"])
+                if self.suite.check(f"{op} over an empty tensor compiles at --gpus {gpus}", r.returncode == 0,
+                                    r.describe()):
+                    r = self.tools.run("pcc-run", [plan, "--check", "--poison-memory"])
+                    self.suite.check(f"{op} over an empty tensor at --gpus {gpus}: the identity (--check)",
+                                     r.returncode == 0, r.describe())
+
     def small_memory(self):
         """A plan whose arena (4 GiB) exceeds the address space (2 GiB,
         RLIMIT_AS): exit 4 and one line saying out of memory."""
@@ -558,6 +579,7 @@ def main():
             suite.run_case("long kernel", h.long_kernel)
             suite.run_case("full disk outputs", h.full_disk_outputs)
             suite.run_case("small memory", h.small_memory)
+            suite.run_case("empty reductions", h.empty_reductions)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)
