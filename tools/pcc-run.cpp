@@ -531,7 +531,14 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
     rank = env("RANK");
     size = env("WORLD_SIZE");
   }
-  if (rank.empty() && size.empty()) return std::optional<ProcessRank>();
+  if (rank.empty() && size.empty()) {
+    // A --rendezvous given for a run that names no rank would run every rank
+    // as a thread and ignore it: say so instead.
+    if (!a.rendezvous.empty())
+      return invalidInput("--rendezvous ", a.rendezvous, ": one process per rank needs RANK and WORLD_SIZE (or "
+                          "Open MPI's OMPI_COMM_WORLD_RANK/SIZE); leave --rendezvous out to run the ranks as threads");
+    return std::optional<ProcessRank>();
+  }
   ProcessRank pr;
   ASSIGN_OR_RETURN(int64_t r, rankNumber("RANK", rank, 0));
   ASSIGN_OR_RETURN(int64_t n, rankNumber("WORLD_SIZE", size, 1));

@@ -264,6 +264,16 @@ def no_store(suite, tools):
         suite.check(f"{name}: --gloo-host {bad}: exit 2, one line naming it",
                     p.returncode == 2 and f"'{bad}'" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
                     f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
+    # --rendezvous for a run that names no rank (no RANK, no Open MPI) is a
+    # usage error, not a run of threads that ignores it.
+    env_none = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+                and not k.startswith("OMPI_COMM_WORLD_")}
+    for rdzv in (f"tcp:127.0.0.1:{free_port()}", "tcp:::1:29500", os.path.join(d, "rdzv-none")):
+        p = subprocess.run([tools.path("pcc-run"), plan, "--rendezvous", rdzv], env=env_none,
+                           capture_output=True, text=True, timeout=30)
+        suite.check(f"{name}: --rendezvous {rdzv} without RANK/WORLD_SIZE: exit 2, one line",
+                    p.returncode == 2 and "RANK and WORLD_SIZE" in p.stderr
+                    and len(p.stderr.strip().splitlines()) == 1, f"  exit {p.returncode}\n{e2e.indent(p.stderr)}")
     # A rank has one spelling: a sign or a leading zero would let "-0" or
     # "01" stand in for rank 0 or 1.
     for var, bad in (("RANK", "-0"), ("RANK", "-00"), ("RANK", "01"), ("RANK", "+1"), ("RANK", "1 "),
