@@ -561,7 +561,7 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
     pr.rendezvous.secret = env("PCC_RDZV_SECRET");
     if (pr.rendezvous.secret.size() < kMinSecretBytes || pr.rendezvous.secret.size() > kMaxSecretBytes)
       return invalidInput("rank ", r, " of ", n, ": --rendezvous tcp:HOST:PORT needs PCC_RDZV_SECRET, the same in "
-                          "every rank: ", kMinSecretBytes, " to ", kMaxSecretBytes, " characters (e.g. "
+                          "every rank: ", kMinSecretBytes, " to ", kMaxSecretBytes, " bytes (e.g. "
                           "PCC_RDZV_SECRET=$(openssl rand -hex 16)), not ", pr.rendezvous.secret.size());
     return std::optional<ProcessRank>(pr);
   }
