@@ -98,10 +98,26 @@ bool Graph::renameValue(Value* v, const std::string& name) {
 
 std::string Graph::uniqueName(const std::string& base) const {
   if (!byName_.count(base)) return base;
-  for (int i = 1;; ++i) {
-    std::string n = base + "_" + std::to_string(i);
-    if (!byName_.count(n)) return n;
+  auto name = [&](int64_t i) { return base + "_" + std::to_string(i); };
+  auto taken = [&](int64_t i) { return byName_.count(name(i)) > 0; };
+  // The first free of base_1 ... base_64, as people expect.
+  constexpr int64_t kLinear = 64;
+  for (int64_t i = 1; i <= kLinear; ++i)
+    if (!taken(i)) return name(i);
+  // Past that (an unrolled loop naming each iteration's copy of one value),
+  // probing one by one is quadratic over the copies: double until a free
+  // suffix, then bisect between the last taken one and it. The result is
+  // free, though not always the smallest free suffix.
+  int64_t lo = kLinear, hi = 2 * kLinear;
+  while (taken(hi)) {
+    lo = hi;
+    hi *= 2;
   }
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    (taken(mid) ? lo : hi) = mid;
+  }
+  return name(hi);
 }
 
 Value* Graph::addInput(std::string name, TensorType type) {

@@ -524,6 +524,33 @@ class Hostile:
                     self.suite.check(f"{op} over an empty tensor at --gpus {gpus}: the identity (--check)",
                                      r.returncode == 0, r.describe())
 
+    def endless_loop_with_initializer(self):
+        """A Loop with no trip count whose condition stays true, its body
+        holding an initializer: unrolling stops at its cap in seconds (each
+        unrolled copy of the initializer needs a fresh name: found one by
+        one, that was quadratic, about ten minutes), and the run-time Loop
+        ends at --timeout with exit 4."""
+        F, B = onnx.TensorProto.FLOAT, onnx.TensorProto.BOOL
+        vi = H.make_tensor_value_info
+        one = numpy_helper.from_array(np.ones([1], np.float32), "one")
+        body = H.make_graph([H.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
+                             H.make_node("Add", ["v_in", "one"], ["v_out"], name="step")], "body",
+                            [vi("i", onnx.TensorProto.INT64, []), vi("c_in", B, []), vi("v_in", F, [1])],
+                            [vi("c_out", B, []), vi("v_out", F, [1])], [one])
+        cond = numpy_helper.from_array(np.array(True), "cond")
+        model = self.save("endless_init.onnx", [H.make_node("Loop", ["", "cond", "x"], ["y"], name="loop", body=body)],
+                          [vi("x", F, [1])], [vi("y", F, [1])], [cond])
+        plan = self.path("endless_init.pcc")
+        start = time.monotonic()
+        r = self.tools.run("pcc", [model, "-o", plan, "--quiet"], timeout=120)
+        took = time.monotonic() - start
+        if self.suite.check(f"an endless Loop with a body initializer compiles within 60 s (took {took:.1f} s)",
+                            r.returncode == 0 and took < 60, r.describe()):
+            r = self.tools.run("pcc-run", [plan, "--timeout", "2"])
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            self.suite.check("its run ends at --timeout: exit 4, one line naming the node",
+                             r.returncode == 4 and len(lines) == 1 and "loop" in lines[0], r.describe())
+
     def small_memory(self):
         """A plan whose arena (4 GiB) exceeds the address space (2 GiB,
         RLIMIT_AS): exit 4 and one line saying out of memory."""
@@ -580,6 +607,7 @@ def main():
             suite.run_case("full disk outputs", h.full_disk_outputs)
             suite.run_case("small memory", h.small_memory)
             suite.run_case("empty reductions", h.empty_reductions)
+            suite.run_case("endless loop with an initializer", h.endless_loop_with_initializer)
         finally:
             if not suite.keep:
                 shutil.rmtree(h.work, ignore_errors=True)
