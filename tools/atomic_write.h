@@ -26,9 +26,43 @@ namespace pcc::cli {
 /// Writes `bytes` to `path` atomically (see above). The file gets the mode
 /// an ordinary new file would (0666 less the umask).
 /// \returns ok, or an invalid-input error naming `path` and the failure.
+/// Writes `bytes` to what `path` already is when that is not a regular file
+/// (a device such as /dev/null or /dev/stdout, a FIFO): renaming a new file
+/// over it would replace the device itself.
+inline Status writeInPlace(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return invalidInput(path, ": cannot write: ", std::strerror(errno));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      return invalidInput(path, ": cannot write: ", std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return invalidInput(path, ": cannot write: ", std::strerror(errno));
+  return Status::OK();
+}
+
 inline Status writeFileAtomically(const std::string& path, std::string_view bytes) {
   namespace fs = std::filesystem;
-  const fs::path target(path);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // follows symbolic links
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    if (fs::is_directory(st)) return invalidInput(path, ": cannot write: it is a directory");
+    return writeInPlace(path, bytes);
+  }
+  // A symbolic link to a file: replace the file it names, keep the link.
+  fs::path target(path);
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    fs::path resolved = fs::weakly_canonical(target, ec);
+    if (!ec) target = resolved;
+  }
   const std::string leaf = target.filename().string();
   if (leaf.empty() || leaf == "." || leaf == "..") return invalidInput(path, ": not a file name");
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -62,7 +96,7 @@ inline Status writeFileAtomically(const std::string& path, std::string_view byte
   const int closed = ::close(fd);
   fd = -1;
   if (closed != 0) return fail("cannot write", errno);
-  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("cannot write (moving the written file into place)", errno);
+  if (::rename(temp.c_str(), target.c_str()) != 0) return fail("cannot write (moving the written file into place)", errno);
   return Status::OK();
 }
 

@@ -40,6 +40,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -228,6 +229,13 @@ class Hostile:
         r = self.tools.run("pcc-opt", [os.path.join(e2e.SOURCE_DIR, "tests", "lit", "passes", "dce.ir"),
                                        "--split-input-file", "-o", "/dev/full"])
         self.suite.check("pcc-opt -o /dev/full: exit 2", r.returncode == 2, r.describe())
+        # Outputs are written whole by renaming a new file into place, but not
+        # over a device: /dev/full must still be the device afterwards.
+        self.suite.check("/dev/full is still a character device after -o /dev/full",
+                         stat.S_ISCHR(os.stat("/dev/full").st_mode), "  /dev/full was replaced by a file")
+        if not stat.S_ISCHR(os.stat("/dev/full").st_mode) and os.geteuid() == 0:
+            os.remove("/dev/full")
+            os.mknod("/dev/full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
 
     # --- huge shapes (docs/security.md: the limit of one tensor) ----------------
 
