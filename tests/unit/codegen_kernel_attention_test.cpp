@@ -27,22 +27,11 @@
 #include "codegen/kernel_emit.h"
 #include "runtime/ops/registry.h"
 #include "tests/unit/codegen_kernel_test_util.h"
+#include "tests/unit/prerequisite.h"
 
 namespace pcc {
 namespace {
 
-// A prerequisite the README lets a machine lack (docs/testing.md, "Where a
-// test may skip") is skipped, saying so; where the environment variable CI is
-// set (as CI services set it) it must be there, and its absence fails.
-bool prerequisitesRequired() {
-  const char* ci = std::getenv("CI");
-  return ci && *ci && std::string(ci) != "0" && std::string(ci) != "false";
-}
-#define PCC_SKIP_UNLESS_REQUIRED(why)                                                     \
-  do {                                                                                    \
-    if (prerequisitesRequired()) FAIL() << why << " (CI is set: this prerequisite is required)"; \
-    GTEST_SKIP() << why;                                                                  \
-  } while (0)
 
 using A3 = std::array<int64_t, 3>;
 using A4 = std::array<int64_t, 4>;

@@ -21,22 +21,11 @@
 #include "runtime/support/random.h"
 #include "runtime/support/tensor.h"
 #include "tests/unit/codegen_kernel_test_util.h"
+#include "tests/unit/prerequisite.h"
 
 namespace pcc {
 namespace {
 
-// A prerequisite the README lets a machine lack (docs/testing.md, "Where a
-// test may skip") is skipped, saying so; where the environment variable CI is
-// set (as CI services set it) it must be there, and its absence fails.
-bool prerequisitesRequired() {
-  const char* ci = std::getenv("CI");
-  return ci && *ci && std::string(ci) != "0" && std::string(ci) != "false";
-}
-#define PCC_SKIP_UNLESS_REQUIRED(why)                                                     \
-  do {                                                                                    \
-    if (prerequisitesRequired()) FAIL() << why << " (CI is set: this prerequisite is required)"; \
-    GTEST_SKIP() << why;                                                                  \
-  } while (0)
 
 // Tolerances. A value rounded to float16 (11 significant bits) is off by at
 // most u = 2^-11 of its magnitude, to bfloat16 (8 bits) by u = 2^-8. The

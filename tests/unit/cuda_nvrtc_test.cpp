@@ -9,22 +9,11 @@
 
 #include "codegen/cuda/nvrtc_compiler.h"
 #include "cuda_test_kernels.h"
+#include "tests/unit/prerequisite.h"
 
 namespace pcc::cuda {
 namespace {
 
-// A prerequisite the README lets a machine lack (docs/testing.md, "Where a
-// test may skip") is skipped, saying so; where the environment variable CI is
-// set (as CI services set it) it must be there, and its absence fails.
-bool prerequisitesRequired() {
-  const char* ci = std::getenv("CI");
-  return ci && *ci && std::string(ci) != "0" && std::string(ci) != "false";
-}
-#define PCC_SKIP_UNLESS_REQUIRED(why)                                                     \
-  do {                                                                                    \
-    if (prerequisitesRequired()) FAIL() << why << " (CI is set: this prerequisite is required)"; \
-    GTEST_SKIP() << why;                                                                  \
-  } while (0)
 
 using namespace pcc::cuda::testing;
 
