@@ -26,24 +26,30 @@ namespace pcc::cli {
 /// Writes `bytes` to `path` atomically (see above). The file gets the mode
 /// an ordinary new file would (0666 less the umask).
 /// \returns ok, or an invalid-input error naming `path` and the failure.
+/// Writes all of `bytes` to `fd`. \returns 0, or the errno of the failure
+/// (ENOSPC for a write that took nothing).
+inline int writeAll(int fd, std::string_view bytes) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 /// Writes `bytes` to what `path` already is when that is not a regular file
 /// (a device such as /dev/null or /dev/stdout, a FIFO): renaming a new file
 /// over it would replace the device itself.
 inline Status writeInPlace(const std::string& path, std::string_view bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return invalidInput(path, ": cannot write: ", std::strerror(errno));
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      return invalidInput(path, ": cannot write: ", std::strerror(err));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+  if (int err = writeAll(fd, bytes); err != 0) {
+    ::close(fd);
+    return invalidInput(path, ": cannot write: ", std::strerror(err));
   }
   if (::close(fd) != 0) return invalidInput(path, ": cannot write: ", std::strerror(errno));
   return Status::OK();
@@ -83,15 +89,7 @@ inline Status writeFileAtomically(const std::string& path, std::string_view byte
     ::unlink(temp.c_str());
     return invalidInput(path, ": ", what, ": ", std::strerror(err));
   };
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("cannot write", n < 0 ? errno : ENOSPC);
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  if (int err = writeAll(fd, bytes); err != 0) return fail("cannot write", err);
   if (::fsync(fd) != 0) return fail("cannot write", errno);
   const int closed = ::close(fd);
   fd = -1;
