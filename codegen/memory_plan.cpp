@@ -80,6 +80,9 @@ StatusOr<MemoryPlanStats> planMemory(plan::RankProgram* prog, const InPlacePredi
     if (valid(b.buffer())) inArena[b.buffer()] = false;
   for (const plan::IoBinding& b : prog->outputs())
     if (valid(b.buffer())) inArena[b.buffer()] = false;
+  for (const plan::StateBinding& b : prog->states())  // session state: memory of its own
+    for (int id : {b.buffer(), b.out_buffer()})
+      if (valid(id)) inArena[id] = false;
 
   // Step 2: lifetimes.
   std::vector<int> def(nb, -1), last(nb, -1);

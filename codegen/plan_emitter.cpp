@@ -375,18 +375,28 @@ std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::Rank
 
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
                                const std::vector<RankGraph>& ranks, const std::string& modelPath,
-                               KernelTable* kernels) {
+                               KernelTable* kernels, const plan::Generation* generation) {
   EmittedPlan out;
   plan::Plan& p = out.plan;
   p.set_schema_version(kPlanSchemaVersion);
   p.set_model(utf8OrEscaped(modelPath));  // informational: a path need not be UTF-8
   p.set_producer("pcc 0.1.0");
+  std::set<std::string> stateIns, stateOuts;
+  for (const auto& [in, o] : partition.states) {
+    stateIns.insert(in);
+    stateOuts.insert(o);
+  }
+  if (!partition.states.empty() && !generation)
+    return internalError("a partition with session state needs its generation description");
+  if (generation) *p.mutable_generation() = *generation;
   for (Value* v : partitioned.inputs()) {
+    if (stateIns.count(v->name())) continue;  // state: bound per rank (RankProgram.states)
     plan::IoDesc* d = p.add_inputs();
     d->set_name(v->name());
     *d->mutable_desc() = toDesc(v->type());
   }
   for (Value* v : partitioned.outputs()) {
+    if (stateOuts.count(v->name())) continue;
     plan::IoDesc* d = p.add_outputs();
     d->set_name(v->name());
     *d->mutable_desc() = toDesc(v->type());
@@ -410,6 +420,22 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
     auto ids = idsByName(*rg.graph, *prog);
     addBindings(rg.inputs, ids, prog->mutable_inputs());
     addBindings(rg.outputs, ids, prog->mutable_outputs());
+    for (const StateBind& sb : rg.states) {
+      if (!sb.in || !sb.out)
+        return internalError("rank ", rg.rank, ": state ", sb.state, " is read but never written back");
+      plan::StateBinding* b = prog->add_states();
+      b->set_state(static_cast<int32_t>(sb.state));
+      b->set_buffer(ids.at(sb.in));
+      b->set_out_buffer(ids.at(sb.out));
+      for (int64_t o : sb.offsets) b->add_offsets(o);
+      // The step writes the piece in place: its writer reads it as input 0.
+      bool inPlace = false;
+      for (const plan::Instruction& ins : prog->instructions())
+        if (ins.outputs_size() > 0 && ins.outputs(0) == b->out_buffer())
+          inPlace = ins.inputs_size() > 0 && ins.inputs(0) == b->buffer();
+      if (!inPlace)
+        return internalError("rank ", rg.rank, ": state '", sb.in->name(), "' is not written in place by its step");
+    }
     RETURN_IF_ERROR(planMemory(prog, opMayRunInPlace).status().withContext(strCat("rank ", rg.rank)));
     out.weights[file] = std::move(writer);
   }

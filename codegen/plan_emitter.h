@@ -36,9 +36,13 @@ struct EmittedPlan {
 /// plan's kernel table); the others stay their bodies and are recorded as
 /// fallbacks. The reference program never launches generated kernels.
 /// \returns the plan, or an internal error when a node cannot be expressed.
+/// With `generation` (a plan that generates tokens, docs/generation.md), the
+/// partition's state inputs and outputs are no model inputs and outputs: each
+/// rank binds its pieces as RankProgram.states, and Plan.generation is a copy
+/// of `*generation`.
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
                                const std::vector<RankGraph>& ranks, const std::string& modelPath,
-                               KernelTable* kernels = nullptr);
+                               KernelTable* kernels = nullptr, const plan::Generation* generation = nullptr);
 
 /// Writes `p` as a bundle directory `dir` (weight files, streamed from their
 /// sources; plan.pb with their checksums; report.json). `progress` (optional)

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "compiler/batch_search.h"
+#include "compiler/generation.h"
 #include "codegen/memory_estimate.h"
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
@@ -169,14 +170,32 @@ struct Planned {
   std::unique_ptr<Graph> partitioned;  ///< after kPipeline, not yet partitioned
   SearchResult search;
   std::map<std::string, int64_t> stats;  ///< the passes' counts
+  /// A generation plan's KV cache states (passes/kv_cache.h) and its description.
+  std::vector<KvCacheState> states;
+  std::optional<plan::Generation> generation;
+  const GenerationInterface* interface = nullptr;
 };
+
+/// What turns a decoder export's decode step into a generation plan.
+struct GenerationSetup {
+  const GenerationInterface* interface = nullptr;
+  int64_t batch = 1, maxContext = 0;
+};
+
+std::vector<std::pair<std::string, std::string>> statePairs(const std::vector<KvCacheState>& states) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const KvCacheState& s : states) v.emplace_back(s.name, s.present);
+  return v;
+}
 
 Objective objectiveOf(const CompileOptions& opts) {
   return opts.objective == "throughput" ? Objective::kThroughput : Objective::kLatency;
 }
 
-PartitionOptions partitionOptions(const CompileOptions& opts, const CostModel& cost) {
+PartitionOptions partitionOptions(const CompileOptions& opts, const CostModel& cost,
+                                  const std::vector<KvCacheState>& states = {}) {
   PartitionOptions po;
+  po.states = statePairs(states);
   po.gpus = opts.gpus;
   po.dp = opts.dp;
   po.tp = opts.tp;
@@ -190,10 +209,61 @@ PartitionOptions partitionOptions(const CompileOptions& opts, const CostModel& c
 /// Runs kPipeline on a copy of `reference`, then the mesh search over it;
 /// `print`: honour --print-after. \returns the state, or the first error.
 StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOptions& opts, const CostModel& cost,
-                               bool print, std::ostream* log) {
+                               bool print, std::ostream* log, const GenerationSetup* gen = nullptr) {
   Planned p;
   p.reference = std::move(reference);
   p.partitioned = p.reference->clone();
+  if (gen) {
+    // The cache as state (passes/kv_cache.h), on the graph with its shape
+    // computations folded (they read the past's shape).
+    PassManager pre;
+    for (const char* name : {"fold-constants", "dce"}) pre.add(createPass(name));
+    PassContext pctx;
+    pctx.verifyEach = opts.verifyEach;
+    ASSIGN_OR_RETURN(bool folded, pre.run(*p.partitioned, pctx));
+    (void)folded;
+    ASSIGN_OR_RETURN(p.states, rewriteKvCache(*p.partitioned, gen->interface->pairs, opts.modelPath));
+    RETURN_IF_ERROR(verifyGraph(*p.partitioned).withContext("after the KV cache rewrite"));
+    plan::Generation g;
+    g.set_batch(gen->batch);
+    g.set_max_context(gen->maxContext);
+    g.set_vocab(gen->interface->vocab);
+    for (int64_t e : gen->interface->eosTokenIds) g.add_eos_token_ids(e);
+    int64_t bytes = 0;
+    for (const KvCacheState& st : p.states) {
+      plan::GenerationState* gs = g.add_states();
+      gs->set_name(st.name);
+      gs->set_present(st.present);
+      *gs->mutable_desc()->mutable_shape() = {st.type.shape.begin(), st.type.shape.end()};
+      gs->mutable_desc()->set_dtype(static_cast<int32_t>(st.type.dtype));
+      gs->set_axis(st.axis);
+      bytes += st.type.bytes();
+    }
+    g.set_state_bytes(bytes);
+    for (Value* v : p.reference->inputs()) {
+      plan::IoDesc* d = g.add_reference_inputs();
+      d->set_name(v->name());
+      d->mutable_desc()->set_dtype(static_cast<int32_t>(v->type().dtype));
+      *d->mutable_desc()->mutable_shape() = {v->type().shape.begin(), v->type().shape.end()};
+    }
+    for (Value* v : p.reference->outputs()) {
+      plan::IoDesc* d = g.add_reference_outputs();
+      d->set_name(v->name());
+      d->mutable_desc()->set_dtype(static_cast<int32_t>(v->type().dtype));
+      *d->mutable_desc()->mutable_shape() = {v->type().shape.begin(), v->type().shape.end()};
+    }
+    auto indexIn = [](const std::vector<Value*>& vs, const std::string& name) {
+      for (size_t i = 0; i < vs.size(); ++i)
+        if (vs[i]->name() == name) return static_cast<int32_t>(i);
+      return -1;
+    };
+    for (const KvCacheState& st : p.states) {
+      g.add_reference_past(indexIn(p.reference->inputs(), st.past));
+      g.add_reference_present(indexIn(p.reference->outputs(), st.present));
+    }
+    p.generation = std::move(g);
+    p.interface = gen->interface;
+  }
   PassManager pm;
   for (const char* name : kPipeline)
     if (pipelineRuns(name, opts)) pm.add(createPass(name));
@@ -204,7 +274,9 @@ StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOp
   ASSIGN_OR_RETURN(bool changed, pm.run(*p.partitioned, ctx));
   (void)changed;
   p.stats = ctx.stats;
-  ASSIGN_OR_RETURN(p.search, searchMesh(*p.partitioned, partitionOptions(opts, cost), cost, objectiveOf(opts)));
+  PartitionOptions po = partitionOptions(opts, cost, p.states);
+  if (!p.states.empty()) po.microbatches = 1;  // state pieces are per sequence, not per micro-batch
+  ASSIGN_OR_RETURN(p.search, searchMesh(*p.partitioned, po, cost, objectiveOf(opts)));
   return p;
 }
 
@@ -282,7 +354,13 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   c.search = std::move(p.search);
   say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
 
-  PartitionOptions po = partitionOptions(opts, cost);
+  PartitionOptions po = partitionOptions(opts, cost, p.states);
+  if (!p.states.empty()) {
+    if (opts.microbatches > 1)
+      return invalidInput(opts.modelPath, ": --microbatches ", opts.microbatches,
+                          ": a generation plan's KV cache is per sequence; it runs one micro-batch");
+    po.microbatches = 1;
+  }
   const PlanEstimate& best = c.search.candidates.front();
   const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;  // --microbatches alone leaves the mesh free
   if (!best.infeasible.empty() && !forced) {
@@ -306,7 +384,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
     po.pp = best.mesh.pp;
     po.minimizeWeights = best.minimizeWeights;
   }
-  po.microbatches = best.microbatches;  // forced, or the search's choice for the mesh
+  po.microbatches = p.states.empty() ? best.microbatches : 1;  // forced, or the search's choice for the mesh
   say(searchSummary(c.search, cluster, opts.gpus));
   ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));
   if (!best.infeasible.empty()) c.partition.notes.push_back("does not fit: " + best.infeasible);
@@ -363,9 +441,34 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
     c.partition.notes.push_back(note);
   }
 
+  const plan::Generation* generation = nullptr;
+  if (p.generation) {
+    // Roles by position in Plan.inputs / Plan.outputs (the graph's, states left out).
+    std::vector<std::string> ins, outs;
+    for (Value* v : c.partitioned->inputs())
+      if (std::none_of(p.states.begin(), p.states.end(), [&](const KvCacheState& s) { return s.name == v->name(); }))
+        ins.push_back(v->name());
+    for (Value* v : c.partitioned->outputs())
+      if (std::none_of(p.states.begin(), p.states.end(), [&](const KvCacheState& s) { return s.present == v->name(); }))
+        outs.push_back(v->name());
+    auto at = [](const std::vector<std::string>& v, const std::string& n) {
+      auto it = std::find(v.begin(), v.end(), n);
+      return n.empty() || it == v.end() ? -1 : static_cast<int32_t>(it - v.begin());
+    };
+    const GenerationInterface& gi = *p.interface;
+    p.generation->set_input_ids(at(ins, gi.inputIds));
+    p.generation->set_attention_mask(at(ins, gi.attentionMask));
+    p.generation->set_position_ids(at(ins, gi.positionIds));
+    p.generation->set_cache_position(at(ins, kCachePositionInput));
+    p.generation->set_logits(at(outs, gi.logits));
+    if (p.generation->input_ids() < 0 || p.generation->attention_mask() < 0 || p.generation->cache_position() < 0 ||
+        p.generation->logits() < 0)
+      return internalError("generation plan: an input or output role vanished in the pipeline");
+    generation = &*p.generation;
+  }
   KernelTable kernels;
   ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath,
-                                    opts.generateKernels ? &kernels : nullptr));
+                                    opts.generateKernels ? &kernels : nullptr, generation));
   if (opts.generateKernels) {
     // Generated kernels (docs/kernels.md): one shared object per plan, and CUDA images for --target cuda.
     Stopwatch kt;
@@ -377,7 +480,8 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       // No C++ compiler on this machine: the plan runs every fused group op by op, and says why.
       std::string note = strCat("kernels not generated: ", built.message());
       say(note);
-      ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, nullptr));
+      ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, nullptr,
+                                        generation));
       c.plan.plan.add_notes(note);
     } else {
       RETURN_IF_ERROR(built);
@@ -423,6 +527,38 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
   const std::string& path = opts.modelPath;
   ASSIGN_OR_RETURN(onnx::ModelProto model, readOnnxModel(path));
   const std::string baseDir = std::filesystem::path(path).parent_path().string();
+  ASSIGN_OR_RETURN(std::optional<GenerationInterface> gen, findGenerationInterface(model, path));
+  if (gen && opts.generation) {
+    // A decoder with a KV cache: its decode step, the cache as state (docs/generation.md).
+    GenerationSetup setup;
+    setup.interface = &*gen;
+    setup.batch = opts.batch.value_or(1);
+    setup.maxContext = opts.maxContext > 0 ? opts.maxContext : gen->maxPositions > 0 ? gen->maxPositions : 2048;
+    if (setup.maxContext < 2)
+      return invalidInput(path, ": --max-context ", setup.maxContext, " leaves no room for a token after the prompt");
+    say(strCat("generation: ", gen->pairs.size(), " KV cache tensors; decode step for ", setup.batch,
+               " sequence(s) of up to ", setup.maxContext, " positions (",
+               opts.maxContext > 0           ? std::string("--max-context")
+               : gen->maxPositions > 0 ? gen->maxPositionsSource
+                                             : std::string("the default; --max-context N sets it"),
+               ")"));
+    bindDecodeShapes(*gen, setup.batch, setup.maxContext, io);
+    io.batch = setup.batch;
+    ASSIGN_OR_RETURN(InputDimsInfo gdims, inspectInputDims(model, path, io));
+    (void)gdims;
+    ASSIGN_OR_RETURN(ClusterSpec gcluster, clusterSpecFor(opts));
+    CostModel gcost(gcluster);
+    auto g = importOnnxModel(model, baseDir, path, io);
+    if (!g.ok()) return g.status();
+    say(strCat("imported ", path, ": ", (*g)->numNodes(), " nodes, ", (*g)->constants().size(), " constants (",
+               total.seconds(), " s)"));
+    ASSIGN_OR_RETURN(Planned p, planImported(std::move(g).value(), opts, gcost, true, log, &setup));
+    say(strCat("generation: KV cache ", p.generation->state_bytes(), " bytes in all (", p.states.size(),
+               " tensors of ", p.states.front().type.str(), ")"));
+    plan::BatchReport report;
+    recordBatch(nullptr, setup.batch, opts.batch ? "--batch: sequences per decode step" : "1 sequence per decode step (--batch N for more)", opts, 0, report);
+    return finishCompile(std::move(p), opts, gcluster, gcost, report, total, log);
+  }
   ASSIGN_OR_RETURN(InputDimsInfo dims, inspectInputDims(model, path, io));
   if (!dims.fromModel.empty()) {
     std::vector<std::string> sized;

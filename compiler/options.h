@@ -76,6 +76,12 @@ struct CompileOptions {
   /// written (LowerOptions::eagerSliceElements). Tests set 0 to stream every
   /// piece; no flag sets it.
   int64_t eagerSliceElements = 65536;
+  /// Compile a decoder export with a KV cache as a generation plan
+  /// (docs/generation.md); false: as the stateless graph it is (--no-generation).
+  bool generation = true;
+  /// Positions the KV cache holds per sequence (--max-context); 0: the
+  /// model's own (a config next to it), else 2048.
+  int64_t maxContext = 0;
   /// Generate a kernel for each fused group of elementwise ops (docs/kernels.md);
   /// --no-kernels keeps every group on the reference kernels.
   bool generateKernels = true;

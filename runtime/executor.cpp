@@ -252,9 +252,30 @@ Status Executor::prepare(bool verifyChecksums) {
     }
     return Status::OK();
   };
-  RETURN_IF_ERROR(bind(prog_.inputs(), plan_.plan.inputs(), "input", inputSlots_));
+  // A generation plan's reference program has the export's own interface.
+  const bool genRef = plan_.plan.has_generation() && &prog_ == &plan_.plan.reference();
+  RETURN_IF_ERROR(bind(prog_.inputs(), genRef ? plan_.plan.generation().reference_inputs() : plan_.plan.inputs(),
+                       "input", inputSlots_));
   for (int slot : inputSlots_) homes_[slot] = Home::kInput;
-  RETURN_IF_ERROR(bind(prog_.outputs(), plan_.plan.outputs(), "output", outputSlots_));
+  RETURN_IF_ERROR(bind(prog_.outputs(), genRef ? plan_.plan.generation().reference_outputs() : plan_.plan.outputs(),
+                       "output", outputSlots_));
+  // Session state: the input that reads a piece and the buffer its step
+  // writes it back to are one allocation, kept between runs.
+  stateOfSlot_.assign(buffers_.size(), -1);
+  for (int i = 0; i < prog_.states_size(); ++i) {
+    const plan::StateBinding& sb = prog_.states(i);
+    const std::string ctx = strCat(rankName, ": state binding ", i);
+    ASSIGN_OR_RETURN(int in, resolve(sb.buffer(), false, ctx));
+    ASSIGN_OR_RETURN(int out, resolve(sb.out_buffer(), false, ctx));
+    if (in == out || homes_[in] != Home::kOwn || homes_[out] != Home::kOwn || types_[in] != types_[out])
+      return invalidInput(ctx, ": buffers ", sb.buffer(), " and ", sb.out_buffer(),
+                          " must be two distinct buffers of one type outside the arena, bound to nothing else");
+    homes_[in] = homes_[out] = Home::kState;
+    stateOfSlot_[in] = stateOfSlot_[out] = i;
+    auto dev = backend_->toDevice(Tensor::zeros(types_[in]));
+    if (!dev.ok()) return dev.status().withContext(ctx);
+    stateTensors_.push_back(std::move(dev).value());
+  }
   RETURN_IF_ERROR(checkMemoryPlan(rankName));
 
   for (int i = 0; i < prog_.instructions_size(); ++i) {
@@ -408,7 +429,8 @@ StatusOr<KernelDesc> Executor::describe(const Step& s) {
                                       : std::string("unused output"));
   }
   k.inPlace = !s.out.empty() && s.out[0] >= 0 && !s.in.empty() && s.in[0] >= 0 &&
-              buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena;
+              ((buffers_[s.out[0]]->in_place_of() == buffers_[s.in[0]]->id() && homes_[s.out[0]] == Home::kArena) ||
+               (homes_[s.out[0]] == Home::kState && stateOfSlot_[s.out[0]] == stateOfSlot_[s.in[0]]));
   return k;
 }
 
@@ -556,8 +578,19 @@ Status Executor::checkType(const Step& s, int slot, const Tensor& t, const char*
                       types_[slot].str());
 }
 
+Status Executor::resetState() {
+  for (size_t i = 0; i < stateTensors_.size(); ++i) {
+    auto dev = backend_->toDevice(Tensor::zeros(stateTensors_[i].type()));
+    if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": state binding ", i));
+    stateTensors_[i] = std::move(dev).value();
+  }
+  return Status::OK();
+}
+
 StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
-  if (homes_[slot] == Home::kArena) {
+  if (homes_[slot] == Home::kState) {
+    bufs[slot] = stateTensors_[static_cast<size_t>(stateOfSlot_[slot])];
+  } else if (homes_[slot] == Home::kArena) {
     bufs[slot] = arenaViews_[slot];
   } else {
     ASSIGN_OR_RETURN(DeviceMemory m, backend_->allocate(types_[slot].bytes()));
@@ -639,6 +672,8 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
     if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": input ", b.index()));
     bufs[inputSlots_[i]] = std::move(dev).value();
   }
+  for (size_t slot = 0; slot < stateOfSlot_.size(); ++slot)
+    if (stateOfSlot_[slot] >= 0) bufs[slot] = stateTensors_[static_cast<size_t>(stateOfSlot_[slot])];
   const bool postAhead = overlap_ && postAfter_ >= 0 && m + 1 < std::max(1, prog_.microbatches()) && comms && comms->world &&
                          comms->world->startsInBackground();
   for (size_t i = 0; i < steps_.size(); ++i) {

@@ -103,6 +103,13 @@ class Executor {
   /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
   uint64_t arenaBytes() const { return arena_.bytes; }
 
+  /// The session state this rank holds (RankProgram.states, in order): each
+  /// piece zeroed when the executor is created, read and written in place by
+  /// every run. \returns the pieces (device tensors).
+  const std::vector<Tensor>& stateTensors() const { return stateTensors_; }
+  /// Zeroes every state piece: a new session.
+  Status resetState();
+
   /// Bounds each run() to `seconds` (0: no bound) where it could otherwise
   /// run for ever: a Loop region stops with an error once the run has taken
   /// that long (its condition never turned false, or a huge trip count).
@@ -149,6 +156,7 @@ class Executor {
     kInput,   // (a slice of) a model input, bound per run
     kArena,   // its planned place in the arena
     kOwn,     // memory of its own, allocated when written (model outputs)
+    kState,   // a piece of session state (RankProgram.states): kept between runs
   };
   /// An instruction with its buffer ids resolved to slots and attributes parsed.
   struct Step {
@@ -239,6 +247,8 @@ class Executor {
   const plan::RankProgram& prog_;
   std::shared_ptr<Backend> backend_;
   DeviceMemory arena_;
+  std::vector<Tensor> stateTensors_;  // per RankProgram.states entry
+  std::vector<int> stateOfSlot_;      // per slot: its state piece, or -1
   std::vector<TensorType> types_;     // per slot
   std::vector<const plan::Buffer*> buffers_;
   std::vector<Home> homes_;           // per slot

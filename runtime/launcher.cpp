@@ -120,9 +120,10 @@ struct Prepared {
   std::vector<GlooGroup> groups;
 };
 
-StatusOr<Prepared> prepare(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o) {
+StatusOr<Prepared> prepare(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
+                           bool checkInputs = true) {
   // A streamed run's batches are checked by the pipeline as they are read.
-  if (!o.pipeline) RETURN_IF_ERROR(validateInputs(p.plan, inputs));
+  if (!o.pipeline && checkInputs) RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   const int n = p.plan.ranks_size();
   if (n == 0) return invalidInput(p.dir, ": the plan has no rank programs");
   if (o.iters < 1 || o.warmup < 0) return invalidInput("iters must be >= 1 and warmup >= 0");
@@ -915,6 +916,137 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
+
+struct RankSession::Impl {
+  const LoadedPlan* plan = nullptr;
+  int n = 0;
+  std::vector<std::unique_ptr<Executor>> execs;
+  std::vector<RankComms> comms;
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::condition_variable wake, done;
+  int64_t step = 0;      // the run the ranks are asked for
+  int pending = 0;       // ranks still running it
+  bool stopping = false;
+  const std::vector<Tensor>* inputs = nullptr;
+  std::vector<std::vector<OutputPiece>> pieces;
+  Status firstError;
+  bool broken = false;
+
+  void fail(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (firstError.ok()) firstError = s;
+  }
+
+  void rankLoop(int r, int kernelThreads, bool needComms, bool withWorld, const std::vector<GlooGroup>& groups,
+                std::shared_ptr<GlooStore> store, GlooOptions gopts) {
+    cpu::setKernelThreads(kernelThreads);
+    if (needComms) {
+      auto c = execs[r]->backend().communicators(store, gopts)->connect(r, n, groups, withWorld);
+      if (!c.ok()) fail(c.status());
+      else comms[r] = std::move(c).value();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (--pending == 0) done.notify_all();
+    }
+    int64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        wake.wait(lock, [&] { return stopping || step > seen; });
+        if (stopping) return;
+        seen = step;
+      }
+      Status st = execs[r]->run(*inputs, needComms ? &comms[r] : nullptr, &pieces[r]);
+      if (!st.ok()) {
+        fail(withRank(st, r));
+        comms[r].abortAll();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (--pending == 0) done.notify_all();
+    }
+  }
+};
+
+RankSession::RankSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RankSession::~RankSession() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  for (auto& t : impl_->threads) t.join();
+}
+
+StatusOr<std::unique_ptr<RankSession>> RankSession::start(const LoadedPlan& p, const RunOptions& o) {
+  RunOptions checked = o;
+  checked.iters = 1;
+  checked.warmup = 0;
+  checked.pipeline = nullptr;
+  // prepare() checks the programs and groups; the inputs come with each run.
+  ASSIGN_OR_RETURN(Prepared pr, prepare(p, {}, checked, /*checkInputs=*/false));
+  auto impl = std::make_unique<Impl>();
+  impl->plan = &p;
+  impl->n = static_cast<int>(pr.progs.size());
+  const int n = impl->n;
+  impl->execs.resize(n);
+  impl->comms.resize(n);
+  impl->pieces.resize(n);
+  for (int r = 0; r < n; ++r) {
+    ASSIGN_OR_RETURN(impl->execs[r], makeExecutor(p, *pr.progs[r], checked));
+  }
+  const bool withWorld = hasTransfers(p.plan);
+  const bool needComms = withWorld || !pr.groups.empty();
+  GlooOptions gopts;
+  gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
+  std::shared_ptr<GlooStore> store = GlooStore::inProcess();
+  const int kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(n);
+  impl->pending = n;
+  Impl* raw = impl.get();
+  for (int r = 0; r < n; ++r)
+    impl->threads.emplace_back([raw, r, kernelThreads, needComms, withWorld, groups = pr.groups, store, gopts] {
+      raw->rankLoop(r, kernelThreads, needComms, withWorld, groups, store, gopts);
+    });
+  std::unique_ptr<RankSession> session(new RankSession(std::move(impl)));
+  {
+    std::unique_lock<std::mutex> lock(raw->mu);
+    raw->done.wait(lock, [&] { return raw->pending == 0; });
+    if (!raw->firstError.ok()) return raw->firstError;
+  }
+  return session;
+}
+
+StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs) {
+  Impl& m = *impl_;
+  if (m.broken) return invalidInput("the session stopped at an earlier error: ", m.firstError.message());
+  RETURN_IF_ERROR(validateInputs(m.plan->plan, inputs));
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.inputs = &inputs;
+    m.pending = m.n;
+    ++m.step;
+  }
+  m.wake.notify_all();
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    m.done.wait(lock, [&] { return m.pending == 0; });
+    if (!m.firstError.ok()) {
+      m.broken = true;
+      return m.firstError;
+    }
+  }
+  return assemble(m.plan->plan, m.pieces);
+}
+
+Status RankSession::resetState() {
+  for (auto& e : impl_->execs) RETURN_IF_ERROR(e->resetState());
+  return Status::OK();
+}
+
+const Executor& RankSession::executor(int r) const { return *impl_->execs.at(static_cast<size_t>(r)); }
+int RankSession::ranks() const { return impl_->n; }
 
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs, int timeLimitSeconds) {
   RETURN_IF_ERROR(validateInputs(p.plan, inputs));

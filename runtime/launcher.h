@@ -20,6 +20,7 @@
 namespace pcc {
 
 class InputPipeline;
+class Executor;
 
 struct RunOptions {
   /// Check every weight's crc32 when mapping it.
@@ -188,6 +189,36 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 /// The same with a directory rendezvous in `rendezvousDir`.
 StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
                                 int rank, const std::string& rendezvousDir);
+
+/// Every rank of a plan as a thread of this process, kept between runs: each
+/// rank's executor (its weights, arena and session state, RankProgram.states)
+/// and communicators live as long as the session, so that a generation plan's
+/// KV cache stays on its ranks from one decode step to the next
+/// (runtime/generate.h). Runs are one at a time.
+class RankSession {
+ public:
+  /// Prepares every rank and connects the communicators (RunOptions: backend,
+  /// kernels, timeout, threads; not iters, warmup, pipeline or profile).
+  static StatusOr<std::unique_ptr<RankSession>> start(const LoadedPlan& p, const RunOptions& o);
+  ~RankSession();
+  RankSession(const RankSession&) = delete;
+  RankSession& operator=(const RankSession&) = delete;
+
+  /// Runs every rank once on `inputs` (one per Plan.inputs entry, checked).
+  /// \returns the assembled outputs, or the first error; after an error the
+  /// session is broken and every later run fails.
+  StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  /// Zeroes every rank's session state.
+  Status resetState();
+  /// \returns rank `r`'s executor (its state pieces, for checks).
+  const Executor& executor(int r) const;
+  int ranks() const;
+
+ private:
+  struct Impl;
+  explicit RankSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Runs Plan.reference, the unpartitioned one-rank program, on the reference
 /// kernels (never the oneDNN ones), so that --check compares the fast kernels

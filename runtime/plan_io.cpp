@@ -599,10 +599,14 @@ Status checkProgram(const plan::Plan& plan, const plan::RankProgram& prog, const
   if (prog.microbatches() < 0 || (reference && prog.microbatches() > 1))
     return invalidInput(who, ": micro-batch count ", prog.microbatches(), " is not allowed here");
   const int64_t mb = std::max(1, prog.microbatches());
+  // A generation plan's reference program binds the export's own interface.
+  const bool genRef = reference && plan.has_generation();
+  const auto& inDescs = genRef ? plan.generation().reference_inputs() : plan.inputs();
+  const auto& outDescs = genRef ? plan.generation().reference_outputs() : plan.outputs();
   for (int k = 0; k < prog.inputs_size(); ++k)
-    RETURN_IF_ERROR(checkBinding(prog.inputs(k), plan.inputs(), byId, strCat(who, ": input binding ", k), mb));
+    RETURN_IF_ERROR(checkBinding(prog.inputs(k), inDescs, byId, strCat(who, ": input binding ", k), mb));
   for (int k = 0; k < prog.outputs_size(); ++k)
-    RETURN_IF_ERROR(checkBinding(prog.outputs(k), plan.outputs(), byId, strCat(who, ": output binding ", k), mb));
+    RETURN_IF_ERROR(checkBinding(prog.outputs(k), outDescs, byId, strCat(who, ": output binding ", k), mb));
 
   for (int i = 0; i < prog.instructions_size(); ++i) {
     const plan::Instruction& ins = prog.instructions(i);
@@ -784,6 +788,33 @@ Status validatePlan(const plan::Plan& plan) {
       return invalidInput("rank ", r.rank(), ": mesh_coord is not (", c[0], ", ", c[1], ", ", c[2],
                           "), its place in the mesh");
   }
+  // Session state (generation plans): every piece lies inside its state and
+  // is read and written through buffers of its own type.
+  const plan::Generation& gen = plan.generation();
+  for (int s = 0; s < gen.states_size(); ++s)
+    RETURN_IF_ERROR(checkDesc(gen.states(s).desc(), strCat("state ", s, " '", gen.states(s).name(), "'")));
+  for (const plan::RankProgram& r : plan.ranks()) {
+    for (const plan::StateBinding& sb : r.states()) {
+      const std::string ctx = strCat("rank ", r.rank(), ": state binding of state ", sb.state());
+      if (sb.state() < 0 || sb.state() >= gen.states_size()) return invalidInput(ctx, ": no such state");
+      auto buf = [&](int id) -> const plan::Buffer* {
+        return id >= 0 && id < r.buffers_size() ? &r.buffers(id) : nullptr;
+      };
+      const plan::Buffer *in = buf(sb.buffer()), *out = buf(sb.out_buffer());
+      if (!in || !out) return invalidInput(ctx, ": buffer ", sb.buffer(), " or ", sb.out_buffer(), " does not exist");
+      if (in->desc().dtype() != out->desc().dtype() ||
+          !std::equal(in->desc().shape().begin(), in->desc().shape().end(), out->desc().shape().begin(),
+                      out->desc().shape().end()))
+        return invalidInput(ctx, ": buffers ", sb.buffer(), " and ", sb.out_buffer(), " differ in type");
+      const plan::TensorDesc& whole = gen.states(sb.state()).desc();
+      if (in->desc().dtype() != whole.dtype() || sb.offsets_size() != whole.shape_size() ||
+          in->desc().shape_size() != whole.shape_size())
+        return invalidInput(ctx, ": the piece does not match the state's type");
+      for (int d = 0; d < whole.shape_size(); ++d)
+        if (sb.offsets(d) < 0 || sb.offsets(d) > whole.shape(d) || in->desc().shape(d) > whole.shape(d) - sb.offsets(d))
+          return invalidInput(ctx, ": the piece leaves the state along dim ", d);
+    }
+  }
   for (int g = 0; g < plan.groups_size(); ++g) {
     const plan::Group& grp = plan.groups(g);
     int axis = static_cast<int>(std::find(std::begin(kAxes), std::end(kAxes), grp.axis()) - std::begin(kAxes));
@@ -922,7 +953,8 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
                         : lp.plan.schema_version() == 3 ? "REGION instruction for If, Loop and Scan"
                         : lp.plan.schema_version() == 4 ? "micro-batch count of pipeline stages"
                         : lp.plan.schema_version() == 5 ? "LAUNCH instruction for generated kernels"
-                                                        : "ALL_TO_ALL instruction",
+                        : lp.plan.schema_version() == 6 ? "ALL_TO_ALL instruction"
+                                                        : "session state of generation plans",
                         "); recompile the model with this pcc");
   if (lp.plan.schema_version() != kPlanSchemaVersion)
     return invalidInput(planPath, ": plan schema version ", lp.plan.schema_version(),

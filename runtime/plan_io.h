@@ -26,7 +26,7 @@ namespace pcc {
 /// version 5 pipeline stages: programs run once per micro-batch
 /// (RankProgram.microbatches, IoBinding.per_microbatch);
 /// version 6 the LAUNCH instruction and the table of generated kernels.
-constexpr uint32_t kPlanSchemaVersion = 7;
+constexpr uint32_t kPlanSchemaVersion = 8;
 
 /// Alignment of every tensor in a weight file, in bytes.
 constexpr uint64_t kWeightAlignment = 64;

@@ -22,6 +22,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/cpu/fast_kernels.h"
+#include "runtime/generate.h"
 #include "runtime/input_pipeline.h"
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
@@ -45,6 +46,13 @@ constexpr const char* kAbout =
 constexpr const char* kFooter = "exit codes: 0 ok, 1 outputs differ, 2 bad input or usage, 3 internal error, 4 out of memory or a peer rank failed";
 
 struct Args {
+  /// Generation plans (docs/generation.md): --generate N and its options.
+  int generate = 0;
+  std::vector<std::string> promptIds;
+  std::string promptFile;
+  double temperature = 0, topP = 1.0;
+  int topK = 0;
+  bool ignoreEos = false;
   std::string plan, inputs, expect, outputs, profileJson;
   bool check = false;
   double rtol = 1e-4, atol = 1e-5;
@@ -106,7 +114,23 @@ std::variant<Args, int> parse(int argc, char** argv) {
       ->type_name("DIR");
   app.add_option("--expect", a.expect, "compare outputs with DIR/output_K.pb")->type_name("DIR");
   app.add_option("--outputs", a.outputs, "write outputs to DIR/output_K.pb")->type_name("DIR");
-  app.add_flag("--check", a.check, "compare outputs with the plan's reference program");
+  app.add_flag("--check", a.check, "compare outputs with the plan's reference program\n"
+                                   "(generation: every step's logits and tokens with\n"
+                                   "the export's own decode step)");
+  cli::addInteger(app, "--generate", 1, 1 << 20, [&](int64_t n) { a.generate = static_cast<int>(n); },
+                  "generation plans: generate up to N new tokens per\n"
+                  "prompt (default 16) and print them", "N");
+  app.add_option("--prompt-ids", a.promptIds,
+                 "a prompt's token ids, comma-separated (repeat for a\n"
+                 "batch of prompts; default: one prompt '1,2,3')")
+      ->type_name("IDS");
+  app.add_option("--prompt-file", a.promptFile, "prompts, one per line, ids separated by commas or\nspaces")
+      ->type_name("FILE");
+  cli::addNumber(app, "--temperature", 0, a.temperature, "sample at this temperature (default 0: greedy)", "T");
+  cli::addInteger(app, "--top-k", 0, 1 << 30, [&](int64_t n) { a.topK = static_cast<int>(n); },
+                  "sample among the K most likely tokens (0: all)", "K");
+  cli::addNumber(app, "--top-p", 0, a.topP, "sample within the smallest set of tokens whose\nprobability reaches P (default 1: all)", "P");
+  app.add_flag("--ignore-eos", a.ignoreEos, "do not stop a sequence at the end-of-sequence token");
   CLI::Option* rtol = cli::addNumber(app, "--rtol", 0, a.rtol,
                                      "relative tolerance (default 1e-4; the float outputs of\n"
                                      "a plan with float16 / bfloat16 values: 7.8e-3 / 6.3e-2)", "R");
@@ -575,10 +599,110 @@ StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
 
 int runStream(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRank>& proc);
 
+/// \returns the token ids of one prompt written "1,2,3" or "1 2 3".
+StatusOr<std::vector<int64_t>> promptOf(const std::string& text, const std::string& where) {
+  std::vector<int64_t> ids;
+  std::string cur;
+  auto flush = [&]() -> Status {
+    if (cur.empty()) return Status::OK();
+    auto n = cli::parseInteger(cur, 0, std::numeric_limits<int64_t>::max());
+    if (!n) return invalidInput(where, ": '", cur, "' is not a token id (a non-negative integer)");
+    ids.push_back(*n);
+    cur.clear();
+    return Status::OK();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\t' || c == '\r') {
+      RETURN_IF_ERROR(flush());
+    } else {
+      cur += c;
+    }
+  }
+  RETURN_IF_ERROR(flush());
+  if (ids.empty()) return invalidInput(where, ": no token ids");
+  return ids;
+}
+
+/// --generate: runs a generation plan's decode step token by token.
+int runGenerate(const Args& a, const LoadedPlan& lp) {
+  GenerateOptions g;
+  for (size_t i = 0; i < a.promptIds.size(); ++i) {
+    auto ids = promptOf(a.promptIds[i], strCat("--prompt-ids ", i));
+    if (!ids.ok()) return fail(ids.status());
+    g.prompts.push_back(std::move(ids).value());
+  }
+  if (!a.promptFile.empty()) {
+    std::ifstream in(a.promptFile);
+    if (!in) return fail(invalidInput(a.promptFile, ": cannot read"));
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto ids = promptOf(line, strCat(a.promptFile, ":", n));
+      if (!ids.ok()) return fail(ids.status());
+      g.prompts.push_back(std::move(ids).value());
+    }
+  }
+  if (g.prompts.empty()) {
+    g.prompts.push_back({1, 2, 3});
+    std::fprintf(stderr, "pcc-run: no prompt given (--prompt-ids): generating from token ids 1,2,3\n");
+  }
+  g.maxNewTokens = a.generate > 0 ? a.generate : 16;
+  g.temperature = a.temperature;
+  g.topK = a.topK;
+  g.topP = a.topP;
+  g.seed = a.seed;
+  g.stopAtEos = !a.ignoreEos;
+  g.check = a.check;
+  if (a.toleranceGiven) {
+    g.rtol = a.rtol;
+    g.atol = a.atol;
+  }
+  if (a.topP <= 0 || a.topP > 1) return fail(invalidInput("--top-p expects a number in (0, 1], got ", a.topP));
+  auto res = generateTokens(lp, g, a.run);
+  if (!res.ok()) return fail(res.status());
+  for (size_t b = 0; b < res->tokens.size(); ++b) {
+    std::printf("tokens[%zu]:", b);
+    for (int64_t t : res->tokens[b]) std::printf(" %lld", static_cast<long long>(t));
+    std::printf("\n");
+  }
+  size_t longest = 0;
+  for (const auto& pr : g.prompts) longest = std::max(longest, pr.size());
+  std::printf("time to first token: %.3f ms (the prompts fed one token per step: %zu steps)\n",
+              res->firstTokenSeconds * 1e3, longest);
+  if (res->decodeTokens > 0 && res->decodeSeconds > 0)
+    std::printf("decode: %.1f tokens/s (%lld tokens in %.3f ms)\n", res->decodeTokens / res->decodeSeconds,
+                static_cast<long long>(res->decodeTokens), res->decodeSeconds * 1e3);
+  std::fflush(stdout);
+  if (!res->overflow.empty()) return fail(invalidInput(res->overflow));
+  if (a.check) {
+    if (!res->mismatch.empty()) {
+      std::fprintf(stderr, "pcc-run: generation check failed at %s\n", res->mismatch.c_str());
+      return 1;
+    }
+    std::printf("check: %d steps match the export's own decode step (max logit difference %.3g)\n",
+                res->checkedSteps, res->maxLogitDiff);
+  }
+  return 0;
+}
+
 int run(const Args& a) {
   auto lp = loadPlanBundle(a.plan);
   if (!lp.ok()) return fail(lp.status());
   const plan::Plan& plan = lp->plan;
+  if (plan.has_generation()) {
+    auto proc = processRank(a);
+    if (!proc.ok()) return fail(proc.status());
+    if (*proc)
+      return fail(invalidInput(a.plan, ": generation runs its ranks as threads of one process; one process per "
+                               "rank is not supported for generation plans yet"));
+    if (a.batches > 0 || !a.inputs.empty() || !a.expect.empty() || !a.outputs.empty())
+      return fail(invalidInput(a.plan, ": a generation plan takes --generate N with --prompt-ids (not --inputs, "
+                               "--expect, --outputs or --batches)"));
+    return runGenerate(a, *lp);
+  }
+  if (a.generate > 0)
+    return fail(invalidInput(a.plan, ": --generate needs a generation plan (a decoder export with past_key_values "
+                             "inputs and present outputs); this plan computes one stateless pass"));
   if (a.batches > 0) {
     auto proc = processRank(a);
     if (!proc.ok()) return fail(proc.status());

@@ -123,6 +123,15 @@ int toolMain(int argc, char** argv) {
                   "micro-batches per data-parallel replica's batch\n"
                   "(default: the cost model's choice with pipeline\n"
                   "stages, else 1); must divide it evenly");
+  cli::addInteger(app, "--max-context", 2, int64_t{1} << 24, [&](int64_t n) { opts.maxContext = n; },
+                  "generation plans: positions the KV cache holds\n"
+                  "per sequence, prompt included (default: the\n"
+                  "model's max_position_embeddings from a config\n"
+                  "next to it, else 2048)");
+  app.add_flag_function("--no-generation", [&](int64_t) { opts.generation = false; },
+                        "compile a decoder with a KV cache as the plain\n"
+                        "graph it is (past and present as inputs and\n"
+                        "outputs) instead of a generation plan");
   cli::addChoice(app, "--gpu", opts.gpu, builtinClusterSpecNames(),
                  "the device the cost model plans for (default h100;\ncpu: CPU ranks)");
   app.add_option("--cluster", opts.clusterFile,

@@ -9,13 +9,14 @@ build=${1:-$here/build}
 # ocl-icd-opencl-dev and opencl-c-headers: Debian builds oneDNN with its OpenCL GPU
 # runtime, so its CMake package (find_package(dnnl CONFIG)) requires OpenCL.
 # graphviz: its dot program draws pcc-report's HTML graph (and the tests run it).
+# libxtensor-dev (its xnpy.hpp) and libzip-dev: pcc-run's .npy and .npz tensor files.
 # openmpi-bin: mpirun starts pcc-run processes in tests/e2e/test_launch.py (only
 # as a launcher: gloo carries the collectives).
 debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev libbenchmark-dev
       libgloo-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers llvm-14-tools libonnx-testdata libssl-dev
-      libcli11-dev nlohmann-json3-dev
+      libcli11-dev nlohmann-json3-dev libxtensor-dev libzip-dev
       graphviz
       openmpi-bin
       python3 python3-venv)

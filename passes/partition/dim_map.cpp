@@ -171,6 +171,19 @@ void splitMap(const Node& n, OpDimMap& m) {
 // no past key/value, the hidden dims of Q, K and V link to Y's in whole heads
 // (granule = the head width), and lowering gives the local node its local
 // head counts.
+// TensorScatter (a KV cache written at each sequence's position): the cache,
+// the update and the output share every dimension but the written axis; the
+// write positions follow the batch.
+void tensorScatterMap(const Node& n, OpDimMap& m) {
+  const int64_t rank = static_cast<int64_t>(shapeOf(n, 0).size());
+  int64_t axis = n.attrs().getInt("axis", -2);
+  if (axis < 0) axis += rank;
+  for (size_t i : {0, 1})
+    for (int64_t d = 0; d < rank && d < static_cast<int64_t>(m.links[i].size()); ++d)
+      if (d != axis) m.links[i][static_cast<size_t>(d)].outDim = static_cast<int>(d);
+  if (n.input(2) && !m.links[2].empty()) m.links[2][0].outDim = 0;
+}
+
 void attentionMap(const Node& n, OpDimMap& m) {
   const Dims& q = shapeOf(n, 0);
   bool heads = q.size() == 4 && shapeOf(n, 1).size() == 4 && shapeOf(n, 2).size() == 4;
@@ -250,6 +263,7 @@ DimMapRule dimMapRule(OpKind op) {
     case OpKind::Slice: return &sliceMap;
     case OpKind::Gather: return &gatherMap;
     case OpKind::Attention: return &attentionMap;
+    case OpKind::TensorScatter: return &tensorScatterMap;
     default: return nullptr;  // marked Replicate in Ops.def (ops_table_test checks both agree)
   }
 }

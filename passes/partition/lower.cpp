@@ -36,6 +36,7 @@
 // (dp · microbatches replicas) gives every local shape and slice; a collective
 // over dp would need the whole batch at once and is refused when there are
 // micro-batches.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -105,6 +106,18 @@ class RankLowering {
       Value* lv = lg_->addInput(v->name(), {v->type().dtype, localShape(v->type().shape, s, shape_, srank_)});
       lv->setSharding(s);
       cache_[key(v, s)] = lv;
+      if (int st = stateOf(v->name(), /*output=*/false); st >= 0) {
+        StateBind sb;
+        sb.state = static_cast<size_t>(st);
+        sb.in = lv;
+        for (size_t d = 0; d < s.dims.size(); ++d)
+          sb.offsets.push_back(s.dims[d] == MeshAxis::kNone
+                                   ? 0
+                                   : chunkOffset(v->type().shape[d], shape_.extent(s.dims[d]),
+                                                 shape_.coord(srank_, s.dims[d])));
+        rg.states.push_back(std::move(sb));
+        continue;
+      }
       IoBind b{k, lv, -1, 0, 0};
       for (size_t d = 0; d < s.dims.size(); ++d)
         if (s.dims[d] != MeshAxis::kNone) setSplit(b, v, s, static_cast<int>(d));
@@ -125,6 +138,13 @@ class RankLowering {
 
  private:
   static std::string key(const Value* v, const Sharding& s) { return strCat(v->id(), "|", s.str()); }
+
+  /// \returns the state whose input (or output) is named `name`, or -1.
+  int stateOf(const std::string& name, bool output) const {
+    for (size_t i = 0; i < p_.states.size(); ++i)
+      if ((output ? p_.states[i].second : p_.states[i].first) == name) return static_cast<int>(i);
+    return -1;
+  }
 
   void setSplit(IoBind& b, const Value* v, const Sharding& s, int d) {
     int parts = shape_.extent(s.dims[d]), c = shape_.coord(srank_, s.dims[d]);
@@ -340,6 +360,17 @@ class RankLowering {
       const Value* v = g_.outputs()[k];
       const int from = v->producer() ? v->producer()->stage() : 0;
       if (p_.mesh.pp > 1 && from != stage_) continue;  // the stage that computes it writes it
+      if (int st = stateOf(v->name(), /*output=*/true); st >= 0) {
+        // A state is written back in its own layout, on every rank that holds a piece.
+        ASSIGN_OR_RETURN(Value* lv, materialize(v, *v->sharding()));
+        auto sb = std::find_if(rg.states.begin(), rg.states.end(),
+                               [&](const StateBind& b) { return b.state == static_cast<size_t>(st); });
+        if (sb == rg.states.end())
+          return internalError("rank ", rank_, ": state output '", v->name(), "' is computed where its input is not read");
+        sb->out = lv;
+        outs.push_back(lv);
+        continue;
+      }
       Sharding want = *v->sharding();
       want.partial = MeshAxis::kNone;
       // Micro-batches keep the batch's split (gathering it is impossible);

@@ -202,6 +202,25 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
   return Status::OK();
 }
 
+// Each state input takes the layout its writer gives the state output, so
+// that every rank reads and writes its own piece in place.
+Status placeStates(Graph& g, const PartitionOptions& opts, Partition& p) {
+  p.states = opts.states;
+  for (const auto& [inName, outName] : opts.states) {
+    Value* in = g.findValue(inName);
+    Value* out = g.findValue(outName);
+    Node* w = out ? out->producer() : nullptr;
+    if (!in || !w || w->op() != OpKind::TensorScatter || w->input(0) != in)
+      return internalError("state '", inName, "' -> '", outName, "' is not written by a TensorScatter of its input");
+    Sharding s = *out->sharding();
+    if (s.partial != MeshAxis::kNone)
+      return internalError("state '", outName, "' would be a partial sum: ", s.str());
+    in->setSharding(s);
+    p.inputSharding[{w, 0}] = s;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status inlineFusedNodes(Graph& g) {
@@ -260,6 +279,7 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
                              " replicated (Ops.def marks ", opName(op), " Replicate): ",
                              count == 1 ? "its" : "their", " split inputs are gathered first"));
   if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, cm, p));
+  RETURN_IF_ERROR(placeStates(g, opts, p));
   if (p.mesh.pp > 1) RETURN_IF_ERROR(cutStages(g, p, *cm));
   return p;
 }

@@ -32,6 +32,13 @@ struct PartitionOptions {
   /// Off: the tp axis exists but every node replicates over it (the
   /// data-parallel layouts alone, what the tp search starts from; tests).
   bool tensorParallelSearch = true;
+  /// Session state (a generation plan's KV cache, passes/kv_cache.h): pairs
+  /// of (graph input, graph output) value names, each output written by a
+  /// TensorScatter whose input 0 is the input. The input takes the layout of
+  /// the output, so that each rank keeps its piece in place, and lowering
+  /// binds both as the rank's state (RankGraph::states), not as model inputs
+  /// and outputs.
+  std::vector<std::pair<std::string, std::string>> states;
 };
 
 /// The result of sharding propagation over a global graph. Value shardings
@@ -76,6 +83,8 @@ struct Partition {
   bool tpExact = true;
   /// Decisions worth telling the user (fewer ranks, fallbacks).
   std::vector<std::string> notes;
+  /// PartitionOptions::states, as partitioned.
+  std::vector<std::pair<std::string, std::string>> states;
 };
 
 /// Replaces every Fused node of `g` by its body's ops (compiler/ir/regions.h
@@ -98,11 +107,21 @@ struct IoBind {
   bool perMicrobatch = false;
 };
 
+/// A rank's piece of a session state (PartitionOptions::states).
+struct StateBind {
+  size_t state = 0;       ///< position in Partition::states
+  Value* in = nullptr;    ///< the local input that reads the piece
+  Value* out = nullptr;   ///< the local value the step writes it back as (the same memory)
+  std::vector<int64_t> offsets;  ///< the piece's start in every dimension
+};
+
 struct RankGraph {
   int rank = 0;
   int stage = 0;  ///< the pipeline stage whose nodes it holds
   std::unique_ptr<Graph> graph;  ///< local shapes; collectives carry axis/dim/group_size
   std::vector<IoBind> inputs, outputs;
+  /// The state pieces this rank holds (those its stage reads).
+  std::vector<StateBind> states;
   /// nodeStarts[i]: the number of local nodes before those global node i
   /// lowered to (its input conversions, then the node); the last entry is
   /// the total. Nodes of other stages lower to none.

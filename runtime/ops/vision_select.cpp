@@ -130,17 +130,21 @@ Status computeCol2Im(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 }
 
 Status computeTensorScatter(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
-  RETURN_IF_ERROR(inferTensorScatter(argsFromTensors(in, attrs)).status());
+  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferTensorScatter(argsFromTensors(in, attrs)));
   const Tensor &cache = *in[0], &update = *in[1];
   const Tensor* writeIdx = optionalInput(in, 2);
   bool circular = attrs.getString("mode", "linear") == "circular";
   int64_t axis = attrs.getInt("axis", -2);
   if (axis < 0) axis += cache.rank();
-  Tensor r = cache.clone();
+  // The output may be the cache itself (a generation plan's KV cache state,
+  // written in place): then only the update's positions are written.
+  Tensor r = ops::output(out, 0, types[0]);
+  if (r.raw() != cache.raw()) std::memcpy(r.mutableData(), cache.raw(), cache.type().bytes());
   size_t es = dtypeSize(cache.dtype());
   int64_t outer = 1, inner = 1, maxLen = cache.shape()[axis], len = update.shape()[axis];
   for (int64_t i = 0; i < axis; ++i) outer *= cache.shape()[i];
   for (int64_t i = axis + 1; i < cache.rank(); ++i) inner *= cache.shape()[i];
+  if (outer == 0 || inner == 0 || len == 0) return Status::OK();
   int64_t perBatch = outer / cache.shape()[0];
   for (int64_t o = 0; o < outer; ++o) {
     int64_t start = writeIdx ? writeIdx->getInt(o / perBatch) : 0;
@@ -154,7 +158,6 @@ Status computeTensorScatter(const std::vector<const Tensor*>& in, const AttrMap&
                   static_cast<size_t>(inner) * es);
     }
   }
-  out.push_back(std::move(r));
   return Status::OK();
 }
 
@@ -210,7 +213,7 @@ void registerVisionSelectOps(OpRegistry& r) {
   r.add(OpKind::CenterCropPad, &computeCenterCropPad);
   r.add(OpKind::MaxUnpool, &computeMaxUnpool);
   r.add(OpKind::Col2Im, &computeCol2Im);
-  r.add(OpKind::TensorScatter, &computeTensorScatter);
+  r.add(OpKind::TensorScatter, &computeTensorScatter, kWritesOutputs);
   r.add(OpKind::Det, &computeDet);
   r.add(OpKind::Swish, &computeSwish);
 }

@@ -357,7 +357,8 @@ DTYPE_SIZES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12:
 def read_program(raw):
     """\returns one RankProgram of plan.pb as a dict: buffers (id, name, nbytes,
     dtype, shape, weight, arena_offset, in_place_of), instructions (kind, op,
-    node, inputs, outputs), input and output buffer ids, arena_bytes and
+    node, inputs, outputs), state bindings (state, buffer, out_buffer,
+    offsets), input and output buffer ids, arena_bytes and
     naive_arena_bytes. Field numbers are those of runtime/plan.proto."""
     r = decode_fields(raw)
     buffers = []
@@ -381,7 +382,12 @@ def read_program(raw):
                              "node": f.get(9, [b""])[0].decode(),
                              "inputs": _ints(f.get(3, [])), "outputs": _ints(f.get(4, []))})
     binding = lambda raw_b: _signed(decode_fields(raw_b).get(1, [0])[0])  # noqa: E731
-    return {"rank": r.get(1, [0])[0], "buffers": buffers, "instructions": instructions,
+    states = []
+    for sb in r.get(13, []):
+        f = decode_fields(sb)
+        states.append({"state": _signed(f.get(1, [0])[0]), "buffer": _signed(f.get(2, [0])[0]),
+                       "out_buffer": _signed(f.get(3, [0])[0]), "offsets": _ints(f.get(4, []))})
+    return {"rank": r.get(1, [0])[0], "buffers": buffers, "instructions": instructions, "states": states,
             "inputs": [binding(b) for b in r.get(8, [])],
             "outputs": [binding(b) for b in r.get(9, [])],
             "arena_bytes": r.get(10, [0])[0], "naive_arena_bytes": r.get(11, [0])[0]}

@@ -1,0 +1,112 @@
+#include "passes/kv_cache.h"
+
+#include <algorithm>
+#include <set>
+
+namespace pcc {
+
+namespace {
+
+struct Found {
+  Value* past = nullptr;
+  Value* present = nullptr;
+  Node* concat = nullptr;
+  int axis = -1;
+};
+
+/// \returns the Concat that makes `pair`'s present from its past, checked.
+StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::string& modelPath) {
+  Found f;
+  f.past = g.findValue(pair.past);
+  f.present = g.findValue(pair.present);
+  const auto& ins = g.inputs();
+  const auto& outs = g.outputs();
+  if (!f.past || std::find(ins.begin(), ins.end(), f.past) == ins.end())
+    return invalidInput(modelPath, ": the cache input '", pair.past, "' is not a graph input after import");
+  if (!f.present || std::find(outs.begin(), outs.end(), f.present) == outs.end())
+    return invalidInput(modelPath, ": the cache output '", pair.present, "' is not a graph output after import");
+  const TensorType& pt = f.past->type();
+  const TensorType& qt = f.present->type();
+  Node* n = f.present->producer();
+  auto unrecognized = [&](const std::string& why) {
+    return invalidInput(modelPath, ": cache layout not recognized: present '", pair.present, "' ", qt.str(),
+                        n ? strCat(" is computed by ", n->describe()) : std::string(" has no producer"), "; ", why,
+                        " (pcc expects present = Concat(past '", pair.past, "', new) along the sequence axis)");
+  };
+  if (pt.rank() != 4 || qt.rank() != 4 || pt.dtype != qt.dtype)
+    return unrecognized(strCat("past is ", pt.str(), ": a 4-D [batch, heads, positions, head dim] cache of the "
+                               "present's type is expected"));
+  if (!n || n->op() != OpKind::Concat || n->inputs().size() != 2 || n->input(0) != f.past)
+    return unrecognized("it is not a Concat of the past and one new tensor, in that order");
+  int64_t axis = n->attrs().getInt("axis", 0);
+  if (axis < 0) axis += 4;
+  if (axis < 1 || axis > 3) return unrecognized(strCat("its axis ", axis, " is not a position axis"));
+  const Value* fresh = n->input(1);
+  for (int d = 0; d < 4; ++d)
+    if (d != axis && (pt.shape[d] != qt.shape[d] || fresh->type().shape[d] != qt.shape[d]))
+      return unrecognized(strCat("dim ", d, " differs between past, new and present"));
+  if (f.past->uses().size() != 1) return unrecognized("the past is also read elsewhere");
+  f.concat = n;
+  f.axis = static_cast<int>(axis);
+  return f;
+}
+
+}  // namespace
+
+StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<KvCachePair>& pairs,
+                                                   const std::string& modelPath) {
+  if (pairs.empty()) return invalidInput(modelPath, ": no KV cache pairs to rewrite");
+  std::vector<Found> found;
+  for (const KvCachePair& p : pairs) {
+    ASSIGN_OR_RETURN(Found f, findConcat(g, p, modelPath));
+    found.push_back(f);
+  }
+  // Every check passed: rewrite.
+  const int64_t batch = found.front().past->type().shape[0];
+  if (g.findValue(kCachePositionInput))
+    return invalidInput(modelPath, ": the model already has a value named '", kCachePositionInput, "'");
+  Value* position = g.addInput(kCachePositionInput, {DType::kI64, {batch}});
+  std::vector<KvCacheState> states;
+  std::set<Value*> pasts, presents;
+  std::vector<Value*> caches, written;
+  for (size_t i = 0; i < found.size(); ++i) {
+    Found& f = found[i];
+    KvCacheState st;
+    st.past = pairs[i].past;
+    st.present = pairs[i].present;
+    st.type = f.present->type();
+    st.axis = f.axis;
+    st.name = g.uniqueName(pairs[i].past + "/cache");
+    Value* cache = g.addInput(st.name, st.type);
+    AttrMap attrs;
+    attrs.set("axis", static_cast<int64_t>(f.axis));
+    attrs.set("mode", std::string("linear"));
+    Node* w = g.addNode(OpKind::TensorScatter, {cache, f.concat->input(1), position}, {st.type}, std::move(attrs),
+                        f.concat->name(), {}, g.indexOf(f.concat));
+    Value* present = f.present;
+    g.replaceAllUsesWith(present, w->output());
+    g.eraseNodes({f.concat});
+    if (!g.renameValue(w->output(), st.present))
+      return internalError("kv cache: the name '", st.present, "' is still taken after the rewrite");
+    pasts.insert(f.past);
+    caches.push_back(cache);
+    written.push_back(w->output());
+    states.push_back(std::move(st));
+  }
+  // Inputs: the others in order, the position, the caches; outputs: the others, the caches.
+  std::vector<Value*> ins;
+  for (Value* v : g.inputs())
+    if (!pasts.count(v) && v != position && std::find(caches.begin(), caches.end(), v) == caches.end())
+      ins.push_back(v);
+  ins.push_back(position);
+  ins.insert(ins.end(), caches.begin(), caches.end());
+  g.setInputs(std::move(ins));
+  std::vector<Value*> outs;
+  for (Value* v : g.outputs())
+    if (std::find(written.begin(), written.end(), v) == written.end()) outs.push_back(v);
+  outs.insert(outs.end(), written.begin(), written.end());
+  g.setOutputs(std::move(outs));
+  return states;
+}
+
+}  // namespace pcc

@@ -1,0 +1,46 @@
+// The KV cache as state (docs/generation.md#the-cache-pass): a decoder
+// export's past/present pairs, each present the Concat of its past with the
+// step's new keys or values along the sequence axis, become a cache of
+// max_context positions that the step writes in place at each sequence's
+// position (TensorScatter) and that attention reads whole, the attention mask
+// hiding the positions not written yet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/ir.h"
+
+namespace pcc {
+
+/// One layer's key or value cache of an export: its past input and present output.
+struct KvCachePair {
+  std::string past, present;
+};
+
+/// A state tensor the rewrite made.
+struct KvCacheState {
+  std::string name;     ///< the new graph input (the cache as it was before the step)
+  std::string present;  ///< the graph output: the cache after the step (same value name as the export's)
+  std::string past;     ///< the export's past input it replaces
+  TensorType type;      ///< [batch, kv heads, max_context, head dim]
+  int axis = 2;         ///< the sequence axis
+};
+
+/// The graph input the rewrite adds: each sequence's write position, int64 [batch].
+inline constexpr const char* kCachePositionInput = "pcc_cache_position";
+
+/// Rewrites every pair of `g` (imported with each past at max_context - 1
+/// positions and one new position per step, so each present holds
+/// max_context): the Concat(past, new) that computes present becomes
+/// TensorScatter(cache, new, pcc_cache_position) along the same axis; the
+/// cache is a new graph input and present stays a graph output. The graph's
+/// inputs become: the export's other inputs in order, pcc_cache_position, then
+/// the caches in pair order; its outputs: the other outputs, then the caches
+/// after the step in pair order. \returns the states, or an invalid-input
+/// error naming the present output and the node that computes it when a pair
+/// is not in that form (never a partial rewrite).
+StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<KvCachePair>& pairs,
+                                                   const std::string& modelPath);
+
+}  // namespace pcc

@@ -1,0 +1,256 @@
+#include "runtime/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "runtime/executor.h"
+#include "runtime/plan_convert.h"
+#include "runtime/support/compare.h"
+
+namespace pcc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// \returns sequence `b`'s logits row of a [batch, 1, vocab] float32 tensor.
+std::vector<float> rowOf(const Tensor& logits, int64_t b) {
+  const int64_t v = logits.shape().back();
+  const float* x = logits.data<float>() + b * v;
+  return std::vector<float>(x, x + v);
+}
+
+int64_t argmax(const std::vector<float>& row) {
+  return static_cast<int64_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+/// Chooses a token from `row`: greedy, or sampled at the options' temperature
+/// within top-k and top-p.
+int64_t choose(const std::vector<float>& row, const GenerateOptions& g, std::mt19937_64& rng) {
+  if (g.temperature <= 0 || g.topK == 1) return argmax(row);
+  std::vector<int64_t> order(row.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+  size_t keep = g.topK > 0 ? std::min<size_t>(static_cast<size_t>(g.topK), order.size()) : order.size();
+  const double top = row[order[0]];
+  std::vector<double> p(keep);
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp((row[order[i]] - top) / g.temperature);
+  if (g.topP < 1.0) {
+    double acc = 0;
+    size_t n = 0;
+    while (n < keep) {
+      acc += p[n++] / sum;
+      if (acc >= g.topP) break;
+    }
+    keep = std::max<size_t>(n, 1);
+    p.resize(keep);
+    sum = std::accumulate(p.begin(), p.end(), 0.0);
+  }
+  double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
+  for (size_t i = 0; i < keep; ++i) {
+    if (u < p[i]) return order[i];
+    u -= p[i];
+  }
+  return order[keep - 1];
+}
+
+/// The export's own decode step on the reference kernels, its past kept here:
+/// slot j of each past holds position j (j < max_context - 1); the step's new
+/// key or value is the present's last slot.
+class ReferenceStepper {
+ public:
+  static StatusOr<ReferenceStepper> make(const LoadedPlan& p) {
+    const plan::Generation& g = p.plan.generation();
+    ReferenceStepper r;
+    r.gen_ = &g;
+    ASSIGN_OR_RETURN(r.exec_, Executor::create(p, p.plan.reference(), /*verifyChecksums=*/true, /*fastKernels=*/false));
+    for (const plan::IoDesc& d : g.reference_inputs()) r.inputs_.push_back(Tensor::zeros(fromDesc(d.desc())));
+    return r;
+  }
+
+  /// Runs one step; `step` holds the rank programs' inputs (Plan.inputs order)
+  /// and `p` the plan. \returns the logits.
+  StatusOr<Tensor> run(const plan::Plan& p, const std::vector<Tensor>& step, const std::vector<int64_t>& pos) {
+    const plan::Generation& g = *gen_;
+    const int64_t ctx = g.max_context();
+    for (int i = 0; i < g.reference_inputs_size(); ++i) {
+      const std::string& name = g.reference_inputs(i).name();
+      for (int k = 0; k < p.inputs_size(); ++k)
+        if (p.inputs(k).name() == name && k != g.attention_mask()) inputs_[i] = step[k];
+    }
+    // The mask over past slots and the new one: earlier positions, then the new token last.
+    int maskIndex = -1;
+    for (int i = 0; i < g.reference_inputs_size(); ++i)
+      if (g.reference_inputs(i).name() == p.inputs(g.attention_mask()).name()) maskIndex = i;
+    if (maskIndex < 0) return internalError("the reference program has no attention mask input");
+    Tensor mask = Tensor::zeros(inputs_[maskIndex].type());
+    int64_t* m = mask.mutableData<int64_t>();
+    for (size_t b = 0; b < pos.size(); ++b) {
+      for (int64_t j = 0; j < pos[b] && j < ctx - 1; ++j) m[b * ctx + j] = 1;
+      m[b * ctx + ctx - 1] = 1;
+    }
+    inputs_[maskIndex] = mask;
+    std::vector<OutputPiece> pieces;
+    RETURN_IF_ERROR(exec_->run(inputs_, nullptr, &pieces).withContext("reference program"));
+    std::vector<Tensor> outs(g.reference_outputs_size());
+    for (OutputPiece& piece : pieces) outs[piece.index] = std::move(piece.tensor);
+    // Keep each present's new slot as the past at the sequence's position.
+    for (int s = 0; s < g.states_size(); ++s) {
+      Tensor& past = inputs_[g.reference_past(s)];
+      const Tensor& present = outs[g.reference_present(s)];
+      const Dims& ps = past.shape();  // [batch, heads, ctx - 1, dim]
+      const int64_t heads = ps[1], dim = ps[3];
+      const size_t es = dtypeSize(past.dtype());
+      Tensor next = past.clone();
+      for (size_t b = 0; b < pos.size(); ++b) {
+        if (pos[b] >= ctx - 1) continue;
+        for (int64_t h = 0; h < heads; ++h) {
+          const char* src = static_cast<const char*>(present.raw()) +
+                            static_cast<size_t>(((static_cast<int64_t>(b) * heads + h) * ctx + ctx - 1) * dim) * es;
+          char* dst = static_cast<char*>(next.mutableData()) +
+                      static_cast<size_t>(((static_cast<int64_t>(b) * heads + h) * (ctx - 1) + pos[b]) * dim) * es;
+          std::memcpy(dst, src, static_cast<size_t>(dim) * es);
+        }
+      }
+      past = std::move(next);
+    }
+    for (int i = 0; i < g.reference_outputs_size(); ++i)
+      if (g.reference_outputs(i).name() == p.outputs(g.logits()).name()) return outs[i];
+    return internalError("the reference program has no logits output");
+  }
+
+ private:
+  const plan::Generation* gen_ = nullptr;
+  std::unique_ptr<Executor> exec_;
+  std::vector<Tensor> inputs_;
+};
+
+}  // namespace
+
+StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o) {
+  const plan::Plan& plan = p.plan;
+  if (!plan.has_generation() || plan.generation().states_size() == 0)
+    return invalidInput(p.dir, ": the plan does not generate (compile a decoder export with past_key_values inputs "
+                        "and present outputs)");
+  const plan::Generation& gen = plan.generation();
+  const int64_t batch = gen.batch(), ctx = gen.max_context();
+  if (g.prompts.empty()) return invalidInput("--generate needs at least one prompt (--prompt-ids)");
+  if (static_cast<int64_t>(g.prompts.size()) > batch)
+    return invalidInput(g.prompts.size(), " prompts, but the plan decodes ", batch,
+                        " sequence(s) per step (compile with --batch ", g.prompts.size(), ")");
+  if (g.maxNewTokens < 1) return invalidInput("--generate N needs N >= 1");
+  const TensorType logitsType = fromDesc(plan.outputs(gen.logits()).desc());
+  if (logitsType.dtype != DType::kF32 || logitsType.rank() != 3 || logitsType.shape[1] != 1)
+    return invalidInput(p.dir, ": generation needs float32 logits [batch, 1, vocab], the plan's are ",
+                        logitsType.str());
+  const int64_t vocab = logitsType.shape[2];
+  std::vector<std::vector<int64_t>> prompts = g.prompts;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) return invalidInput("prompt ", i, " is empty");
+    if (static_cast<int64_t>(prompts[i].size()) >= ctx)
+      return invalidInput("prompt ", i, " has ", prompts[i].size(), " tokens; the plan's context holds ", ctx,
+                          " positions (--max-context at compile time), so at most ", ctx - 1, " leave room for one more");
+    for (int64_t t : prompts[i])
+      if (t < 0 || t >= vocab)
+        return invalidInput("prompt ", i, ": token id ", t, " is outside the vocabulary [0, ", vocab, ")");
+  }
+  const size_t real = prompts.size();
+  while (static_cast<int64_t>(prompts.size()) < batch) prompts.push_back(prompts.front());
+
+  ASSIGN_OR_RETURN(std::unique_ptr<RankSession> session, RankSession::start(p, o));
+  std::optional<ReferenceStepper> ref;
+  if (g.check) {
+    ASSIGN_OR_RETURN(ReferenceStepper r, ReferenceStepper::make(p));
+    ref.emplace(std::move(r));
+  }
+  std::mt19937_64 rng(g.seed);
+  GenerateResult res;
+  res.tokens.assign(real, {});
+  std::vector<int64_t> pos(batch, 0);     // the position each sequence writes next
+  std::vector<int64_t> last(batch, 0);    // its latest new token
+  std::vector<bool> done(batch, false);
+  for (size_t b = real; b < static_cast<size_t>(batch); ++b) done[b] = true;
+  std::vector<Tensor> inputs(plan.inputs_size());
+  for (int k = 0; k < plan.inputs_size(); ++k) inputs[k] = Tensor::zeros(fromDesc(plan.inputs(k).desc()));
+  const Clock::time_point t0 = Clock::now();
+  Clock::time_point firstAt{};
+  bool first = false;
+  auto allDone = [&] { return std::all_of(done.begin(), done.begin() + static_cast<long>(real), [](bool d) { return d; }); };
+  while (!allDone()) {
+    // This step's token of each sequence: its prompt's, then its latest new one.
+    for (int64_t b = 0; b < batch; ++b) {
+      if (pos[b] >= ctx) {
+        if (!done[b] && static_cast<size_t>(b) < real)
+          res.overflow = strCat("sequence ", b, " reached the context of ", ctx,
+                                " positions (--max-context at compile time) after ", res.tokens[b].size(),
+                                " new tokens");
+        done[b] = true;
+      }
+    }
+    if (!res.overflow.empty() || allDone()) break;
+    std::vector<int64_t> stepPos(batch);
+    for (int64_t b = 0; b < batch; ++b) stepPos[b] = std::min(pos[b], ctx - 1);
+    Tensor& ids = inputs[gen.input_ids()];
+    Tensor mask = Tensor::zeros(inputs[gen.attention_mask()].type());
+    Tensor cpos = Tensor::zeros(inputs[gen.cache_position()].type());
+    Tensor posIds = gen.position_ids() >= 0 ? Tensor::zeros(inputs[gen.position_ids()].type()) : Tensor();
+    for (int64_t b = 0; b < batch; ++b) {
+      const std::vector<int64_t>& pr = prompts[b];
+      const int64_t at = stepPos[b];
+      ids.mutableData<int64_t>()[b] = at < static_cast<int64_t>(pr.size()) ? pr[at] : last[b];
+      for (int64_t j = 0; j <= at; ++j) mask.mutableData<int64_t>()[b * ctx + j] = 1;
+      cpos.mutableData<int64_t>()[b] = at;
+      if (posIds.defined()) posIds.mutableData<int64_t>()[b] = at;
+    }
+    inputs[gen.attention_mask()] = mask;
+    inputs[gen.cache_position()] = cpos;
+    if (posIds.defined()) inputs[gen.position_ids()] = posIds;
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->run(inputs));
+    ++res.steps;
+    const Tensor& logits = outs[gen.logits()];
+    if (ref) {
+      ASSIGN_OR_RETURN(Tensor want, ref->run(plan, inputs, stepPos));
+      Diff d = compareTensors(logits, want, g.rtol, g.atol);
+      res.maxLogitDiff = std::max(res.maxLogitDiff, d.maxAbs);
+      ++res.checkedSteps;
+      if (!d.ok && res.mismatch.empty())
+        res.mismatch = strCat("step ", res.steps - 1, ": logits differ from the export's own decode step (",
+                              d.where, "; ", toleranceUsed(d, g.rtol, g.atol), ")");
+      const bool greedy = g.temperature <= 0 || g.topK == 1;
+      for (size_t b = 0; greedy && b < real && res.mismatch.empty(); ++b)
+        if (!done[b] && stepPos[b] + 1 >= static_cast<int64_t>(prompts[b].size()) &&
+            argmax(rowOf(logits, static_cast<int64_t>(b))) != argmax(rowOf(want, static_cast<int64_t>(b))))
+          res.mismatch = strCat("step ", res.steps - 1, ": sequence ", b, " chooses token ",
+                                argmax(rowOf(logits, static_cast<int64_t>(b))), ", the export's own step ",
+                                argmax(rowOf(want, static_cast<int64_t>(b))));
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      const bool inPrompt = pos[b] + 1 < static_cast<int64_t>(prompts[b].size());
+      ++pos[b];
+      if (done[b] || inPrompt) continue;
+      const int64_t t = choose(rowOf(logits, b), g, rng);
+      last[b] = t;
+      res.tokens[b].push_back(t);
+      if (first) ++res.decodeTokens;
+      if (g.onToken) g.onToken(static_cast<int>(b), t);
+      const bool eos = g.stopAtEos && std::find(gen.eos_token_ids().begin(), gen.eos_token_ids().end(), t) !=
+                                          gen.eos_token_ids().end();
+      if (eos || static_cast<int>(res.tokens[b].size()) >= g.maxNewTokens) done[b] = true;
+    }
+    if (!first && std::all_of(res.tokens.begin(), res.tokens.end(), [](const auto& v) { return !v.empty(); })) {
+      first = true;
+      firstAt = Clock::now();
+      res.firstTokenSeconds = since(t0);
+    }
+  }
+  if (first) res.decodeSeconds = std::chrono::duration<double>(Clock::now() - firstAt).count();
+  return res;
+}
+
+}  // namespace pcc

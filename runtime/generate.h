@@ -1,0 +1,62 @@
+// Generating tokens with a generation plan (Plan.generation,
+// docs/generation.md): the decode-step program runs once per position, its
+// KV cache kept on the ranks as session state; the prompt is fed one token
+// per step, then each step's chosen token is the next step's input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/launcher.h"
+#include "runtime/plan_io.h"
+#include "runtime/support/status.h"
+
+namespace pcc {
+
+struct GenerateOptions {
+  /// Token ids of each sequence's prompt (at most Plan.generation.batch; fewer
+  /// fill the batch with copies of the first, whose results are dropped).
+  std::vector<std::vector<int64_t>> prompts;
+  /// New tokens per sequence at most.
+  int maxNewTokens = 16;
+  /// Sampling: temperature 0 (or top_k 1) is greedy.
+  double temperature = 0;
+  int topK = 0;        ///< 0: no cut
+  double topP = 1.0;   ///< 1: no cut
+  uint64_t seed = 0;
+  /// Stop a sequence at one of Plan.generation.eos_token_ids (when it has any).
+  bool stopAtEos = true;
+  /// Also run Plan.reference, the export's own decode step, with its past and
+  /// present tensors kept here, and compare every step's logits (and, when
+  /// greedy, the tokens).
+  bool check = false;
+  double rtol = 1e-3, atol = 1e-4;
+  /// Told each sequence's new token as it is chosen (sequence, token).
+  std::function<void(int, int64_t)> onToken;
+};
+
+struct GenerateResult {
+  /// New tokens per prompt (the padding sequences left out).
+  std::vector<std::vector<int64_t>> tokens;
+  int steps = 0;                ///< decode-step runs
+  double firstTokenSeconds = 0; ///< until every sequence had its first new token
+  double decodeSeconds = 0;     ///< the steps after that
+  int64_t decodeTokens = 0;     ///< new tokens chosen in those steps
+  /// Set when a sequence reached Plan.generation.max_context before it ended.
+  std::string overflow;
+  /// With check: the steps compared, the largest logit difference, and the
+  /// first mismatch ("" when none).
+  int checkedSteps = 0;
+  double maxLogitDiff = 0;
+  std::string mismatch;
+};
+
+/// Generates on every rank of `p` as threads of this process (RankSession).
+/// \returns the tokens and times; an invalid-input error for a plan that does
+/// not generate, a prompt token outside the vocabulary, too many prompts or a
+/// prompt that does not fit the context.
+StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o);
+
+}  // namespace pcc

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Generation plans (docs/generation.md): every decoder export committed in
+models/exported/decoders/ (tiny LLaMA with grouped-query attention, GPT-2 and
+Qwen2, each from both PyTorch exporters) is compiled with its KV cache as rank
+state and generates 32 new tokens from two prompts of different lengths in one
+batch. The greedy tokens must equal those `transformers`' own `generate`
+produced when the exports were made (manifest.json), and every step's logits
+must match the export's own decode step run by the reference evaluator with its
+past and present tensors (`pcc-run --check`). Meshes: --gpus 1, tp=2 (the two
+kv heads split), tp=4 (fewer kv heads than ranks: replicated), pp=2, dp=2 (one
+sequence per replica), tp=2,pp=2. Each plan is also read back: its cache
+lives in state bindings written in place by TensorScatter, and no collective,
+send or receive touches a cache buffer (the cache never moves between ranks
+or steps).
+"""
+
+import json
+import os
+import re
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pcc_e2e as e2e  # noqa: E402
+
+DECODERS = os.path.join(e2e.MODELS_DIR, "exported", "decoders")
+MAX_CONTEXT = 64
+NEW_TOKENS = 32
+
+# (name, pcc arguments): the meshes every export runs at, and those only the
+# first export of each family runs at (the partitioner's cases; the exporters
+# differ only before it).
+MESHES = [("gpus1", ["--gpus", "1"]), ("tp2", ["--gpus", "2", "--strategy", "tp=2"])]
+MORE_MESHES = [("tp4", ["--gpus", "4", "--strategy", "tp=4"]),
+               ("pp2", ["--gpus", "2", "--strategy", "pp=2"]),
+               ("dp2", ["--gpus", "2", "--strategy", "dp=2"]),
+               ("tp2pp2", ["--gpus", "4", "--strategy", "tp=2,pp=2"])]
+
+KERNEL, ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV, FREE, REGION, LAUNCH, ALL_TO_ALL = range(10)
+MOVES = {ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV, ALL_TO_ALL}
+
+
+def tokens_of(stdout):
+    """\\returns {sequence: [ids]} from pcc-run's `tokens[i]: ...` lines."""
+    out = {}
+    for m in re.finditer(r"^tokens\[(\d+)\]:((?: \d+)*)$", stdout, re.M):
+        out[int(m.group(1))] = [int(t) for t in m.group(2).split()]
+    return out
+
+
+def cache_stays(bundle, states):
+    """\\returns "" when every rank's cache pieces are written only in place by
+    TensorScatter and never read or written by a collective or transfer, else why not."""
+    progs, _ = e2e.read_programs(bundle)
+    seen = set()
+    for p in progs:
+        ids = {}
+        for sb in p["states"]:
+            ids[sb["buffer"]] = sb
+            ids[sb["out_buffer"]] = sb
+            seen.add(sb["state"])
+        for sb in p["states"]:
+            writers = [i for i in p["instructions"] if sb["out_buffer"] in i["outputs"]]
+            if len(writers) != 1 or writers[0]["op"] != "TensorScatter" or writers[0]["inputs"][:1] != [sb["buffer"]]:
+                return f"rank {p['rank']}: state {sb['state']} is not written in place by one TensorScatter: {writers}"
+        for i in p["instructions"]:
+            if i["kind"] in MOVES and any(b in ids for b in i["inputs"] + i["outputs"]):
+                return f"rank {p['rank']}: instruction {i} moves a cache buffer"
+    if seen != set(range(states)):
+        return f"the ranks hold states {sorted(seen)}, the model has {states}"
+    return ""
+
+
+def run_case(suite, tools, family, info, export, mesh, args):
+    case = f"{family}.{export['exporter']} {mesh}"
+    work = suite.tempdir("generate")
+    try:
+        bundle = os.path.join(work, "plan.pcc")
+        model = os.path.join(DECODERS, export["file"])
+        r = tools.run("pcc", [model, "--batch", "2", "--max-context", MAX_CONTEXT, "-o", bundle] + args)
+        if not suite.check(f"{case}: compiles", r.returncode == 0, r.describe()):
+            return
+        states = 2 * info["config"]["num_layers"]
+        why = cache_stays(bundle, states)
+        suite.check(f"{case}: the cache stays on its ranks", not why, why)
+        run_args = [bundle, "--generate", NEW_TOKENS, "--check"]
+        for p in info["prompts"]:
+            run_args += ["--prompt-ids", ",".join(str(t) for t in p)]
+        r = tools.run("pcc-run", run_args)
+        if not suite.check(f"{case}: generates, every step's logits match the export's", r.returncode == 0 and
+                           "check: " in r.stdout, r.describe()):
+            return
+        got = tokens_of(r.stdout)
+        want = {i: g for i, g in enumerate(info["generated"])}
+        suite.check(f"{case}: greedy tokens equal transformers' generate", got == want,
+                    f"  got  {got}\n  want {want}\n" + r.describe(1500))
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    args = e2e.parse_args(__doc__)
+    suite = e2e.Suite("e2e_generate", args)
+    tools = e2e.Tools(args.bin)
+    e2e.require_tools(suite, tools)
+    with open(os.path.join(DECODERS, "manifest.json")) as f:
+        manifest = json.load(f)
+    for family, info in sorted(manifest["models"].items()):
+        exports = [e for _, e in sorted(info["exports"].items()) if e.get("ok")]
+        suite.check(f"{family}: the manifest has both exports", len(exports) == 2, str(list(info["exports"])))
+        for k, export in enumerate(exports):
+            for mesh, margs in MESHES + (MORE_MESHES if k == 0 else []):
+                suite.run_case(f"{family}.{export['exporter']} {mesh}", run_case, suite, tools, family, info, export,
+                               mesh, margs)
+    return suite.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
