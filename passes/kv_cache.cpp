@@ -11,8 +11,15 @@ struct Found {
   Value* past = nullptr;
   Value* present = nullptr;
   Node* concat = nullptr;
+  std::vector<Node*> passThrough;  ///< Identity / one-input Concat between past and concat, past first
   int axis = -1;
 };
+
+/// \returns whether `n` passes its one input through unchanged.
+bool passesThrough(const Node* n) {
+  return n->inputs().size() == 1 && n->outputs().size() == 1 &&
+         (n->op() == OpKind::Identity || n->op() == OpKind::Concat);
+}
 
 /// \returns the Concat that makes `pair`'s present from its past, checked.
 StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::string& modelPath) {
@@ -36,8 +43,15 @@ StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::s
   if (pt.rank() != 4 || qt.rank() != 4 || pt.dtype != qt.dtype)
     return unrecognized(strCat("past is ", pt.str(), ": a 4-D [batch, heads, positions, head dim] cache of the "
                                "present's type is expected"));
-  if (!n || n->op() != OpKind::Concat || n->inputs().size() != 2 || n->input(0) != f.past)
+  if (!n || n->op() != OpKind::Concat || n->inputs().size() != 2)
     return unrecognized("it is not a Concat of the past and one new tensor, in that order");
+  // Exporters may pass the past through an Identity or a one-input Concat first.
+  const Value* first = n->input(0);
+  while (first != f.past && first->producer() && passesThrough(first->producer()) && first->uses().size() == 1) {
+    f.passThrough.insert(f.passThrough.begin(), first->producer());
+    first = first->producer()->input(0);
+  }
+  if (first != f.past) return unrecognized("it is not a Concat of the past and one new tensor, in that order");
   int64_t axis = n->attrs().getInt("axis", 0);
   if (axis < 0) axis += 4;
   if (axis < 1 || axis > 3) return unrecognized(strCat("its axis ", axis, " is not a position axis"));
@@ -85,7 +99,9 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<K
                         f.concat->name(), {}, g.indexOf(f.concat));
     Value* present = f.present;
     g.replaceAllUsesWith(present, w->output());
-    g.eraseNodes({f.concat});
+    std::vector<Node*> dead{f.concat};
+    dead.insert(dead.end(), f.passThrough.rbegin(), f.passThrough.rend());
+    g.eraseNodes(dead);
     if (!g.renameValue(w->output(), st.present))
       return internalError("kv cache: the name '", st.present, "' is still taken after the rewrite");
     pasts.insert(f.past);
