@@ -161,16 +161,6 @@ void splitMap(const Node& n, OpDimMap& m) {
   m.links[0] = identityExcept(r, {normAxis(n.attrs().getInt("axis", 0), r)});
 }
 
-// Attention (opset 23): Q, K, V, attn_mask, past_key, past_value,
-// nonpad_kv_seqlen. Every output (Y, present_key, present_value, qk) has the
-// batch first; with 4-D Q, K, V the heads come second (q heads in Y and qk,
-// kv heads in the presents). The batch always splits; the heads split when
-// every head count divides by the parts (a factor link), which keeps each
-// group of q heads with its kv head. With 3-D inputs the heads are packed in
-// the hidden dimension: with one output (Y, [batch, seq, q heads * width]) and
-// no past key/value, the hidden dims of Q, K and V link to Y's in whole heads
-// (granule = the head width), and lowering gives the local node its local
-// head counts.
 // TensorScatter (a KV cache written at each sequence's position): the cache,
 // the update and the output share every dimension but the written axis; the
 // write positions follow the batch.
@@ -184,6 +174,16 @@ void tensorScatterMap(const Node& n, OpDimMap& m) {
   if (n.input(2) && !m.links[2].empty()) m.links[2][0].outDim = 0;
 }
 
+// Attention (opset 23): Q, K, V, attn_mask, past_key, past_value,
+// nonpad_kv_seqlen. Every output (Y, present_key, present_value, qk) has the
+// batch first; with 4-D Q, K, V the heads come second (q heads in Y and qk,
+// kv heads in the presents). The batch always splits; the heads split when
+// every head count divides by the parts (a factor link), which keeps each
+// group of q heads with its kv head. With 3-D inputs the heads are packed in
+// the hidden dimension: with one output (Y, [batch, seq, q heads * width]) and
+// no past key/value, the hidden dims of Q, K and V link to Y's in whole heads
+// (granule = the head width), and lowering gives the local node its local
+// head counts.
 void attentionMap(const Node& n, OpDimMap& m) {
   const Dims& q = shapeOf(n, 0);
   bool heads = q.size() == 4 && shapeOf(n, 1).size() == 4 && shapeOf(n, 2).size() == 4;

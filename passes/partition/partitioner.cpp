@@ -174,6 +174,7 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
   TpSearchOptions so;
   so.cost = cm;
   so.minimizeWeights = opts.minimizeWeights;
+  so.states = opts.states;
   ASSIGN_OR_RETURN(TpSearchResult r, searchTensorParallel(g, p, so));
   applyTpChoices(g, p, r.choices);
   p.tpSeconds = r.cost.seconds;
@@ -217,6 +218,26 @@ Status placeStates(Graph& g, const PartitionOptions& opts, Partition& p) {
       return internalError("state '", outName, "' would be a partial sum: ", s.str());
     in->setSharding(s);
     p.inputSharding[{w, 0}] = s;
+  }
+  if (p.mesh.tp > 1 && !opts.states.empty()) {
+    size_t whole = 0;
+    const Value* first = nullptr;
+    for (const auto& [inName, outName] : opts.states) {
+      const Value* v = g.findValue(inName);
+      if (std::count(v->sharding()->dims.begin(), v->sharding()->dims.end(), MeshAxis::kTP) == 0 && !whole++)
+        first = v;
+    }
+    if (whole) {
+      const Dims& d = first->type().shape;
+      const bool divides = d[0] % p.mesh.tp == 0 || d[1] % p.mesh.tp == 0;
+      p.notes.push_back(strCat(
+          whole, " of ", opts.states.size(), " KV cache tensors are whole on every tp rank (", first->name(), " ",
+          first->type().str(), "): ",
+          divides ? strCat("splitting them costs more time than it saves (a forced --strategy tp=", p.mesh.tp,
+                           " saves their memory first)")
+                  : strCat("neither their ", d[1], " kv heads nor their ", d[0], " sequences divide by tp=", p.mesh.tp,
+                           ", so every tp rank holds all the kv heads")));
+    }
   }
   return Status::OK();
 }

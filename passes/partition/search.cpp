@@ -74,7 +74,7 @@ int64_t largestDim(const Graph& g) {
 // Peak of live activation bytes in program order: a value is live from its
 // definition (graph inputs from the start) to its last reader (graph outputs
 // to the end).
-int64_t activationPeak(const Graph& g) {
+int64_t activationPeak(const Graph& g, const std::set<const Value*>& state = {}) {
   std::vector<Node*> nodes = g.nodes();
   std::unordered_map<const Value*, size_t> last;
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -82,17 +82,20 @@ int64_t activationPeak(const Graph& g) {
       if (v && !v->isConstant()) last[v] = i;
   for (const Value* v : g.outputs()) last[v] = nodes.size();
   int64_t live = 0, peak = 0;
-  for (const Value* v : g.inputs()) live += bytesOf(v);
+  for (const Value* v : g.inputs())
+    if (!state.count(v)) live += bytesOf(v);
   peak = live;
   std::vector<std::vector<const Value*>> dies(nodes.size() + 1);
   for (const auto& [v, i] : last) dies[i].push_back(v);
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (const Value* o : nodes[i]->outputs()) {
+      if (state.count(o)) continue;  // written in place into the state
       live += bytesOf(o);
       if (!last.count(o)) dies[i].push_back(o);  // never read: freed at once
     }
     peak = std::max(peak, live);
-    for (const Value* v : dies[i]) live -= bytesOf(v);
+    for (const Value* v : dies[i])
+      if (!state.count(v)) live -= bytesOf(v);
   }
   return peak;
 }
@@ -121,7 +124,13 @@ RankEstimate estimateRank(const RankGraph& rg, const Mesh& mesh, const CostModel
     e.flops = w.flops > INT64_MAX - e.flops ? INT64_MAX : e.flops + w.flops;
   }
   for (const Value* c : rg.graph->constants()) e.weightBytes += bytesOf(c);
-  e.activationBytes = activationPeak(*rg.graph);
+  std::set<const Value*> state;
+  for (const StateBind& sb : rg.states) {
+    state.insert(sb.in);
+    state.insert(sb.out);
+    e.stateBytes += bytesOf(sb.in);
+  }
+  e.activationBytes = activationPeak(*rg.graph, state);
   return e;
 }
 
@@ -185,7 +194,8 @@ PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh,
   for (const RankEstimate& r : p.ranks) {
     if (r.memoryBytes() <= cm.memoryCapacity()) continue;
     p.infeasible = strCat("rank ", r.rank, " needs ", gib(r.memoryBytes()), " (weights ", gib(r.weightBytes),
-                          ", activations ", gib(r.activationBytes), ") of the ", gib(cm.memoryCapacity()),
+                          r.stateBytes ? strCat(", KV cache ", gib(r.stateBytes)) : std::string(), ", activations ",
+                          gib(r.activationBytes), ") of the ", gib(cm.memoryCapacity()),
                           " one ", cm.spec().name, " offers");
     break;
   }

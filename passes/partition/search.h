@@ -28,12 +28,14 @@ struct RankEstimate {
   double computeSeconds = 0, commSeconds = 0;
   int64_t flops = 0;
   int64_t weightBytes = 0;
+  /// Session state held between runs (a generation plan's KV cache pieces).
+  int64_t stateBytes = 0;
   /// Peak bytes of live activations in program order (inputs, intermediates
   /// and outputs; no in-place reuse), an upper bound of the arena.
   int64_t activationBytes = 0;
   /// One run of the rank's program (one micro-batch).
   double seconds() const { return computeSeconds + commSeconds; }
-  int64_t memoryBytes() const { return weightBytes + activationBytes; }
+  int64_t memoryBytes() const { return weightBytes + stateBytes + activationBytes; }
 };
 
 /// One candidate mesh, costed.

@@ -140,7 +140,14 @@ Sharding outputLayout(Sharding s) {
 
 class Search {
  public:
-  Search(const Graph& g, const Partition& dp, const CostModel& cm) : g_(g), dp_(dp), cm_(cm) {}
+  Search(const Graph& g, const Partition& dp, const CostModel& cm,
+         const std::vector<std::pair<std::string, std::string>>& states = {})
+      : g_(g), dp_(dp), cm_(cm) {
+    for (const auto& [in, out] : states) {
+      if (const Value* v = g.findValue(in)) persistent_.insert(v);
+      if (const Value* v = g.findValue(out)) stateOutputs_.insert(v);
+    }
+  }
 
   // Step 1 for every node, and liveness. `forced`: one choice per node.
   Status prepare(const std::vector<TpChoice>* forced) {
@@ -249,6 +256,9 @@ class Search {
     }
     auto hopeless = [&](const State& n, size_t i) {
       if (!bound) return false;
+      // Moving a state only ever gets added: such a state never beats a bound
+      // that moves none, and every state that moves none beats one that does.
+      if (n.movesState != bound->movesState) return n.movesState;
       const bool late = n.seconds + rest[i + 1] > bound->seconds * (1 + 1e-9);
       if (!minimizeWeights) return late;
       return n.matrixBytes > bound->matrixBytes || (n.matrixBytes == bound->matrixBytes && late);
@@ -304,6 +314,7 @@ class Search {
     for (size_t s = 0; s < states.size(); ++s) {
       State& st = states[s];
       for (int vi : outputs_) {
+        if (stateOutputs_.count(values_[vi])) continue;  // kept where it is written
         auto at = std::find(finalLive_.begin(), finalLive_.end(), vi);
         if (at == finalLive_.end()) continue;  // a graph input or constant returned as is
         uint64_t& e = st.entries[at - finalLive_.begin()];
@@ -312,7 +323,7 @@ class Search {
       }
       if (best < 0 || better(st, states[best])) best = static_cast<int>(s);
     }
-    result.cost = {states[best].seconds, states[best].bytes, states[best].matrixBytes};
+    result.cost = {states[best].seconds, states[best].bytes, states[best].matrixBytes, states[best].movesState};
     result.choices.resize(nodes_.size());
     for (size_t i = nodes_.size(); i-- > 0;) {
       const auto& [parent, option] = back[i][best];
@@ -347,6 +358,7 @@ class Search {
     double seconds = 0;
     int64_t bytes = 0;
     int64_t matrixBytes = 0;  // of the weight matrices: what minimizeWeights saves
+    bool movesState = false;  // a collective reads a session state (ranked last)
   };
   struct Hop {
     int layout;
@@ -358,6 +370,7 @@ class Search {
   static int layoutOf(uint64_t e) { return static_cast<int>(e & 0xff); }
 
   bool better(const State& a, const State& b) const {
+    if (a.movesState != b.movesState) return !a.movesState;
     if (minimizeWeights_ && a.matrixBytes != b.matrixBytes) return a.matrixBytes < b.matrixBytes;
     if (a.seconds != b.seconds) return a.seconds < b.seconds;
     return a.bytes < b.bytes;
@@ -428,12 +441,12 @@ class Search {
   // is not materialized yet.
   void convert(State& st, uint64_t& e, const Req& r) {
     const Value* v = values_[r.value];
-    if (v->isConstant()) {
+    if (v->isConstant() || persistent_.count(v)) {
       if (!(e & bit(r.layout)) || r.layout >= kMaxCached) {
         const Sharding& s = layouts_[r.value][r.layout];
         auto bytes = static_cast<int64_t>(TensorType{v->type().dtype, localShape(v->type().shape, s, dp_.shapeMesh(), 0)}.bytes());
         st.bytes += bytes;
-        if (matrices_.count(v)) st.matrixBytes += bytes;
+        if (matrices_.count(v) || persistent_.count(v)) st.matrixBytes += bytes;
         e |= bit(r.layout);
       }
       return;
@@ -455,6 +468,7 @@ class Search {
     for (const Hop& h : hops(r.value, from, r.layout)) {
       if (e & bit(h.layout)) continue;
       st.seconds += h.seconds;
+      if (!h.local && stateOutputs_.count(v)) st.movesState = true;
       e |= bit(h.layout);
     }
   }
@@ -464,10 +478,12 @@ class Search {
     n.seconds = s.seconds + opt.seconds;
     n.bytes = s.bytes;
     n.matrixBytes = s.matrixBytes;
+    n.movesState = s.movesState;
     std::vector<uint64_t> work = s.entries;
     for (int vi : st.fresh) {
       int own = 0;  // graph inputs start materialized in their layout; constants have nothing yet
-      work.push_back(values_[vi]->isConstant() ? 0 : (static_cast<uint64_t>(own) | bit(own)));
+      const Value* v = values_[vi];
+      work.push_back(v->isConstant() || persistent_.count(v) ? 0 : (static_cast<uint64_t>(own) | bit(own)));
     }
     for (const Req& r : opt.reqs) convert(n, work[r.slot], r);
     n.entries.reserve(st.from.size());
@@ -495,6 +511,8 @@ class Search {
   std::vector<int> finalLive_;
   std::vector<int> outputs_;  // the graph outputs' values
   std::set<const Value*> matrices_;
+  std::set<const Value*> persistent_;    // session state inputs (TpSearchOptions::states)
+  std::set<const Value*> stateOutputs_;  // their written values
   std::map<std::tuple<int, int, int>, std::vector<Hop>> hops_;
 };
 
@@ -522,7 +540,7 @@ std::vector<TpChoice> tpChoicesFor(const Node& n, const Partition& dpOnly) {
 StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& dpOnly, const TpSearchOptions& opts) {
   if (!opts.cost) return internalError("tp search: no cost model");
   if (g.numNodes() == 0) return TpSearchResult{};  // nothing to split (every node folded away)
-  Search s(g, dpOnly, *opts.cost);
+  Search s(g, dpOnly, *opts.cost, opts.states);
   RETURN_IF_ERROR(s.prepare(nullptr));
   // A narrow pass first gives a bound that lets the exact pass drop every
   // state that cannot beat it.

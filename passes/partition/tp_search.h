@@ -34,6 +34,12 @@ struct TpSearchOptions {
   /// before time: the fewest such bytes first, the fastest among those (a
   /// forced tp, or a model that does not fit otherwise). Without it, time alone.
   bool minimizeWeights = false;
+  /// Session states (a generation plan's KV cache: input name, output name):
+  /// their pieces persist on the ranks like weights, so their bytes count
+  /// with the weight matrices' (split, they save as much), the input is read
+  /// in the layout its writer needs at no cost (placeStates gives it that
+  /// layout), and the output stays in its layout (it is never returned).
+  std::vector<std::pair<std::string, std::string>> states;
   /// Frontier states kept per step; the search is exact when no step had more.
   size_t beam = 8192;
 };
@@ -45,9 +51,12 @@ struct TpSearchOptions {
 struct TpCost {
   double seconds = 0;
   int64_t weightBytes = 0;
-  /// The part of weightBytes in weight matrices (what minimizeWeights
-  /// saves first; TpSearchOptions::minimizeWeights says which).
+  /// The part of weightBytes in weight matrices and session states (what
+  /// minimizeWeights saves first; TpSearchOptions::minimizeWeights says which).
   int64_t matrixBytes = 0;
+  /// Whether a collective reads a session state (a cache gathered every
+  /// step): such assignments rank after every other.
+  bool movesState = false;
 };
 
 struct TpSearchResult {

@@ -71,6 +71,12 @@ def cache_stays(bundle, states):
     return ""
 
 
+def cache_pieces(bundle):
+    """\returns the distinct start offsets of state 0's pieces over the ranks."""
+    progs, _ = e2e.read_programs(bundle)
+    return {tuple(sb["offsets"]) for p in progs for sb in p["states"] if sb["state"] == 0}
+
+
 def run_case(suite, tools, family, info, export, mesh, args):
     case = f"{family}.{export['exporter']} {mesh}"
     work = suite.tempdir("generate")
@@ -83,6 +89,15 @@ def run_case(suite, tools, family, info, export, mesh, args):
         states = 2 * info["config"]["num_layers"]
         why = cache_stays(bundle, states)
         suite.check(f"{case}: the cache stays on its ranks", not why, why)
+        # Split over tp when the kv heads (or the 2 sequences) divide by it:
+        # each tp rank holds its own piece; else whole on every rank.
+        tp = int(args[args.index("--strategy") + 1].split("tp=")[1].split(",")[0]) if "tp=" in " ".join(args) else 1
+        if tp > 1:
+            cfg = info["config"]
+            divides = cfg["num_kv_heads"] % tp == 0 or 2 % tp == 0
+            pieces = cache_pieces(bundle)
+            suite.check(f"{case}: the cache is {'split over' if divides else 'whole on each of'} the {tp} tp ranks",
+                        (len(pieces) == tp) if divides else (pieces == {(0, 0, 0, 0)}), f"  pieces at {sorted(pieces)}")
         run_args = [bundle, "--generate", NEW_TOKENS, "--check"]
         for p in info["prompts"]:
             run_args += ["--prompt-ids", ",".join(str(t) for t in p)]
