@@ -794,9 +794,11 @@ Status validatePlan(const plan::Plan& plan) {
   for (int s = 0; s < gen.states_size(); ++s)
     RETURN_IF_ERROR(checkDesc(gen.states(s).desc(), strCat("state ", s, " '", gen.states(s).name(), "'")));
   for (const plan::RankProgram& r : plan.ranks()) {
+    std::set<int> bound;
     for (const plan::StateBinding& sb : r.states()) {
       const std::string ctx = strCat("rank ", r.rank(), ": state binding of state ", sb.state());
       if (sb.state() < 0 || sb.state() >= gen.states_size()) return invalidInput(ctx, ": no such state");
+      if (!bound.insert(sb.state()).second) return invalidInput(ctx, ": the rank binds it twice");
       auto buf = [&](int id) -> const plan::Buffer* {
         return id >= 0 && id < r.buffers_size() ? &r.buffers(id) : nullptr;
       };

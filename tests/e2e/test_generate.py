@@ -77,7 +77,10 @@ def cache_pieces(bundle):
     return {tuple(sb["offsets"]) for p in progs for sb in p["states"] if sb["state"] == 0}
 
 
-def run_case(suite, tools, family, info, export, mesh, args):
+SAMPLING = ["--temperature", "0.8", "--top-k", "40", "--top-p", "0.95", "--seed", "7", "--ignore-eos"]
+
+
+def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
     case = f"{family}.{export['exporter']} {mesh}"
     work = suite.tempdir("generate")
     try:
@@ -109,6 +112,12 @@ def run_case(suite, tools, family, info, export, mesh, args):
         want = {i: g for i, g in enumerate(info["generated"])}
         suite.check(f"{case}: greedy tokens equal transformers' generate", got == want,
                     f"  got  {got}\n  want {want}\n" + r.describe(1500))
+        if sampled is not None:
+            # Sampling with a fixed seed: the same tokens at every mesh (compared in main).
+            r = tools.run("pcc-run", run_args[:run_args.index("--check")] + run_args[run_args.index("--check") + 1:] +
+                          SAMPLING)
+            if suite.check(f"{case}: samples with a seed", r.returncode == 0, r.describe()):
+                sampled[mesh] = tokens_of(r.stdout)
     finally:
         if not suite.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -125,9 +134,18 @@ def main():
         exports = [e for _, e in sorted(info["exports"].items()) if e.get("ok")]
         suite.check(f"{family}: the manifest has both exports", len(exports) == 2, str(list(info["exports"])))
         for k, export in enumerate(exports):
+            sampled = {} if k == 0 else None
             for mesh, margs in MESHES + (MORE_MESHES if k == 0 else []):
                 suite.run_case(f"{family}.{export['exporter']} {mesh}", run_case, suite, tools, family, info, export,
-                               mesh, margs)
+                               mesh, margs, sampled)
+            if sampled is not None:
+                first = sampled.get("gpus1")
+                same = first is not None and len(sampled) == 1 + len(MORE_MESHES) + len(MESHES) - 1 and \
+                    all(t == first for t in sampled.values())
+                greedy = {i: g for i, g in enumerate(info["generated"])}
+                suite.check(f"{family}.{export['exporter']}: sampling with --seed 7 gives the same tokens at every mesh "
+                            "(and not the greedy ones)", same and first != greedy,
+                            "\n".join(f"  {m}: {t}" for m, t in sampled.items()))
     return suite.finish()
 
 

@@ -140,15 +140,15 @@ TEST(RuntimePlanIo, WeightOutsideTheFileIsRefused) {
 
 TEST(RuntimePlanIo, UnknownSchemaVersionIsRefused) {
   plan::Plan p;
-  p.set_schema_version(8);
-  std::string dir = freshDir("v8");
+  p.set_schema_version(9);
+  std::string dir = freshDir("v9");
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
   EXPECT_EQ(lp.status().message(),
-            dir + "/plan.pb: plan schema version 8 is not supported by this runtime (supports 7)");
+            dir + "/plan.pb: plan schema version 9 is not supported by this runtime (supports 8)");
 }
 
 TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
@@ -160,7 +160,7 @@ TEST(RuntimePlanIo, PlanWithoutAMemoryPlanIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 7 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 1 is older than this runtime's 8 (it has "
                                          "no memory plan); recompile the model with this pcc");
 }
 
@@ -172,7 +172,7 @@ TEST(RuntimePlanIo, PlanWithoutAChecksumIsRefusedWithRecompile) {
   std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 2 is older than this runtime's 7 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 2 is older than this runtime's 8 (it has "
                                          "no checksum of plan.pb); recompile the model with this pcc");
 }
 
@@ -185,7 +185,7 @@ TEST(RuntimePlanIo, PlanWithoutRegionsIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 3 is older than this runtime's 7 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 3 is older than this runtime's 8 (it has "
                                          "no REGION instruction for If, Loop and Scan); recompile the model with this pcc");
 }
 
@@ -197,7 +197,7 @@ TEST(RuntimePlanIo, PlanWithoutMicroBatchesIsRefusedWithRecompile) {
   std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 4 is older than this runtime's 7 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 4 is older than this runtime's 8 (it has "
                                          "no micro-batch count of pipeline stages); recompile the model with this pcc");
 }
 
@@ -210,7 +210,7 @@ TEST(RuntimePlanIo, PlanWithoutGeneratedKernelsIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 5 is older than this runtime's 7 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 5 is older than this runtime's 8 (it has "
                                          "no LAUNCH instruction for generated kernels); recompile the model with this pcc");
 }
 
@@ -223,8 +223,21 @@ TEST(RuntimePlanIo, PlanWithoutAllToAllIsRefusedWithRecompile) {
   auto lp = loadPlanBundle(dir);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 6 is older than this runtime's 7 (it has "
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 6 is older than this runtime's 8 (it has "
                                          "no ALL_TO_ALL instruction); recompile the model with this pcc");
+}
+
+TEST(RuntimePlanIo, PlanWithoutSessionStateIsRefusedWithRecompile) {
+  plan::Plan p;
+  p.set_schema_version(7);  // before generation plans' state
+  std::string dir = freshDir("v7");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/plan.pb", std::ios::binary) << p.SerializeAsString();
+  auto lp = loadPlanBundle(dir);
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(lp.status().message(), dir + "/plan.pb: plan schema version 7 is older than this runtime's 8 (it has "
+                                         "no session state of generation plans); recompile the model with this pcc");
 }
 
 /// x -> Relu -> y on one rank, with one weight the program does not read.
