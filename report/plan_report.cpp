@@ -41,9 +41,16 @@ RankStats statsOf(const plan::RankProgram& prog, const google::protobuf::Repeate
   s.arenaBytes = static_cast<int64_t>(prog.arena_bytes());
   s.naiveArenaBytes = static_cast<int64_t>(prog.naive_arena_bytes());
   std::vector<bool> live(prog.buffers_size(), false);
+  std::vector<bool> state(prog.buffers_size(), false);
+  for (const plan::StateBinding& sb : prog.states())
+    for (int32_t id : {sb.buffer(), sb.out_buffer()})
+      if (id >= 0 && id < prog.buffers_size() && !state[id]) {
+        state[id] = true;
+        if (id == sb.buffer()) s.stateBytes += bytesOf(prog.buffers(id));
+      }
   int64_t cur = 0;
   auto touch = [&](int32_t id) {
-    if (id < 0 || id >= prog.buffers_size() || live[id] || prog.buffers(id).weight() >= 0) return;
+    if (id < 0 || id >= prog.buffers_size() || live[id] || prog.buffers(id).weight() >= 0 || state[id]) return;
     live[id] = true;
     cur += bytesOf(prog.buffers(id));
   };
@@ -110,6 +117,7 @@ Json rankJson(const RankStats& r) {
               {"flops", r.flops},
               {"weight_bytes", r.weightBytes},
               {"peak_activation_bytes", r.peakActivationBytes},
+              {"state_bytes", r.stateBytes},
               {"arena_bytes", r.arenaBytes},
               {"naive_arena_bytes", r.naiveArenaBytes},
               {"comm_bytes", r.commBytes},
@@ -293,6 +301,15 @@ std::string planReportJson(const plan::Plan& p) {
                                         {"group_size", c.groupSize}, {"bytes", c.bytes}, {"count", c.count}});
   if (p.has_search()) addSearchJson(p.search(), doc, ranks);
   if (p.has_batch()) doc["batch"] = batchJson(p.batch());
+  if (p.has_generation()) {
+    const plan::Generation& g = p.generation();
+    Json states = Json::array();
+    for (const plan::GenerationState& st : g.states())
+      states.push_back(Json{{"name", st.name()}, {"present", st.present()}, {"type", fromDesc(st.desc()).str()}});
+    doc["generation"] = Json{{"batch", g.batch()}, {"max_context", g.max_context()}, {"vocab", g.vocab()},
+                             {"eos_token_ids", Json(std::vector<int64_t>(g.eos_token_ids().begin(), g.eos_token_ids().end()))},
+                             {"state_bytes", g.state_bytes()}, {"states", std::move(states)}};
+  }
   doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
   // than an exception.
@@ -335,6 +352,19 @@ std::string planReportText(const plan::Plan& p) {
       else o << sig3(e.estimated_time_ms()) << " ms" << (e.infeasible().empty() ? "" : " — does not fit: " + e.infeasible());
       o << "\n";
     }
+  }
+  if (p.has_generation() && p.generation().states_size() > 0) {
+    const plan::Generation& g = p.generation();
+    int64_t least = -1, most = 0;
+    for (const RankStats& r : s.ranks) {
+      least = least < 0 ? r.stateBytes : std::min(least, r.stateBytes);
+      most = std::max(most, r.stateBytes);
+    }
+    o << "generate: decode step of " << g.batch() << " sequence" << (g.batch() == 1 ? "" : "s") << ", context "
+      << g.max_context() << " positions; KV cache " << g.states_size() << " tensors, "
+      << humanBytes(static_cast<int64_t>(g.state_bytes())) << " in all, "
+      << (least == most ? humanBytes(most) + " per rank" : strCat(humanBytes(least), " to ", humanBytes(most), " per rank"))
+      << "\n";
   }
   if (p.has_batch()) {
     const plan::BatchReport& b = p.batch();

@@ -19,7 +19,8 @@ struct RankStats {
   std::map<std::string, int> opCounts;     ///< kernel op -> instructions
   int64_t flops = 0;                       ///< as the cost model counts them (runtime/schema/op_cost.h)
   int64_t weightBytes = 0;
-  int64_t peakActivationBytes = 0;         ///< largest live set of non-weight buffers
+  int64_t peakActivationBytes = 0;         ///< largest live set of non-weight, non-state buffers
+  int64_t stateBytes = 0;                  ///< session state held (a generation plan's KV cache pieces)
   // Memory plan (codegen/memory_plan.h): the planned arena and, for
   // comparison, the sum of its buffers' sizes.
   int64_t arenaBytes = 0;

@@ -101,6 +101,24 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
             pieces = cache_pieces(bundle)
             suite.check(f"{case}: the cache is {'split over' if divides else 'whole on each of'} the {tp} tp ranks",
                         (len(pieces) == tp) if divides else (pieces == {(0, 0, 0, 0)}), f"  pieces at {sorted(pieces)}")
+        # The report counts the cache: all of it, and each rank's piece.
+        cfg = info["config"]
+        whole = 2 * cfg["num_layers"] * 2 * cfg["num_kv_heads"] * MAX_CONTEXT * cfg["head_dim"] * 4
+        r = tools.run("pcc-report", [bundle, "--format", "json"])
+        if suite.check(f"{case}: pcc-report reads the plan", r.returncode == 0, r.describe()):
+            rep = json.loads(r.stdout)
+            per_rank = [rk["state_bytes"] for rk in rep["ranks"]]
+            if mesh == "gpus1":
+                want = [whole]
+            elif mesh in ("tp2", "dp2"):
+                want = [whole // 2] * 2  # split over the two ranks
+            elif mesh == "pp2":
+                want = [whole // 2] * 2  # one layer's caches per stage
+            else:
+                want = per_rank if all(0 < b <= whole for b in per_rank) else None
+            suite.check(f"{case}: the report counts the KV cache ({whole} bytes; per rank {per_rank})",
+                        rep.get("generation", {}).get("state_bytes") == whole and per_rank == want,
+                        f"  generation {rep.get('generation')}\n  ranks {per_rank}, want {want}")
         run_args = [bundle, "--generate", NEW_TOKENS, "--check"]
         for p in info["prompts"]:
             run_args += ["--prompt-ids", ",".join(str(t) for t in p)]
