@@ -221,7 +221,7 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
       ++res.checkedSteps;
       if (!d.ok && res.mismatch.empty())
         res.mismatch = strCat("step ", res.steps - 1, ": logits differ from the export's own decode step (",
-                              d.where, "; ", toleranceUsed(d, g.rtol, g.atol), ")");
+                              d.where, ")");
       const bool greedy = g.temperature <= 0 || g.topK == 1;
       for (size_t b = 0; greedy && b < real && res.mismatch.empty(); ++b)
         if (!done[b] && stepPos[b] + 1 >= static_cast<int64_t>(prompts[b].size()) &&
