@@ -527,8 +527,11 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
   const std::string& path = opts.modelPath;
   ASSIGN_OR_RETURN(onnx::ModelProto model, readOnnxModel(path));
   const std::string baseDir = std::filesystem::path(path).parent_path().string();
-  ASSIGN_OR_RETURN(std::optional<GenerationInterface> gen, findGenerationInterface(model, path));
-  if (gen && opts.generation) {
+  std::optional<GenerationInterface> gen;
+  if (opts.generation) {
+    ASSIGN_OR_RETURN(gen, findGenerationInterface(model, path));
+  }
+  if (gen) {
     // A decoder with a KV cache: its decode step, the cache as state (docs/generation.md).
     GenerationSetup setup;
     setup.interface = &*gen;

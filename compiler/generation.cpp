@@ -85,6 +85,19 @@ StatusOr<std::optional<GenerationInterface>> findGenerationInterface(const onnx:
   for (const auto& out : g.output())
     if (auto s = cacheSlot(out.name(), {"present", "present_key_values"})) present[*s] = &out;
   if (past.empty() && present.empty()) return std::optional<GenerationInterface>();
+  // onnxruntime-genai's builder keeps its cache in GroupQueryAttention's
+  // shared past/present buffer, which pcc does not import yet: say so first.
+  for (const auto& n : g.node())
+    if ((n.domain() == "com.microsoft" || n.domain().empty()) && n.op_type() == "GroupQueryAttention") {
+      int64_t opset = 1;
+      for (const auto& o : m.opset_import())
+        if (o.domain() == n.domain()) opset = o.version();
+      return invalidInput(path, ": node '", n.name(), "' (", n.domain().empty() ? "" : n.domain() + " ",
+                          "GroupQueryAttention, opset ", opset,
+                          "): the KV cache of onnxruntime-genai's model builder, a past/present buffer shared by "
+                          "GroupQueryAttention, is not imported yet; export the model with torch.onnx instead "
+                          "(docs/generation.md)");
+    }
   for (const auto& [slot, v] : past)
     if (!present.count(slot))
       return invalidInput(path, ": KV cache input '", v->name(), "' has no present output for layer ", slot.first,
@@ -103,9 +116,15 @@ StatusOr<std::optional<GenerationInterface>> findGenerationInterface(const onnx:
   for (const auto& [slot, v] : past) {
     gi.pairs.push_back({v->name(), present[slot]->name()});
     std::vector<int64_t> d = dimsOf(*v);
-    if (d.size() != 4 || d[1] < 1 || d[3] < 1)
-      return invalidInput(path, ": cache layout not recognized: input '", v->name(),
-                          "' must be 4-D [batch, kv heads, positions, head dim] with static heads and head dim");
+    if (d.size() != 4 || d[1] < 1 || d[3] < 1) {
+      std::string shape;
+      for (const auto& dim : v->type().tensor_type().shape().dim())
+        shape += strCat(shape.empty() ? "" : ",", dim.has_dim_value() ? std::to_string(dim.dim_value())
+                                                  : dim.dim_param().empty() ? std::string("?") : dim.dim_param());
+      return invalidInput(path, ": cache layout not recognized: input '", v->name(), "' [", shape,
+                          "] must be 4-D [batch, kv heads, positions, head dim] with static heads and head dim "
+                          "(--no-generation compiles a plain forward pass)");
+    }
     if (gi.kvHeads == 0) {
       gi.kvHeads = d[1];
       gi.headDim = d[3];

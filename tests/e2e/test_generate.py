@@ -141,11 +141,74 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def refusals(suite, tools):
+    """Cache layouts pcc does not recognize exit 2 naming what is missing,
+    never a silently wrong plan; --no-generation compiles the plain step."""
+    import onnx
+    from onnx import TensorProto, helper
+    work = suite.tempdir("generate_bad")
+    try:
+        def decoder(name, present_nodes, extra_outputs=()):
+            f = TensorProto.FLOAT
+            ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])
+            mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["b", "t"])
+            past = helper.make_tensor_value_info("past_key_values.0.key", f, ["b", 2, "p", 4])
+            past_v = helper.make_tensor_value_info("past_key_values.0.value", f, ["b", 2, "p", 4])
+            emb = helper.make_tensor("emb", f, [8, 8], [0.1 * i for i in range(64)])
+            nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["h"]),
+                     helper.make_node("Reshape", ["h", "shape"], ["new"]),
+                     helper.make_node("ReduceSum", ["h"], ["logits"], keepdims=1)] + present_nodes
+            shape = helper.make_tensor("shape", TensorProto.INT64, [4], [0, 2, -1, 4])
+            outs = [helper.make_tensor_value_info("logits", f, None),
+                    helper.make_tensor_value_info("present.0.key", f, None),
+                    helper.make_tensor_value_info("present.0.value", f, None)] + \
+                [helper.make_tensor_value_info(o, f, None) for o in extra_outputs]
+            g = helper.make_graph(nodes, name, [ids, mask, past, past_v], outs, [emb, shape])
+            path = os.path.join(work, name + ".onnx")
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+            return path
+
+        ok_value = helper.make_node("Concat", ["past_key_values.0.value", "new"], ["present.0.value"], axis=2)
+        cases = [
+            ("past read twice", decoder("twice", [
+                helper.make_node("Concat", ["past_key_values.0.key", "new"], ["present.0.key"], axis=2), ok_value,
+                helper.make_node("Identity", ["past_key_values.0.key"], ["peek"])], ["peek"]),
+             "the past is also read elsewhere"),
+            ("new before past", decoder("swapped", [
+                helper.make_node("Concat", ["new", "past_key_values.0.key"], ["present.0.key"], axis=2), ok_value]),
+             "it is not a Concat of the past and one new tensor, in that order"),
+            ("not a Concat", decoder("added", [
+                helper.make_node("Add", ["past_key_values.0.key", "past_key_values.0.key"], ["present.0.key"]),
+                ok_value]), "it is not a Concat"),
+        ]
+        for what, model, why in cases:
+            r = tools.run("pcc", [model, "--max-context", "16", "-o", os.path.join(work, "x.pcc")])
+            lines = [l for l in r.stderr.splitlines() if l.startswith("pcc: error")]
+            suite.check(f"refused: {what}: exit 2, one line naming the present and why",
+                        r.returncode == 2 and len(lines) == 1 and "present.0.key" in lines[0] and why in lines[0]
+                        and "cache layout not recognized" in lines[0], r.describe())
+        genai = os.path.join(DECODERS, "llama.genai", "model.onnx")
+        r = tools.run("pcc", [genai, "--gpus", "8", "-o", os.path.join(work, "g.pcc")])
+        suite.check("refused: onnxruntime-genai builder model: exit 2 naming the GroupQueryAttention node",
+                    r.returncode == 2 and "GroupQueryAttention" in r.stderr and "node '" in r.stderr, r.describe())
+        model = decoder("plain", [helper.make_node("Concat", ["past_key_values.0.key", "new"], ["present.0.key"],
+                                                   axis=2), ok_value])
+        r = tools.run("pcc", [model, "--no-generation", "--batch", "1", "--shape", "past_key_values.0.key=1x2x3x4",
+                              "--shape", "past_key_values.0.value=1x2x3x4", "--shape", "input_ids=1x2",
+                              "--shape", "attention_mask=1x5", "-o", os.path.join(work, "p.pcc")])
+        suite.check("--no-generation compiles a decoder as its plain forward pass", r.returncode == 0 and
+                    "generation:" not in r.stderr, r.describe())
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("e2e_generate", args)
     tools = e2e.Tools(args.bin)
     e2e.require_tools(suite, tools)
+    suite.run_case("refusals", refusals, suite, tools)
     with open(os.path.join(DECODERS, "manifest.json")) as f:
         manifest = json.load(f)
     for family, info in sorted(manifest["models"].items()):
