@@ -23,6 +23,7 @@
 #include "runtime/backend.h"
 #include "runtime/cpu/fast_kernels.h"
 #include "runtime/generate.h"
+#include "runtime/npy_files.h"
 #include "runtime/input_pipeline.h"
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
@@ -110,10 +111,11 @@ std::variant<Args, int> parse(int argc, char** argv) {
   app.add_option("PLAN.pcc", a.plan, "the plan bundle written by pcc")->type_name("");
   app.add_option("--inputs", a.inputs,
                  "read inputs from DIR/input_K.pb (K = position in the\n"
-                 "plan's inputs); default: seeded random inputs")
+                 "plan's inputs), from DIR/NAME.npy files or from one\n"
+                 "FILE.npz keyed by input name; default: seeded random inputs")
       ->type_name("DIR");
-  app.add_option("--expect", a.expect, "compare outputs with DIR/output_K.pb")->type_name("DIR");
-  app.add_option("--outputs", a.outputs, "write outputs to DIR/output_K.pb")->type_name("DIR");
+  app.add_option("--expect", a.expect, "compare outputs with DIR/output_K.pb, DIR/NAME.npy\nor FILE.npz (by output name)")->type_name("DIR");
+  app.add_option("--outputs", a.outputs, "write outputs to DIR/output_K.pb, or to FILE.npz\n(keyed by output name)")->type_name("DIR");
   app.add_flag("--check", a.check, "compare outputs with the plan's reference program\n"
                                    "(generation: every step's logits and tokens with\n"
                                    "the export's own decode step)");
@@ -321,6 +323,32 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
     allOk &= d.ok;
   }
   return allOk;
+}
+
+/// Whether `path` names NumPy files (runtime/npy_files.h): an .npz archive, or
+/// a folder holding NAME.npy files.
+bool isNumpyPath(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return holdsNpyFiles(path);
+  return std::filesystem::path(path).extension() == ".npz";
+}
+
+/// The plan's inputs or outputs as (name, type), in order.
+std::vector<std::pair<std::string, TensorType>> ioTypes(const google::protobuf::RepeatedPtrField<plan::IoDesc>& io) {
+  std::vector<std::pair<std::string, TensorType>> out;
+  for (const plan::IoDesc& d : io) out.emplace_back(d.name(), fromDesc(d.desc()));
+  return out;
+}
+
+/// Reads tensors by name from an .npz archive or a folder of NAME.npy files
+/// and matches them to `io` (every name, dtype and shape; exit 2 naming the
+/// file and what was expected otherwise).
+StatusOr<std::vector<Tensor>> readNumpyTensors(const std::string& path,
+                                               const google::protobuf::RepeatedPtrField<plan::IoDesc>& io,
+                                               const std::string& kind) {
+  std::map<std::string, std::string> sources;
+  ASSIGN_OR_RETURN(NamedTensors got, readNamedTensors(path, &sources));
+  return matchNamedTensors(got, ioTypes(io), kind, path, sources);
 }
 
 /// Reads DIR/input_K.pb. Files whose tensor names are plan inputs are matched
@@ -716,7 +744,7 @@ int run(const Args& a) {
   if (a.inputs.empty()) {
     inputs = randomInputsFor(plan, a.seed);
   } else {
-    auto read = readInputs(a.inputs, plan);
+    auto read = isNumpyPath(a.inputs) ? readNumpyTensors(a.inputs, plan.inputs(), "input") : readInputs(a.inputs, plan);
     if (!read.ok()) return fail(read.status());
     inputs = std::move(read).value();
   }
@@ -761,14 +789,24 @@ int run(const Args& a) {
   }
   if (!a.expect.empty()) {
     std::vector<Tensor> want;
-    for (int k = 0; k < plan.outputs_size(); ++k) {
+    if (isNumpyPath(a.expect)) {
+      auto read = readNumpyTensors(a.expect, plan.outputs(), "output");
+      if (!read.ok()) return fail(read.status());
+      want = std::move(read).value();
+    }
+    for (int k = static_cast<int>(want.size()); k < plan.outputs_size(); ++k) {
       auto t = readTensorFile(tensorFile(a.expect, "output", k));
       if (!t.ok()) return fail(t.status());
       want.push_back(std::move(t).value());
     }
     ok &= report(*lp, res->outputs, want, "expected", a);
   }
-  if (!a.outputs.empty()) {
+  if (!a.outputs.empty() && std::filesystem::path(a.outputs).extension() == ".npz") {
+    NamedTensors named;
+    for (int k = 0; k < plan.outputs_size(); ++k) named[plan.outputs(k).name()] = res->outputs[k];
+    Status st = writeNpz(a.outputs, named);
+    if (!st.ok()) return fail(st);
+  } else if (!a.outputs.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.outputs, ec);
     if (ec) return fail(invalidInput(a.outputs, ": cannot create directory: ", ec.message()));
