@@ -451,7 +451,8 @@ StatusOr<std::vector<Tensor>> matchNamedTensors(const NamedTensors& got,
                           it->second.type().str());
     out.push_back(it->second);
   }
-  for (const auto& [name, t] : got) {
+  for (const auto& entry : got) {
+    const std::string& name = entry.first;
     bool known = std::any_of(wanted.begin(), wanted.end(), [&](const auto& w) { return w.first == name; });
     if (!known) return invalidInput(source(name), ": '", name, "' is none of the plan's ", kind, "s (", names(), ")");
   }

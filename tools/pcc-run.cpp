@@ -25,6 +25,7 @@
 #include "runtime/generate.h"
 #include "runtime/npy_files.h"
 #include "runtime/input_pipeline.h"
+#include "runtime/launch_env.h"
 #include "runtime/launcher.h"
 #include "runtime/onnx_tensor.h"
 #include "runtime/plan_convert.h"
@@ -84,22 +85,6 @@ struct ProcessRank {
 int fail(const Status& s) {
   std::fflush(stderr);  // the ranks' lines printed through stdio come first
   return cli::printError("pcc-run: error: ", s.message(), s.exitCode());
-}
-
-StatusOr<int64_t> integer(const std::string& flag, const std::string& v, int64_t min) {
-  auto n = cli::parseInteger(v, min, std::numeric_limits<int64_t>::max());
-  if (!n) return invalidInput(flag, " expects an integer >= ", min, ", got '", v, "'");
-  return *n;
-}
-
-/// \returns the rank-like number `v` of environment variable `name`: plain
-/// decimal digits without a leading zero ("0" itself aside), so that one rank
-/// has exactly one spelling ("-0", "+1", "01" and " 1" are refused).
-StatusOr<int64_t> rankNumber(const std::string& name, const std::string& v, int64_t min) {
-  bool plain = !v.empty() && v.size() <= 18 && (v == "0" || v[0] != '0') &&
-               std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!plain) return invalidInput(name, " expects decimal digits without sign or leading zero, got '", v, "'");
-  return integer(name, v, min);
 }
 
 /// \returns the parsed arguments, or the exit code to return (after --help or a usage error).
@@ -574,54 +559,22 @@ constexpr size_t kMinSecretBytes = 16;
 /// \returns the process rank when the environment names one, nullopt for a
 /// single-process (threads) run, or an error for an incomplete set-up.
 StatusOr<std::optional<ProcessRank>> processRank(const Args& a) {
-  auto env = [](const char* n) -> std::string {
-    const char* v = std::getenv(n);
-    return v ? v : "";
-  };
-  std::string rank = env("OMPI_COMM_WORLD_RANK"), size = env("OMPI_COMM_WORLD_SIZE");
-  if (rank.empty()) {
-    rank = env("RANK");
-    size = env("WORLD_SIZE");
-  }
-  if (rank.empty() && size.empty()) {
+  // torchrun, mpirun, srun or RANK/WORLD_SIZE by hand (runtime/launch_env.h).
+  ASSIGN_OR_RETURN(std::optional<LaunchEnv> le, readLaunchEnv(processEnvironment(), a.rendezvous));
+  if (!le) {
     // A --rendezvous given for a run that names no rank would run every rank
     // as a thread and ignore it: say so instead.
     if (!a.rendezvous.empty())
       return invalidInput("--rendezvous ", a.rendezvous, ": one process per rank needs RANK and WORLD_SIZE (or "
-                          "Open MPI's OMPI_COMM_WORLD_RANK/SIZE); leave --rendezvous out to run the ranks as threads");
+                          "Open MPI's OMPI_COMM_WORLD_RANK/SIZE, or Slurm's SLURM_PROCID/SLURM_NTASKS); leave "
+                          "--rendezvous out to run the ranks as threads");
     return std::optional<ProcessRank>();
   }
   ProcessRank pr;
-  ASSIGN_OR_RETURN(int64_t r, rankNumber("RANK", rank, 0));
-  ASSIGN_OR_RETURN(int64_t n, rankNumber("WORLD_SIZE", size, 1));
-  pr.rank = static_cast<int>(r);
-  pr.worldSize = static_cast<int>(n);
-  std::string local = env("LOCAL_RANK").empty() ? env("OMPI_COMM_WORLD_LOCAL_RANK") : env("LOCAL_RANK");
-  if (!local.empty()) {
-    ASSIGN_OR_RETURN(int64_t l, rankNumber("LOCAL_RANK", local, 0));
-    pr.localRank = static_cast<int>(std::min<int64_t>(l, std::numeric_limits<int>::max()));
-  }
-  std::string base = a.rendezvous.empty() ? env("PCC_RENDEZVOUS") : a.rendezvous;
-  std::string id = env("PCC_RUN_ID").empty() ? env("PMIX_NAMESPACE") : env("PCC_RUN_ID");
-  pr.rendezvous.runId = id;
-  if (base.rfind("tcp:", 0) == 0) {
-    // The store refuses ranks of another run id; none is needed when every
-    // run has its own port. It admits only ranks that present the run's
-    // secret, which the launcher hands every rank in the environment (a port
-    // on a shared machine is open to anyone who can reach it).
-    ASSIGN_OR_RETURN(pr.rendezvous.tcp, parseTcpAddress(base, /*allowPortZero=*/false));
-    pr.rendezvous.secret = env("PCC_RDZV_SECRET");
-    if (pr.rendezvous.secret.size() < kMinSecretBytes || pr.rendezvous.secret.size() > kMaxSecretBytes)
-      return invalidInput("rank ", r, " of ", n, ": --rendezvous tcp:HOST:PORT needs PCC_RDZV_SECRET, the same in "
-                          "every rank: ", kMinSecretBytes, " to ", kMaxSecretBytes, " bytes (e.g. "
-                          "PCC_RDZV_SECRET=$(openssl rand -hex 16)), not ", pr.rendezvous.secret.size());
-    return std::optional<ProcessRank>(pr);
-  }
-  if (base.empty() || id.empty())
-    return invalidInput("rank ", r, " of ", n, " from the environment: a multi-process run needs --rendezvous DIR "
-                        "(or PCC_RENDEZVOUS) and a run id shared by every rank (PCC_RUN_ID; set by mpirun), "
-                        "or --rendezvous tcp:HOST:PORT");
-  pr.rendezvous.dir = (std::filesystem::path(base) / id).string();
+  pr.rank = le->rank;
+  pr.worldSize = le->worldSize;
+  pr.localRank = le->localRank;
+  pr.rendezvous = le->rendezvous;
   return std::optional<ProcessRank>(pr);
 }
 

@@ -2,8 +2,9 @@
 """Launching ranks as processes on one machine as on several: pcc-run
 processes meet through the TCP store rank 0 serves (`--rendezvous
 tcp:127.0.0.1:PORT`, and over IPv6 `tcp:[::1]:PORT` with `--gloo-host ::1`)
-and under Open MPI's mpirun (directory and TCP rendezvous); their outputs
-equal the threaded run's bit for bit. LOCAL_RANK
+under Open MPI's mpirun (directory and TCP rendezvous), and with torchrun's
+and Slurm's variables set by hand and no --rendezvous (torch and Slurm are
+not installed here); their outputs equal the threaded run's bit for bit. LOCAL_RANK
 reaches rank 0's report. Every rank presents the run's secret
 (PCC_RDZV_SECRET; mpirun passes it with -x): without it a rank is a usage
 error, and a stranger with a wrong one claims no rank. A store nobody serves
@@ -430,6 +431,47 @@ def killed_while_connecting(suite, tools):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def launcher_envs(suite, tools):
+    """torchrun's and Slurm's variables, set by hand as each launcher sets them
+    (torch is not in the test environment), with no --rendezvous: the ranks
+    meet at torchrun's MASTER_ADDR:MASTER_PORT+1 and at Slurm's first node
+    list host, PCC_RDZV_PORT; their outputs equal the threaded run's bit for
+    bit, and LOCAL_RANK / SLURM_LOCALID reach rank 0's report."""
+    d = suite.tempdir("launchers")
+    plan, data, outputs = compile_case(suite, tools, d, "mlp.onnx", 4, ["--gpus", "4", "--strategy", "dp=2,tp=2"],
+                                       "launchers")
+    if not plan:
+        return
+    world = 4
+    for name in ("torchrun", "srun"):
+        out = os.path.join(d, name)
+        port = free_port()
+        procs = {}
+        for r in range(world):
+            env = base_env()
+            for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                      "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "PCC_RDZV_PORT"):
+                env.pop(k, None)
+            if name == "torchrun":
+                env.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(world),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port - 1), TORCHELASTIC_RUN_ID="e2e")
+            else:
+                env.update(SLURM_PROCID=str(r), SLURM_NTASKS=str(world), SLURM_LOCALID=str(r),
+                           SLURM_JOB_NODELIST="localhost", SLURM_STEP_NODELIST="localhost", SLURM_JOB_ID="7",
+                           SLURM_STEP_ID="0", PCC_RDZV_PORT=str(port))
+            cmd = [tools.path("pcc-run"), plan, "--inputs", data, "--outputs", out, "--profile"] + THREADS
+            procs[r] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        got = finish(procs, 120)
+        ok = all(rc == 0 for rc, _, _, _ in got.values())
+        if not suite.check(f"{name} variables: {world} processes meet and run", ok, describe(got)):
+            continue
+        why = same_bytes(os.path.join(d, "threaded"), out, outputs)
+        suite.check(f"{name} variables: outputs equal the threaded run's bit for bit", not why, why)
+        report = got[0][1]
+        suite.check(f"{name} variables: the local ranks reach rank 0's report",
+                    all(f"(local rank {r})" in report for r in range(world)), e2e.indent(report))
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_launch", args)
@@ -439,6 +481,7 @@ def main():
             suite.run_case(f"tcp {host} {model}", tcp_case, suite, tools, model, batch, flags, gloo_flags, gloo_env,
                            host)
         suite.run_case("mpirun", mpirun_case, suite, tools)
+        suite.run_case("launcher variables", launcher_envs, suite, tools)
         suite.run_case("no store", no_store, suite, tools)
         suite.run_case("killed rank", killed_rank, suite, tools)
         suite.run_case("secret", secret_cases, suite, tools)
