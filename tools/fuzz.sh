@@ -50,6 +50,12 @@ for spec in "mlp 1" "mlp 2" "mlp 2 tp=2" "gpt2_tiny 4 dp=2,tp=2" "cnn_small 2"; 
   cp "$out/plan.pb" "$seeds/plan_reader/$(basename "$out" .pcc).pb"
   [ -n "$bundle" ] || bundle=$out
 done
+# A generation plan (its KV cache as state bindings), split over two ranks.
+out=$work/plans/llama-generate.pcc
+rm -rf "$out"
+"$build/pcc" "$here/models/exported/decoders/llama.ts.onnx" --batch 2 --max-context 8 --gpus 2 \
+    --strategy tp=2 -o "$out" --quiet
+cp "$out/plan.pb" "$seeds/plan_reader/llama-generate.pb"
 export PCC_FUZZ_BUNDLE=$bundle
 
 status=0
