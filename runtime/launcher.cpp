@@ -778,6 +778,14 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   auto failed = [&](const Status& s) {
     stopWatcher();
     Status why = live.explain(s, blameLimit);
+    // A peer's death can reach this rank's sockets (a reset connection)
+    // before it reaches the liveness record (the store seeing the closed
+    // connection, the folder the vanished process): give the record a moment
+    // before naming no one.
+    for (int i = 0; i < 40 && s.code() == StatusCode::kEnvironment && why.message() == s.message(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      why = live.explain(s, blameLimit);
+    }
     if (!lostPeer) live.failed(why.message());
     live.ended();
     if (haveComms) comms.abortAll();
