@@ -377,6 +377,11 @@ def export_one(name, exporter, model, shape, reference, out_dir):
     names, outputs = io_names(shape["num_layers"])
     inputs = example_inputs(shape)
     entry = {"file": os.path.basename(path), "exporter": exporter}
+    # The configuration beside the model, as pcc reads it (MODEL.config.json:
+    # max_position_embeddings for the cache's context, eos_token_id).
+    with open(os.path.join(out_dir, f"{name}.{exporter}.config.json"), "w") as f:
+        json.dump(shape, f, indent=1, sort_keys=True)
+        f.write("\n")
     start = time.time()
     torch.manual_seed(SEED)
     with torch.no_grad():

@@ -116,6 +116,10 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
                 want = [whole // 2] * 2  # one layer's caches per stage
             else:
                 want = per_rank if all(0 < b <= whole for b in per_rank) else None
+            gen = rep.get("generation", {})
+            suite.check(f"{case}: the plan carries the context and the end-of-sequence id of the config beside "
+                        "the model", gen.get("max_context") == MAX_CONTEXT and
+                        gen.get("eos_token_ids") == [cfg["eos_token_id"]], f"  generation {gen}")
             suite.check(f"{case}: the report counts the KV cache ({whole} bytes; per rank {per_rank})",
                         rep.get("generation", {}).get("state_bytes") == whole and per_rank == want,
                         f"  generation {rep.get('generation')}\n  ranks {per_rank}, want {want}")
