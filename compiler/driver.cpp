@@ -9,6 +9,7 @@
 
 #include "compiler/batch_search.h"
 #include "compiler/generation.h"
+#include "runtime/plan_convert.h"
 #include "codegen/memory_estimate.h"
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
@@ -234,24 +235,20 @@ StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOp
       plan::GenerationState* gs = g.add_states();
       gs->set_name(st.name);
       gs->set_present(st.present);
-      *gs->mutable_desc()->mutable_shape() = {st.type.shape.begin(), st.type.shape.end()};
-      gs->mutable_desc()->set_dtype(static_cast<int32_t>(st.type.dtype));
+      *gs->mutable_desc() = toDesc(st.type);
       gs->set_axis(st.axis);
       bytes += st.type.bytes();
     }
     g.set_state_bytes(bytes);
-    for (Value* v : p.reference->inputs()) {
-      plan::IoDesc* d = g.add_reference_inputs();
-      d->set_name(v->name());
-      d->mutable_desc()->set_dtype(static_cast<int32_t>(v->type().dtype));
-      *d->mutable_desc()->mutable_shape() = {v->type().shape.begin(), v->type().shape.end()};
-    }
-    for (Value* v : p.reference->outputs()) {
-      plan::IoDesc* d = g.add_reference_outputs();
-      d->set_name(v->name());
-      d->mutable_desc()->set_dtype(static_cast<int32_t>(v->type().dtype));
-      *d->mutable_desc()->mutable_shape() = {v->type().shape.begin(), v->type().shape.end()};
-    }
+    auto describe = [](const std::vector<Value*>& vs, google::protobuf::RepeatedPtrField<plan::IoDesc>* out) {
+      for (const Value* v : vs) {
+        plan::IoDesc* d = out->Add();
+        d->set_name(v->name());
+        *d->mutable_desc() = toDesc(v->type());
+      }
+    };
+    describe(p.reference->inputs(), g.mutable_reference_inputs());
+    describe(p.reference->outputs(), g.mutable_reference_outputs());
     auto indexIn = [](const std::vector<Value*>& vs, const std::string& name) {
       for (size_t i = 0; i < vs.size(); ++i)
         if (vs[i]->name() == name) return static_cast<int32_t>(i);
@@ -355,12 +352,9 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
 
   PartitionOptions po = partitionOptions(opts, cost, p.states);
-  if (!p.states.empty()) {
-    if (opts.microbatches > 1)
-      return invalidInput(opts.modelPath, ": --microbatches ", opts.microbatches,
-                          ": a generation plan's KV cache is per sequence; it runs one micro-batch");
-    po.microbatches = 1;
-  }
+  if (!p.states.empty() && opts.microbatches > 1)
+    return invalidInput(opts.modelPath, ": --microbatches ", opts.microbatches,
+                        ": a generation plan's KV cache is per sequence; it runs one micro-batch");
   const PlanEstimate& best = c.search.candidates.front();
   const bool forced = opts.dp > 0 || opts.tp > 0 || opts.pp > 0;  // --microbatches alone leaves the mesh free
   if (!best.infeasible.empty() && !forced) {

@@ -578,15 +578,6 @@ Status Executor::checkType(const Step& s, int slot, const Tensor& t, const char*
                       types_[slot].str());
 }
 
-Status Executor::resetState() {
-  for (size_t i = 0; i < stateTensors_.size(); ++i) {
-    auto dev = backend_->toDevice(Tensor::zeros(stateTensors_[i].type()));
-    if (!dev.ok()) return dev.status().withContext(strCat("rank ", prog_.rank(), ": state binding ", i));
-    stateTensors_[i] = std::move(dev).value();
-  }
-  return Status::OK();
-}
-
 StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
   if (homes_[slot] == Home::kState) {
     bufs[slot] = stateTensors_[static_cast<size_t>(stateOfSlot_[slot])];

@@ -103,13 +103,6 @@ class Executor {
   /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
   uint64_t arenaBytes() const { return arena_.bytes; }
 
-  /// The session state this rank holds (RankProgram.states, in order): each
-  /// piece zeroed when the executor is created, read and written in place by
-  /// every run. \returns the pieces (device tensors).
-  const std::vector<Tensor>& stateTensors() const { return stateTensors_; }
-  /// Zeroes every state piece: a new session.
-  Status resetState();
-
   /// Bounds each run() to `seconds` (0: no bound) where it could otherwise
   /// run for ever: a Loop region stops with an error once the run has taken
   /// that long (its condition never turned false, or a huge trip count).

@@ -1048,14 +1048,6 @@ StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs
   return assemble(m.plan->plan, m.pieces);
 }
 
-Status RankSession::resetState() {
-  for (auto& e : impl_->execs) RETURN_IF_ERROR(e->resetState());
-  return Status::OK();
-}
-
-const Executor& RankSession::executor(int r) const { return *impl_->execs.at(static_cast<size_t>(r)); }
-int RankSession::ranks() const { return impl_->n; }
-
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs, int timeLimitSeconds) {
   RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   if (!p.plan.has_reference() || p.plan.reference().instructions_size() == 0)

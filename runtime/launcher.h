@@ -208,11 +208,6 @@ class RankSession {
   /// \returns the assembled outputs, or the first error; after an error the
   /// session is broken and every later run fails.
   StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
-  /// Zeroes every rank's session state.
-  Status resetState();
-  /// \returns rank `r`'s executor (its state pieces, for checks).
-  const Executor& executor(int r) const;
-  int ranks() const;
 
  private:
   struct Impl;

@@ -46,7 +46,9 @@ TEST(SlurmHostList, Refused) {
                           "node[]", "node[1,]", "node[1-]", "node[-1]", "a,", ",a", "n[1-2-3]", "n[1]]", "n\xc3\xa9"}) {
     auto r = firstSlurmHost(bad);
     EXPECT_FALSE(r.ok()) << "'" << bad << "' gave " << (r.ok() ? *r : "");
-    if (!r.ok()) EXPECT_NE(r.status().message().find("Slurm host list"), std::string::npos);
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("Slurm host list"), std::string::npos);
+    }
   }
   // The whole list is checked, not only its first host.
   EXPECT_FALSE(firstSlurmHost("node1,gpu[3-1]").ok());
