@@ -99,6 +99,7 @@ RankMemoryEstimate estimateRankMemory(const plan::RankProgram& prog) {
   m.arena = rounded(prog.arena_bytes());
   for (const plan::IoBinding& b : prog.inputs()) m.inputs += bufferBytes(prog, b.buffer());
   for (const plan::IoBinding& b : prog.outputs()) m.outputs += bufferBytes(prog, b.buffer());
+  for (const plan::StateBinding& b : prog.states()) m.states += bufferBytes(prog, b.buffer());
   // Step 2: the largest transient.
   for (const plan::Instruction& ins : prog.instructions()) {
     const int in = ins.inputs_size() > 0 ? ins.inputs(0) : -1;

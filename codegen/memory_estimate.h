@@ -20,10 +20,11 @@ struct RankMemoryEstimate {
   int64_t comm = 0;     ///< the largest collective's staging buffers
   int64_t kernel = 0;   ///< the largest result set or buffers a kernel allocates outside the arena
   int64_t kernelWeights = 0;  ///< copies of weights kernels keep (oneDNN Conv's reordered weights, packed MatMul/Gemm weights)
+  int64_t states = 0;   ///< its session state pieces (a generation plan's KV cache), held across runs
   /// \returns the estimate: what stays held through a run plus the largest
   /// transient (one instruction runs at a time).
   int64_t total() const {
-    return weights + kernelWeights + arena + inputs + outputs + (comm > kernel ? comm : kernel);
+    return weights + kernelWeights + states + arena + inputs + outputs + (comm > kernel ? comm : kernel);
   }
 };
 

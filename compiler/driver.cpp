@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
 
@@ -96,6 +98,18 @@ StatusOr<ClusterSpec> clusterSpecFor(const CompileOptions& opts) {
 }
 
 std::string ms(double seconds) { return strCat(std::round(seconds * 1e6) / 1e3, " ms"); }
+
+/// \returns `v` with three significant digits, or as a whole number from 1000 on.
+std::string sig3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, std::fabs(v) >= 1000 ? "%.0f" : "%.3g", v);
+  return buf;
+}
+
+std::string bytesText(int64_t bytes) {
+  const double mib = bytes / double(1 << 20);
+  return mib < 1024 ? strCat(std::round(mib * 10) / 10, " MiB") : strCat(std::round(mib / 1024 * 100) / 100, " GiB");
+}
 
 // One line on the chosen mesh and the runner-up.
 std::string searchSummary(const SearchResult& r, const ClusterSpec& cluster, int gpus) {
@@ -337,6 +351,39 @@ void recordBatch(const BatchSweep* sweep, int64_t batch, const std::string& how,
   }
 }
 
+/// Fills the generation estimate of `plan` from the chosen mesh of `r` and
+/// the weights and state pieces of the emitted rank programs
+/// (docs/generation.md#estimates).
+void recordGenerationEstimate(const SearchResult& r, const ClusterSpec& cluster, plan::Plan& plan) {
+  if (r.candidates.empty()) return;
+  plan::Generation& g = *plan.mutable_generation();
+  const PlanEstimate& best = r.candidates.front();
+  const double bandwidth = cluster.device.memoryBandwidth * cluster.device.memoryEfficiency;
+  std::map<int, double> floor, comm;  // per stage: the busiest rank's
+  int64_t most = 0;
+  for (const RankEstimate& k : best.ranks) {
+    int64_t bytes = k.weightBytes + k.stateBytes;
+    for (const plan::RankProgram& prog : plan.ranks())
+      if (prog.rank() == k.rank) {
+        const RankMemoryEstimate m = estimateRankMemory(prog);
+        bytes = m.weights + m.states;
+      }
+    most = std::max(most, bytes);
+    floor[k.stage] = std::max(floor[k.stage], bandwidth > 0 ? bytes / bandwidth : 0.0);
+    comm[k.stage] = std::max(comm[k.stage], k.commSeconds);
+  }
+  double roofline = 0, commSeconds = 0;
+  for (const auto& [stage, t] : floor) roofline += t;
+  for (const auto& [stage, t] : comm) commSeconds += t;
+  plan::GenerationEstimate* e = g.mutable_estimate();
+  e->set_step_ms(best.seconds * 1e3);
+  e->set_tokens_per_second(best.seconds > 0 ? g.batch() / best.seconds : 0);
+  e->set_roofline_ms(roofline * 1e3);
+  e->set_bytes_per_step(most);
+  e->set_comm_ms(commSeconds * 1e3);
+  e->set_memory_bandwidth(bandwidth);
+}
+
 /// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
 /// resolved) and records `batch` in the plan.
 StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const ClusterSpec& cluster,
@@ -486,6 +533,14 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   *c.plan.plan.mutable_batch() = batch;
   recordPlannedMemory(&c.plan.plan);  // the chosen mesh's memory, from its planned arenas
+  if (c.plan.plan.has_generation()) {
+    recordGenerationEstimate(c.search, cluster, c.plan.plan);
+    const plan::GenerationEstimate& e = c.plan.plan.generation().estimate();
+    say(strCat("generation: estimated ", sig3(e.step_ms()), " ms per decode step (", sig3(e.tokens_per_second()),
+               " tokens/s); memory-bound floor ", sig3(e.roofline_ms()), " ms (", bytesText(e.bytes_per_step()),
+               " of weights and cache read per step by the busiest rank at ", sig3(e.memory_bandwidth() / 1e9),
+               " GB/s)"));
+  }
   RETURN_IF_ERROR(recordInstructionEstimates(c.ranks, c.partition.mesh, cost, c.plan.plan));
   plan::Fusion* fusion = c.plan.plan.mutable_fusion();
   fusion->set_ops_before(opsBefore);
@@ -533,27 +588,84 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
     setup.maxContext = opts.maxContext > 0 ? opts.maxContext : gen->maxPositions > 0 ? gen->maxPositions : 2048;
     if (setup.maxContext < 2)
       return invalidInput(path, ": --max-context ", setup.maxContext, " leaves no room for a token after the prompt");
-    say(strCat("generation: ", gen->pairs.size(), " KV cache tensors; decode step for ", setup.batch,
-               " sequence(s) of up to ", setup.maxContext, " positions (",
+    const bool sweeping = !opts.batch && objectiveOf(opts) == Objective::kThroughput;
+    say(strCat("generation: ", gen->pairs.size(), " KV cache tensors; decode step for ",
+               sweeping ? std::string("the number of sequences --objective throughput chooses")
+                        : strCat(setup.batch, " sequence(s)"),
+               " of up to ", setup.maxContext, " positions (",
                opts.maxContext > 0           ? std::string("--max-context")
                : gen->maxPositions > 0 ? gen->maxPositionsSource
                                              : std::string("the default; --max-context N sets it"),
                ")"));
-    bindDecodeShapes(*gen, setup.batch, setup.maxContext, io);
-    io.batch = setup.batch;
-    ASSIGN_OR_RETURN(InputDimsInfo gdims, inspectInputDims(model, path, io));
-    (void)gdims;
     ASSIGN_OR_RETURN(ClusterSpec gcluster, clusterSpecFor(opts));
     CostModel gcost(gcluster);
-    auto g = importOnnxModel(model, baseDir, path, io);
-    if (!g.ok()) return g.status();
-    say(strCat("imported ", path, ": ", (*g)->numNodes(), " nodes, ", (*g)->constants().size(), " constants (",
-               total.seconds(), " s)"));
-    ASSIGN_OR_RETURN(Planned p, planImported(std::move(g).value(), opts, gcost, true, log, &setup));
+    // The decode step for `batch` sequences, imported and planned.
+    auto planAt = [&](int64_t batch, bool print) -> StatusOr<Planned> {
+      ImportOptions bio = io;
+      bindDecodeShapes(*gen, batch, setup.maxContext, bio);
+      bio.batch = batch;
+      ASSIGN_OR_RETURN(InputDimsInfo gdims, inspectInputDims(model, path, bio));
+      (void)gdims;
+      ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, bio));
+      GenerationSetup at = setup;
+      at.batch = batch;
+      return planImported(std::move(g), opts, gcost, print, log, &at);
+    };
+    plan::BatchReport report;
+    std::optional<Planned> kept;
+    if (!sweeping) {
+      ASSIGN_OR_RETURN(Planned p, planAt(setup.batch, true));
+      kept = std::move(p);
+      recordBatch(nullptr, setup.batch,
+                  opts.batch ? "--batch: sequences per decode step"
+                             : "1 sequence per decode step (--objective latency; --batch N for more, --objective "
+                               "throughput chooses)",
+                  opts, 0, report);
+    } else {
+      // --objective throughput: the sequences per step of the most tokens/s
+      // whose weights, cache and activations fit (batch_search.h's sweep; a
+      // sample is a sequence's token).
+      Stopwatch choosing;
+      BatchSweepOptions so;
+      so.objective = Objective::kThroughput;
+      so.maxBatch = opts.maxAutoBatch;
+      so.minGain = opts.autoBatchMinGain;
+      BatchSweep sweep(so);
+      Status firstError = Status::OK();
+      while (std::optional<int64_t> b = sweep.next()) {
+        StatusOr<Planned> p = planAt(*b, false);
+        if (!p.ok()) {
+          if (sweep.curve().empty()) firstError = p.status();
+          BatchPoint failed;
+          failed.batch = *b;
+          failed.why = p.status().message();
+          sweep.add(std::move(failed));
+          continue;
+        }
+        bool first = sweep.curve().empty();
+        if (sweep.add(batchPointOf(*b, p->search)) || first) kept = std::move(p).value();
+      }
+      if (!kept) return firstError;
+      const BatchPoint& pick = sweep.curve()[sweep.chosen().value_or(0)];
+      std::string how =
+          !sweep.chosen()
+              ? strCat("no number of sequences fits (", pick.why, ")")
+              : strCat(pick.batch, " sequences per decode step: the most estimated tokens/s within memory (",
+                       static_cast<int64_t>(std::round(pick.samplesPerSecond)), " on ", pick.mesh.str(), "; ",
+                       sweep.curve().size(), " batch sizes costed in ", std::round(choosing.seconds() * 100) / 100,
+                       " s; ", sweep.stopReason(), "); --batch N fixes it, pcc-report shows the curve");
+      say(strCat("generation: ", how));
+      recordBatch(&sweep, pick.batch, how, opts, choosing.seconds(), report);
+      if (!opts.printAfter.empty()) {  // print the chosen batch's pipeline
+        ASSIGN_OR_RETURN(Planned p, planAt(pick.batch, true));
+        kept = std::move(p);
+      }
+    }
+    Planned p = std::move(*kept);
+    say(strCat("imported ", path, ": ", p.reference->numNodes(), " nodes, ", p.reference->constants().size(),
+               " constants (", total.seconds(), " s)"));
     say(strCat("generation: KV cache ", p.generation->state_bytes(), " bytes in all (", p.states.size(),
                " tensors of ", p.states.front().type.str(), ")"));
-    plan::BatchReport report;
-    recordBatch(nullptr, setup.batch, opts.batch ? "--batch: sequences per decode step" : "1 sequence per decode step (--batch N for more)", opts, 0, report);
     return finishCompile(std::move(p), opts, gcluster, gcost, report, total, log);
   }
   ASSIGN_OR_RETURN(InputDimsInfo dims, inspectInputDims(model, path, io));

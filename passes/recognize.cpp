@@ -26,13 +26,16 @@
 //     Softmax(s) on the last axis, or Where(IsNaN(Softmax(s)), 0, Softmax(s));
 //     s is Add(scores, m) with a float mask m (last dim T, broadcasting to
 //     [B, H, S, T]), Where(m, scores, c) with a bool mask m and c = -inf
-//     (or c <= -1e4 when m is a constant keeping a key in every row), or scores;
+//     (or c <= -1e4 when m is a constant keeping a key in every row),
+//     Where(d, -inf, scores) with the mask Not(d) (d's own input when d is
+//     a Not), or scores;
 //     scores = MatMul(Q, Kᵀ) with Mul or Div by constants on the product, on
 //     Q or on Kᵀ (their product is the scale); Q [B, H, S, D] and Kᵀ
 //     [B, Hk, D, T], Hk = H or 1. K is Kᵀ's Transpose input when it swaps
 //     the last two dims (a new Transpose composed with the swap otherwise).
 //     K and V repeated per head group (Reshape(Expand(Unsqueeze(x, 2))), as
-//     LLaMA's repeat_kv) are read before the repeat: grouped-query heads.
+//     LLaMA's repeat_kv, or Tile in place of the Expand) are read before the
+//     repeat: grouped-query heads.
 //     -> Attention(Q, K, V[, m]) {scale, num_outputs = 1} (opset 23: a fully
 //     masked row gives zeros, as the NaN guard made it).
 //  8. 3-D layout: a 4-D Attention whose Q, K and V are Transpose(Reshape(x,

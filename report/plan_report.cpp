@@ -1,6 +1,7 @@
 #include "report/plan_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -124,10 +125,11 @@ Json rankJson(const RankStats& r) {
               {"comm_count", r.commCount}};
 }
 
-// \returns `v` with three significant digits ("0.201", "145").
+// \returns `v` with three significant digits ("0.201", "145"), or as a
+// whole number from 1000 on ("5433", not "5.43e+03").
 std::string sig3(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
+  std::snprintf(buf, sizeof buf, std::fabs(v) >= 1000 ? "%.0f" : "%.3g", v);
   return buf;
 }
 
@@ -309,6 +311,15 @@ std::string planReportJson(const plan::Plan& p) {
     doc["generation"] = Json{{"batch", g.batch()}, {"max_context", g.max_context()}, {"vocab", g.vocab()},
                              {"eos_token_ids", Json(std::vector<int64_t>(g.eos_token_ids().begin(), g.eos_token_ids().end()))},
                              {"state_bytes", g.state_bytes()}, {"states", std::move(states)}};
+    if (g.has_estimate()) {
+      const plan::GenerationEstimate& e = g.estimate();
+      doc["generation"]["estimate"] = Json{{"step_ms", e.step_ms()},
+                                           {"tokens_per_second", e.tokens_per_second()},
+                                           {"roofline_ms", e.roofline_ms()},
+                                           {"bytes_per_step", e.bytes_per_step()},
+                                           {"comm_ms", e.comm_ms()},
+                                           {"memory_bandwidth", e.memory_bandwidth()}};
+    }
   }
   doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
@@ -365,6 +376,13 @@ std::string planReportText(const plan::Plan& p) {
       << humanBytes(static_cast<int64_t>(g.state_bytes())) << " in all, "
       << (least == most ? humanBytes(most) + " per rank" : strCat(humanBytes(least), " to ", humanBytes(most), " per rank"))
       << "\n";
+    if (g.has_estimate()) {
+      const plan::GenerationEstimate& e = g.estimate();
+      o << "decode:  estimated " << sig3(e.step_ms()) << " ms per step, " << sig3(e.tokens_per_second())
+        << " tokens/s (" << sig3(e.comm_ms()) << " ms of it collectives); memory-bound floor " << sig3(e.roofline_ms())
+        << " ms: " << humanBytes(e.bytes_per_step()) << " of weights and cache read per step by the busiest rank at "
+        << sig3(e.memory_bandwidth() / 1e9) << " GB/s\n";
+    }
   }
   if (p.has_batch()) {
     const plan::BatchReport& b = p.batch();
@@ -372,8 +390,8 @@ std::string planReportText(const plan::Plan& p) {
     else o << "batch:   " << b.batch() << " (" << b.how() << ")\n";
     if (b.curve_size() > 0) {
       char head[160];
-      std::snprintf(head, sizeof head, "  %8s  %-16s %12s %12s %12s  %s\n", "batch", "mesh", "time ms", "samples/s",
-                    "memory", "");
+      std::snprintf(head, sizeof head, "  %8s  %-16s %12s %12s %12s  %s\n", "batch", "mesh", "time ms",
+                    p.has_generation() ? "tokens/s" : "samples/s", "memory", "");
       o << head;
     }
     for (const plan::BatchPoint& q : b.curve()) {

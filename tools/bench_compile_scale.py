@@ -63,6 +63,12 @@ STRUCTURES = {
     "gpt2xl": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
                    batch=8, gpu="h100"),
     "gpt2xl16": dict(kind="gpt2", layers=16, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024),
+    # The decode steps (a KV cache per layer, docs/generation.md), for
+    # tools/bench_decode_estimates.py and test_search_rediscovery.py.
+    "llama65b_decode": dict(kind="llama", decode=True, layers=80, width=8192, ffn=22016, heads=64, vocab=32000,
+                            seq=1, batch=1, gpu="h100"),
+    "llama13b_decode": dict(kind="llama", decode=True, layers=40, width=5120, ffn=13824, heads=40, vocab=32000,
+                            seq=1, batch=1, gpu="h100"),
 }
 
 
@@ -104,12 +110,28 @@ class Builder:
 
 
 def build_llama(b, c):
+    """The LLaMA structure; with c["decode"], its decode step as the PyTorch
+    exporters write it: `input_ids`, `attention_mask` and per layer
+    `past_key_values.N.key/value` [batch, heads, past, head width] in,
+    `logits` and `present.N.key/value` (Concat(past, new) along the
+    positions) out, the mask added to the scores."""
     w, h, f = c["width"], c["heads"], c["ffn"]
+    decode = c.get("decode", False)
     eps = b.const("eps", [1e-5], F16)
     two = b.const("two", [2.0], F16)
     scale = b.const("scale", [1.0 / np.sqrt(w // h)], F16)
     heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
     flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
+    ids = "input_ids" if decode else "ids"
+    if decode:
+        # (1 - mask) * -65504 as an additive [batch, 1, 1, total] mask
+        one = b.const("one", [1.0], F16)
+        lowest = b.const("lowest", [-65504.0], F16)
+        axes = b.const("mask_axes", [1, 2], TensorProto.INT64)
+        m = b.node("Cast", ["attention_mask"], "mask/cast", to=F16)
+        m = b.node("Mul", [b.node("Sub", [one, m], "mask/sub"), lowest], "mask/mul")
+        mask = b.node("Unsqueeze", [m, axes], "mask/unsqueeze")
+        b.presents = []
 
     def rmsnorm(x, p):
         sq = b.node("Pow", [x, two], f"{p}/pow")
@@ -117,15 +139,24 @@ def build_llama(b, c):
         rs = b.node("Sqrt", [b.node("Add", [mean, eps], f"{p}/add")], f"{p}/sqrt")
         return b.node("Mul", [b.node("Div", [x, rs], f"{p}/div"), b.weight(f"{p}.weight", [w])], f"{p}/mul")
 
-    x = b.node("Gather", [b.weight("embed", [c["vocab"], w]), "ids"], "embed/gather")
+    x = b.node("Gather", [b.weight("embed", [c["vocab"], w]), ids], "embed/gather")
     for i in range(c["layers"]):
         p = f"layers.{i}"
         n = rmsnorm(x, f"{p}/input_norm")
         q, k, v = (b.node("Transpose", [b.node("Reshape", [b.node("MatMul", [n, b.weight(f"{p}.{t}_proj", [w, w])],
                                                                   f"{p}/{t}_proj"), heads_shape], f"{p}/{t}_heads")],
                           f"{p}/{t}_t", perm=[0, 2, 1, 3]) for t in "qkv")
+        if decode:
+            for t, new in (("key", "k"), ("value", "v")):
+                present = f"present.{i}.{t}"
+                b.nodes.append(helper.make_node("Concat", [f"past_key_values.{i}.{t}", k if new == "k" else v],
+                                                [present], name=f"{p}/{t}_cache", axis=2))
+                b.presents.append(present)
+            k, v = f"present.{i}.key", f"present.{i}.value"
         kt = b.node("Transpose", [k], f"{p}/k_tt", perm=[0, 1, 3, 2])
         s = b.node("Mul", [b.node("MatMul", [q, kt], f"{p}/scores"), scale], f"{p}/scaled")
+        if decode:
+            s = b.node("Add", [s, mask], f"{p}/masked")
         a = b.node("MatMul", [b.node("Softmax", [s], f"{p}/softmax", axis=-1), v], f"{p}/attn")
         a = b.node("Reshape", [b.node("Transpose", [a], f"{p}/attn_t", perm=[0, 2, 1, 3]), flat_shape], f"{p}/attn_flat")
         x = b.node("Add", [x, b.node("MatMul", [a, b.weight(f"{p}.o_proj", [w, w])], f"{p}/o_proj")], f"{p}/res1")
@@ -137,7 +168,7 @@ def build_llama(b, c):
                    f"{p}/down_proj")
         x = b.node("Add", [x, d], f"{p}/res2")
     x = rmsnorm(x, "norm")
-    return b.node("MatMul", [x, b.weight("lm_head", [w, c["vocab"]])], "lm_head"), ["ids"]
+    return b.node("MatMul", [x, b.weight("lm_head", [w, c["vocab"]])], "lm_head"), [ids]
 
 
 def build_gpt2(b, c):
@@ -207,9 +238,21 @@ def write_structure(directory, name):
         for start in b.starts:
             fdata.seek(start)
             fdata.write(head)
-    graph = helper.make_graph(
-        b.nodes, name, [helper.make_tensor_value_info(i, TensorProto.INT64, ["batch", "seq"]) for i in inputs],
-        [helper.make_tensor_value_info(out, F16, ["batch", "seq", c["vocab"]])], b.inits)
+    ins = [helper.make_tensor_value_info(i, TensorProto.INT64, ["batch", "seq"]) for i in inputs]
+    outs = [helper.make_tensor_value_info(out, F16, ["batch", "seq", c["vocab"]])]
+    if c.get("decode"):
+        # the decode step's interface (docs/generation.md): pcc binds batch,
+        # seq = 1 and the past to --max-context - 1 positions
+        b.nodes.append(helper.make_node("Identity", [out], ["logits"], name="logits"))
+        outs = [helper.make_tensor_value_info("logits", F16, ["batch", "seq", c["vocab"]])]
+        ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]))
+        cache = ["batch", c["heads"], "past", c["width"] // c["heads"]]
+        for present in b.presents:
+            past = "past_key_values." + present[len("present."):]
+            ins.append(helper.make_tensor_value_info(past, F16, cache))
+            outs.append(helper.make_tensor_value_info(present, F16, ["batch", c["heads"], "total",
+                                                                      c["width"] // c["heads"]]))
+    graph = helper.make_graph(b.nodes, name, ins, outs, b.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="pcc-bench")
     model.ir_version = 8
     path = os.path.join(directory, f"{name}.onnx")

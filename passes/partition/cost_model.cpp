@@ -97,6 +97,10 @@ double CostModel::collectiveTime(CollectiveKind kind, int64_t bytes, int groupSi
   const LinkSpec& link = crossesNodes ? spec_.interNode : spec_.intraNode;
   const double n = groupSize, alpha = link.latency, s = static_cast<double>(bytes);
   const double beta = 1.0 / (link.bandwidth * link.efficiency);  // seconds per byte
+  // Every collective is one launch on the device, as a kernel is: an
+  // all-reduce costs one, the reduce-scatter and all-gather that move the
+  // same bytes cost two (what makes small all-reduces win a decode step).
+  const double launch = spec_.device.launchOverhead;
   switch (kind) {
     case CollectiveKind::kAllReduce: {
       // Ring: a reduce-scatter and an all-gather, 2(n-1) steps of S/n each.
@@ -104,15 +108,15 @@ double CostModel::collectiveTime(CollectiveKind kind, int64_t bytes, int groupSi
       // Tree (pipelined up and down a binary tree): 2 log2(n) steps, and the
       // whole tensor crosses each device's link twice.
       double tree = 2 * std::ceil(std::log2(n)) * alpha + 2 * s * beta;
-      return std::min(ring, tree);
+      return launch + std::min(ring, tree);
     }
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllToAll:
       // n-1 steps; each device sends (n-1)/n of the tensor.
-      return (n - 1) / n * s * beta + (n - 1) * alpha;
+      return launch + (n - 1) / n * s * beta + (n - 1) * alpha;
     case CollectiveKind::kSendRecv:
-      return s * beta + alpha;
+      return launch + s * beta + alpha;
   }
   return 0;
 }

@@ -75,6 +75,16 @@ void sliceMap(const Node& n, OpDimMap& m) {
   }
 }
 
+// Tile: a dimension repeated once is the input's own; the repeats are a
+// shape operand (constant repeats only).
+void tileMap(const Node& n, OpDimMap& m) {
+  if (!n.input(1) || !n.input(1)->isConstant()) return;
+  const std::vector<int64_t> repeats = n.input(1)->constantData().toInts();
+  const Dims& in = shapeOf(n, 0);
+  for (size_t d = 0; d < in.size() && d < repeats.size(); ++d)
+    if (repeats[d] == 1) m.links[0][d].outDim = static_cast<int>(d);
+}
+
 void gatherMap(const Node& n, OpDimMap& m) {
   const Dims& data = shapeOf(n, 0);
   const Dims& idx = shapeOf(n, 1);
@@ -227,6 +237,7 @@ std::vector<DimLink> reshapeLinks(const Dims& in, const Dims& out) {
   if (std::count(in.begin(), in.end(), 0) || std::count(out.begin(), out.end(), 0)) return l;
   int64_t pin = 1;
   for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == 1) continue;  // nothing to split (and linking it would tie another dim's split to it)
     int64_t pout = 1;
     for (size_t j = 0; j < out.size(); pout *= out[j], ++j) {
       if (pout != pin || out[j] == 1) continue;
@@ -262,6 +273,7 @@ DimMapRule dimMapRule(OpKind op) {
     case OpKind::Split: return &splitMap;
     case OpKind::Slice: return &sliceMap;
     case OpKind::Gather: return &gatherMap;
+    case OpKind::Tile: return &tileMap;
     case OpKind::Attention: return &attentionMap;
     case OpKind::TensorScatter: return &tensorScatterMap;
     default: return nullptr;  // marked Replicate in Ops.def (ops_table_test checks both agree)

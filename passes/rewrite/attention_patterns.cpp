@@ -78,6 +78,7 @@ Value* repeatedHeads(const Graph& g, Value* v, int64_t& n) {
   Node* r = producerOf(v, OpKind::Reshape);
   if (!r || !hasOneUse(g, r->input(0))) return nullptr;
   Node* e = producerOf(r->input(0), OpKind::Expand);
+  if (!e) e = producerOf(r->input(0), OpKind::Tile);  // the same repeat by Tile [1, 1, n, 1, 1]
   if (!e || !e->input(0) || !hasOneUse(g, e->input(0))) return nullptr;
   Node* u = producerOf(e->input(0), OpKind::Unsqueeze);
   if (!u) u = producerOf(e->input(0), OpKind::Reshape);
@@ -151,6 +152,7 @@ class AttentionPattern : public RewritePattern {
     Value* s = sm->input(0);
     const Dims scores = s->type().shape;
     Value* mask = nullptr;
+    Value* dropMask = nullptr;  // a mask of the keys to drop, to negate
     if (Node* add = producerOf(s, OpKind::Add); add && hasOneUse(g, s) && add->output()->type() == s->type()) {
       for (size_t i = 0; i < 2 && !mask; ++i) {
         Value* m = add->input(1 - i);
@@ -164,14 +166,24 @@ class AttentionPattern : public RewritePattern {
       if (!mask) return false;
     } else if (Node* w = producerOf(s, OpKind::Where); w && hasOneUse(g, s) && w->output()->type() == s->type()) {
       // A boolean mask: Where(keep, scores, c), c = -inf, or c <= -1e4 with a
-      // constant mask that keeps a key in every row (no row is all c).
+      // constant mask that keeps a key in every row (no row is all c); or the
+      // branches the other way round, Where(drop, -inf, scores), which keeps
+      // Not(drop) (drop = Not(keep) gives keep back).
       Value* m = w->input(0);
+      if (m->type().dtype != DType::kBool || !maskFits(m->type().shape, scores)) return false;
       auto c = splatValue(w->input(2));
-      if (!c || m->type().dtype != DType::kBool || !maskFits(m->type().shape, scores) ||
-          w->input(1)->type() != s->type() || !(*c == -INFINITY || (*c <= kLargeNegative && keepsAKeyPerRow(m))))
+      auto swapped = splatValue(w->input(1));
+      if (c && w->input(1)->type() == s->type() && (*c == -INFINITY || (*c <= kLargeNegative && keepsAKeyPerRow(m)))) {
+        mask = m;
+        s = w->input(1);
+      } else if (swapped && *swapped == -INFINITY && w->input(2)->type() == s->type()) {
+        Node* no = producerOf(m, OpKind::Not);
+        if (no) mask = no->input(0);
+        else dropMask = m;  // negated once the match is certain
+        s = w->input(2);
+      } else {
         return false;
-      mask = m;
-      s = w->input(1);
+      }
     }
     double scale = 1.0;
     s = peelScale(g, s, scale);
@@ -196,6 +208,10 @@ class AttentionPattern : public RewritePattern {
     if (k0 && v0 && rk == rv) {
       k = k0;
       v = v0;
+    }
+    if (dropMask) {
+      ASSIGN_OR_RETURN(Node * keep, rw.create(OpKind::Not, {dropMask}, AttrMap{}));
+      mask = keep->output();
     }
     std::vector<Value*> ins = {q, k, v};
     if (mask) ins.push_back(mask);

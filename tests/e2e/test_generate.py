@@ -80,6 +80,29 @@ def cache_pieces(bundle):
 SAMPLING = ["--temperature", "0.8", "--top-k", "40", "--top-p", "0.95", "--seed", "7", "--ignore-eos"]
 
 
+def estimate_wrong(rep, batch):
+    """\returns why report.json's decode estimate disagrees with its own ranks
+    (docs/generation.md#estimates), or "" when it agrees."""
+    e = rep.get("generation", {}).get("estimate")
+    if not e:
+        return f"  no generation.estimate in {rep.get('generation')}"
+    busiest, floor = {}, {}
+    for rk in rep["ranks"]:
+        b = rk["weight_bytes"] + rk["state_bytes"]
+        busiest[rk["stage"]] = max(busiest.get(rk["stage"], 0), b)
+    roofline = sum(busiest.values()) / e["memory_bandwidth"] * 1e3 if e["memory_bandwidth"] > 0 else -1
+    problems = []
+    if not e["step_ms"] > 0 or abs(e["tokens_per_second"] - batch / (e["step_ms"] / 1e3)) > 1e-6 * e["tokens_per_second"]:
+        problems.append(f"tokens/s {e['tokens_per_second']} is not {batch} / {e['step_ms']} ms")
+    if e["bytes_per_step"] != max(busiest.values()):
+        problems.append(f"bytes per step {e['bytes_per_step']}, the busiest rank reads {max(busiest.values())}")
+    if abs(e["roofline_ms"] - roofline) > 1e-9 + 1e-6 * roofline:
+        problems.append(f"floor {e['roofline_ms']} ms, the stages' busiest ranks give {roofline} ms")
+    if not 0 <= e["comm_ms"] <= e["step_ms"]:
+        problems.append(f"collectives {e['comm_ms']} ms of a {e['step_ms']} ms step")
+    return "\n".join("  " + p for p in problems) + (f"\n  {e}" if problems else "")
+
+
 def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
     case = f"{family}.{export['exporter']} {mesh}"
     work = suite.tempdir("generate")
@@ -123,6 +146,18 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
             suite.check(f"{case}: the report counts the KV cache ({whole} bytes; per rank {per_rank})",
                         rep.get("generation", {}).get("state_bytes") == whole and per_rank == want,
                         f"  generation {rep.get('generation')}\n  ranks {per_rank}, want {want}")
+            if mesh == "tp2":
+                # Megatron's plan: each layer's attention (split by kv heads)
+                # and MLP end in one all-reduce each; one all-gather for the
+                # embedding or the logits.
+                comm = [rk.get("comm_count", {}) for rk in rep["ranks"]]
+                megatron = all(c.get("all_reduce") == 2 * cfg["num_layers"] and c.get("all_gather", 0) <= 2
+                               and not set(c) - {"all_reduce", "all_gather"} for c in comm)
+                suite.check(f"{case}: each layer communicates two all-reduces (Megatron's plan)", megatron,
+                            f"  {comm}")
+            why = estimate_wrong(rep, batch=2)
+            suite.check(f"{case}: the decode estimate: tokens/s from the step time, the memory-bound floor from "
+                        "each stage's busiest rank", not why, why)
         run_args = [bundle, "--generate", NEW_TOKENS, "--check"]
         for p in info["prompts"]:
             run_args += ["--prompt-ids", ",".join(str(t) for t in p)]
@@ -143,6 +178,41 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
     finally:
         if not suite.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def throughput_choice(suite, tools, family, info, export):
+    """--objective throughput with no --batch: the sequences per step of the
+    most estimated tokens/s that fit, each point's memory holding its cache."""
+    model = os.path.join(DECODERS, export["file"])
+    r = tools.run("pcc", [model, "--gpus", "1", "--objective", "throughput", "--max-context", MAX_CONTEXT,
+                          "--emit", "json"])
+    if not suite.check(f"{family}: --objective throughput compiles a generation plan", r.returncode == 0,
+                       r.describe()):
+        return
+    doc = json.loads(r.stdout)
+    b = doc.get("batch", {})
+    curve = b.get("curve", [])
+    batches = [p["batch"] for p in curve]
+    if not suite.check(f"{family}: the sequences per step are pcc's choice over 1, 2, 4, ...",
+                       b.get("automatic") is True and len(batches) > 1
+                       and batches == [2 ** i for i in range(len(batches))], f"  {b}"):
+        return
+    best = None
+    for p in (p for p in curve if p["feasible"]):  # a larger batch must be more than 1% faster
+        if best is None or p["samples_per_second"] > best["samples_per_second"] * 1.01:
+            best = p
+    gen = doc.get("generation", {})
+    suite.check(f"{family}: the plan decodes the batch of the most estimated tokens/s",
+                best is not None and b["batch"] == best["batch"] == gen.get("batch"),
+                f"  chosen {b['batch']}, generation batch {gen.get('batch')}, curve {curve}")
+    cfg = info["config"]
+    per_sequence = 2 * cfg["num_layers"] * cfg["num_kv_heads"] * MAX_CONTEXT * cfg["head_dim"] * 4
+    grows = all(q["memory_bytes"] - p["memory_bytes"] >= per_sequence * (q["batch"] - p["batch"])
+                for p, q in zip(curve, curve[1:]) if p["feasible"] and q["feasible"])
+    suite.check(f"{family}: each point's memory holds its sequences' caches ({per_sequence} bytes a sequence)",
+                grows, f"  {[(p['batch'], p['memory_bytes']) for p in curve]}")
+    why = estimate_wrong(doc, batch=b["batch"])
+    suite.check(f"{family}: the decode estimate at the chosen batch", not why, why)
 
 
 def refusals(suite, tools):
@@ -218,6 +288,9 @@ def main():
     for family, info in sorted(manifest["models"].items()):
         exports = [e for _, e in sorted(info["exports"].items()) if e.get("ok")]
         suite.check(f"{family}: the manifest has both exports", len(exports) == 2, str(list(info["exports"])))
+        exports = e2e.exporter_subset(exports, lambda e: e["file"])
+        if exports:
+            suite.run_case(f"{family} throughput", throughput_choice, suite, tools, family, info, exports[0])
         for k, export in enumerate(exports):
             sampled = {} if k == 0 else None
             for mesh, margs in MESHES + (MORE_MESHES if k == 0 else []):

@@ -247,6 +247,7 @@ def main():
               "float16 stores": 0, "vector PTX": 0, "attention kernels": 0}
     cases = [(m, e2e.model_path(m), "4", None) for m in MODELS]
     cases += [(key, path, str(batch) if batch else None, data) for key, path, data, batch in exports()]
+    cases = e2e.exporter_subset(cases, lambda c: c[0])
     for name, model, batch, data in cases:
         for config in CONFIGS:
             suite.run_case(f"{name} {' '.join(config)}", run_case, suite, tools, totals, name, model, batch, data,

@@ -20,7 +20,10 @@ weights in a sparse external-data file, so no weight byte is stored or read):
   throughput objective: no node (2 × 40 GB) holds its 130 GB of weights, so
   the plan has pipeline stages across the nodes, with micro-batches, and any
   tensor parallelism inside a node; every rank fits. On `--gpus 2` no plan
-  fits: exit 2, naming the memory the smallest plan needs per device.
+  fits: exit 2, naming the memory the smallest plan needs per device;
+- the LLaMA-13B-like model's decode step with its KV cache (batch 1, context
+  2048) on 8 H100s: tp=8 with the weights and the cache an eighth on each
+  rank, and a time per token not under the memory-bound floor.
 """
 
 import json
@@ -143,6 +146,44 @@ def llama65b(suite, tools, work):
                 r.returncode == 2 and "GiB" in line and "needs" in line and "fits" in line, r.describe())
 
 
+def llama13b_decode(suite, tools, work):
+    """The decode step of LLaMA-13B with its KV cache (batch 1, context 2048)
+    on 8 H100s: the search splits the weights and the cache by heads over the
+    8 devices (each rank reads an eighth of both per token); the estimate is
+    not under its memory-bound floor."""
+    name = "llama13b_decode"
+    if name not in MODELS:
+        MODELS[name] = bench.write_structure(os.path.join(work, name), name)
+    path, weights = MODELS[name][0], MODELS[name][1]
+    c = bench.STRUCTURES[name]
+    r = tools.run("pcc", [path, "--gpus", 8, "--gpu", "h100", "--batch", 1, "--max-context", 2048, "--emit", "json",
+                          "--quiet"])
+    if not suite.check(f"{name}: pcc --gpus 8 --max-context 2048 plans a generation plan", r.returncode == 0,
+                       r.describe()):
+        return
+    doc = json.loads(r.stdout)
+    gen = doc["generation"]
+    e = gen["estimate"]
+    head_dim = c["width"] // c["heads"]
+    cache = 2 * c["layers"] * c["heads"] * 2048 * head_dim * 2  # fp16 keys and values, batch 1
+    print(f"  mesh {doc['mesh']}: {e['step_ms']:.3f} ms per token ({e['tokens_per_second']:.0f} tokens/s), floor "
+          f"{e['roofline_ms']:.3f} ms, collectives {e['comm_ms']:.3f} ms; cache {gen['state_bytes'] / 2**30:.2f} GiB, "
+          f"per rank {[rk['state_bytes'] for rk in doc['ranks']]}")
+    suite.check(f"{name}: tensor parallelism over the 8 devices", doc["mesh"] == {"pp": 1, "dp": 1, "tp": 8},
+                f"  mesh {doc['mesh']}")
+    suite.check(f"{name}: the cache is {cache} bytes, an eighth on each rank",
+                gen["state_bytes"] == cache and all(rk["state_bytes"] == cache // 8 for rk in doc["ranks"]),
+                f"  {gen['state_bytes']}, per rank {[rk['state_bytes'] for rk in doc['ranks']]}")
+    suite.check(f"{name}: each rank holds an eighth of the weights",
+                all(weights / 8 * 0.99 <= rk["weight_bytes"] <= weights / 8 * 1.01 for rk in doc["ranks"]),
+                f"  {[rk['weight_bytes'] for rk in doc['ranks']]} of {weights}")
+    floor = (weights + cache) / 8 / e["memory_bandwidth"] * 1e3
+    suite.check(f"{name}: the floor is an eighth of the weights and cache over the bandwidth ({floor:.3f} ms)",
+                abs(e["roofline_ms"] - floor) <= 0.01 * floor, f"  {e}")
+    suite.check(f"{name}: the estimate is not under the floor, and the collectives are part of it",
+                e["roofline_ms"] <= e["step_ms"] and 0 < e["comm_ms"] < e["step_ms"], f"  {e}")
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_search_rediscovery", args)
@@ -153,6 +194,7 @@ def main():
             suite.run_case("LLaMA-13B at batch 1 on 8 H100s", llama, suite, tools, work)
             suite.run_case("GPT-2 small at batch 64, throughput", gpt2, suite, tools, work)
             suite.run_case("LLaMA-65B at batch 16 on 4 nodes of 2 A100-40GB", llama65b, suite, tools, work)
+            suite.run_case("LLaMA-13B decode step on 8 H100s", llama13b_decode, suite, tools, work)
         finally:
             if not suite.keep:
                 shutil.rmtree(work, ignore_errors=True)

@@ -256,19 +256,20 @@ TEST(CostModel, TheCacheTakesTheFirstBytesOfTraffic) {
 TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
   CostModel m(toy());
   // Intra-node: 100 B/s x 0.5 = 50 B/s, alpha 1 s; inter-node 10 B/s, alpha 10 s.
-  const double s = 1000;
+  // Each collective is one launch (the device's 0.5 s) plus its steps.
+  const double s = 1000, L = 0.5;
   // Ring all-reduce over 4: 2*3/4*S/50 + 2*3*1 = 30 + 6 = 36; tree:
   // 2*2*1 + 2*S/50 = 44; the ring wins.
-  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kAllReduce, 1000, 4, false), 36);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kAllReduce, 1000, 4, false), L + 36);
   // A small message over many devices is latency-bound: the tree wins.
   // n = 64, S = 10: ring 2*63/64*10/50 + 126 = 126.39; tree 2*6 + 0.4 = 12.4.
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 64, false), 12.4, 1e-12);
-  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kAllGather, 1000, 4, false), 3.0 / 4 * s / 50 + 3);
-  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kReduceScatter, 1000, 4, false), 3.0 / 4 * s / 50 + 3);
-  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kAllToAll, 1000, 2, false), 0.5 * s / 50 + 1);
-  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kSendRecv, 1000, 2, false), s / 50 + 1);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 64, false), L + 12.4, 1e-12);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kAllGather, 1000, 4, false), L + 3.0 / 4 * s / 50 + 3);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kReduceScatter, 1000, 4, false), L + 3.0 / 4 * s / 50 + 3);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kAllToAll, 1000, 2, false), L + 0.5 * s / 50 + 1);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kSendRecv, 1000, 2, false), L + s / 50 + 1);
   // Across nodes the slower link sets the time.
-  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kSendRecv, 1000, 2, true), s / 10 + 10);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(CollectiveKind::kSendRecv, 1000, 2, true), L + s / 10 + 10);
   // Nothing to do alone or with nothing to send.
   EXPECT_EQ(m.collectiveTime(CollectiveKind::kAllReduce, 1000, 1, false), 0);
   EXPECT_EQ(m.collectiveTime(CollectiveKind::kAllReduce, 0, 8, false), 0);
@@ -278,17 +279,18 @@ TEST(CostModel, CollectivesFollowTheAlphaBetaFormulas) {
 // ceil(log2 n) steps up and down (a partial level is a whole step), and the
 // ring formulas take n - 1 steps.
 TEST(CostModel, CollectivesOnGroupsThatAreNotPowersOfTwo) {
-  CostModel m(toy());  // intra-node 50 B/s, alpha 1 s
+  CostModel m(toy());  // intra-node 50 B/s, alpha 1 s, launch 0.5 s
+  const double L = 0.5;
   // n = 48, S = 10: ring 2*47/48*10/50 + 94 = 94.39; tree 2*ceil(5.58)*1 + 2*10/50 = 12.4.
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 48, false), 12.4, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 48, false), L + 12.4, 1e-12);
   // n = 3, S = 10: ring 2*2/3*10/50 + 4 = 4.1333; tree 2*2 + 0.4 = 4.4: the ring wins.
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 3, false), 4.0 + 4.0 / 3 * 0.2, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 10, 3, false), L + 4.0 + 4.0 / 3 * 0.2, 1e-12);
   // n = 5, S = 1: ring 2*4/5/50 + 8 = 8.032; tree 2*3 + 0.04 = 6.04.
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 1, 5, false), 6.04, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllReduce, 1, 5, false), L + 6.04, 1e-12);
   // n = 6: gathers and all-to-alls move 5/6 of the tensor in 5 steps.
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllGather, 600, 6, false), 5.0 / 6 * 600 / 50 + 5, 1e-12);
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kReduceScatter, 600, 6, false), 5.0 / 6 * 600 / 50 + 5, 1e-12);
-  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllToAll, 600, 3, false), 2.0 / 3 * 600 / 50 + 2, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllGather, 600, 6, false), L + 5.0 / 6 * 600 / 50 + 5, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kReduceScatter, 600, 6, false), L + 5.0 / 6 * 600 / 50 + 5, 1e-12);
+  EXPECT_NEAR(m.collectiveTime(CollectiveKind::kAllToAll, 600, 3, false), L + 2.0 / 3 * 600 / 50 + 2, 1e-12);
 }
 
 // Each element type is priced at the rate its spec lists (f32's only for

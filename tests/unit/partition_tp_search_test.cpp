@@ -15,6 +15,7 @@
 
 #include "ir_test_util.h"
 #include "partition_test_util.h"
+#include "passes/partition/dim_map.h"
 #include "passes/partition/search.h"
 #include "passes/partition/tp_search.h"
 
@@ -367,6 +368,67 @@ TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesNoMoreThanMegatron) {
   for (const Value* c : r0->graph->constants())
     if (c->type().rank() == 2) matrices += static_cast<int64_t>(c->type().numel());
   EXPECT_EQ(matrices, (4 * 5120 * 5120 + 3 * 5120 * 13824) / 8);
+}
+
+}  // namespace
+}  // namespace pcc
+
+namespace pcc {
+namespace {
+
+// A decode step: one token of one sequence, [1, 1, width]. Dims of size 1 link
+// to nothing in a Reshape (they once tied the heads' split to the batch and
+// sequence dims, which cannot split, so the heads could not split at all).
+TEST(TpSearch, ADecodeStepOfOneTokenSplitsItsHeadsWithTwoAllReducesALayer) {
+  std::vector<DimLink> l = reshapeLinks({1, 1, 64}, {1, 1, 4, 16});
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].outDim, -1);
+  EXPECT_EQ(l[1].outDim, -1);
+  EXPECT_EQ(l[2].outDim, 2);
+  ZeroPages zeros(size_t{5120} * 13824 * 2);
+  ASSERT_NE(zeros.base, MAP_FAILED);
+  auto g = llamaLayer(zeros, 1);
+  CostModel cm(h100());
+  PartitionOptions po;
+  po.gpus = 8;
+  po.tp = 8;
+  po.cost = &cm;
+  po.minimizeWeights = true;
+  auto p = partitionGraph(*g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(layoutOf(*g, "q.r"), "[-,-,tp,-]");
+  EXPECT_EQ(layoutOf(*g, "scores"), "[-,tp,-,-]");
+  // Megatron's plan is a valid assignment at this shape, and the search's is
+  // no slower and holds no more weight bytes.
+  Problem base = dataParallelOnly([&] { return llamaLayer(zeros, 1); }, 1, 8);
+  auto megCost = evaluateTpChoices(*base.g, base.dp, megatron(*base.g), cm);
+  ASSERT_TRUE(megCost.ok()) << megCost.status().message();
+  EXPECT_LE(p->tpSeconds, megCost->seconds);
+  EXPECT_EQ(p->tpWeightBytes, megCost->weightBytes);
+  // A token's stream is a few KiB: each collective costs its launch and its
+  // latency, so the layer's two all-reduces are all it communicates.
+  auto r0 = lowerRank(*g, *p, 0);
+  ASSERT_TRUE(r0.ok()) << r0.status().message();
+  int allReduces = 0;
+  for (Node* n : r0->graph->nodes()) {
+    if (n->op() == OpKind::AllReduce) ++allReduces;
+    else EXPECT_FALSE(isCollective(n->op())) << n->describe();
+  }
+  EXPECT_EQ(allReduces, 2);
+}
+
+// Tile: a dimension repeated once keeps the input's split (grouped-query
+// attention's kv heads repeated by Tile split by kv head).
+TEST(TpSearch, TileLinksTheDimensionsItRepeatsOnce) {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {2, 4, 1, 8, 16}});
+  Node* t = addInferred(*g, OpKind::Tile, {x, i64Const(*g, "repeats", {1, 1, 3, 1, 1})}, {}, "tile");
+  g->addOutput(t->output());
+  OpDimMap m = dimMapFor(*t);
+  ASSERT_EQ(m.links[0].size(), 5u);
+  for (int d : {0, 1, 3, 4}) EXPECT_EQ(m.links[0][d].outDim, d);
+  EXPECT_EQ(m.links[0][2].outDim, -1);
+  EXPECT_TRUE(m.links[1].empty() || m.links[1][0].outDim == -1);  // the repeats link to nothing
 }
 
 }  // namespace
