@@ -607,6 +607,9 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
       ASSIGN_OR_RETURN(InputDimsInfo gdims, inspectInputDims(model, path, bio));
       (void)gdims;
       ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, bio));
+      if (print)
+        say(strCat("imported ", path, ": ", g->numNodes(), " nodes, ", g->constants().size(), " constants (",
+                   total.seconds(), " s)"));
       GenerationSetup at = setup;
       at.batch = batch;
       return planImported(std::move(g), opts, gcost, print, log, &at);
@@ -662,8 +665,6 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
       }
     }
     Planned p = std::move(*kept);
-    say(strCat("imported ", path, ": ", p.reference->numNodes(), " nodes, ", p.reference->constants().size(),
-               " constants (", total.seconds(), " s)"));
     say(strCat("generation: KV cache ", p.generation->state_bytes(), " bytes in all (", p.states.size(),
                " tensors of ", p.states.front().type.str(), ")"));
     return finishCompile(std::move(p), opts, gcluster, gcost, report, total, log);

@@ -203,6 +203,10 @@ class Search {
     }
     const int end = static_cast<int>(nodes_.size());
     for (const Value* o : g_.outputs()) {
+      // A written state stays where its writer put it: nothing converts it
+      // at the end, so it is live only until its last reader (kept live to
+      // the end, each layer's cache would multiply the states).
+      if (stateOutputs_.count(o)) continue;
       last_[valueIndex(o)] = end;
       outputs_.push_back(valueIndex(o));
     }

@@ -171,6 +171,14 @@ def llama13b_decode(suite, tools, work):
           f"per rank {[rk['state_bytes'] for rk in doc['ranks']]}")
     suite.check(f"{name}: tensor parallelism over the 8 devices", doc["mesh"] == {"pp": 1, "dp": 1, "tp": 8},
                 f"  mesh {doc['mesh']}")
+    # Each layer's written cache is live only until its attention reads it:
+    # the tp search is exact (kept live to the end, the 80 caches multiplied
+    # its states past the cap).
+    suite.check(f"{name}: the tp search is exact", not any("capped" in n for n in doc["notes"]), f"  {doc['notes']}")
+    comm = [rk.get("comm_count", {}) for rk in doc["ranks"]]
+    suite.check(f"{name}: two all-reduces a layer (Megatron's plan), beside the embedding's and the logits'",
+                all(c.get("all_reduce") == 2 * bench.STRUCTURES[name]["layers"] and c.get("all_gather", 0) <= 2
+                    and not set(c) - {"all_reduce", "all_gather"} for c in comm), f"  {comm[0]}")
     suite.check(f"{name}: the cache is {cache} bytes, an eighth on each rank",
                 gen["state_bytes"] == cache and all(rk["state_bytes"] == cache // 8 for rk in doc["ranks"]),
                 f"  {gen['state_bytes']}, per rank {[rk['state_bytes'] for rk in doc['ranks']]}")
