@@ -251,6 +251,7 @@ StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOp
       gs->set_present(st.present);
       *gs->mutable_desc() = toDesc(st.type);
       gs->set_axis(st.axis);
+      gs->set_reference_new_at_position(st.newAtPosition);
       bytes += st.type.bytes();
     }
     g.set_state_bytes(bytes);

@@ -54,6 +54,11 @@ void readConfig(const std::string& path, GenerationInterface& gi) {
         break;
       }
     }
+    const nlohmann::json* decoder = model->contains("decoder") && (*model)["decoder"].is_object() ? &(*model)["decoder"] : model;
+    for (const char* key : {"head_size", "head_dim"})
+      if (gi.configHeadDim == 0 && decoder->contains(key) && (*decoder)[key].is_number_integer() &&
+          (*decoder)[key].get<int64_t>() > 0)
+        gi.configHeadDim = (*decoder)[key].get<int64_t>();
     if (model->contains("eos_token_id")) {
       const nlohmann::json& e = (*model)["eos_token_id"];
       if (e.is_number_integer()) gi.eosTokenIds = {e.get<int64_t>()};
@@ -85,19 +90,6 @@ StatusOr<std::optional<GenerationInterface>> findGenerationInterface(const onnx:
   for (const auto& out : g.output())
     if (auto s = cacheSlot(out.name(), {"present", "present_key_values"})) present[*s] = &out;
   if (past.empty() && present.empty()) return std::optional<GenerationInterface>();
-  // onnxruntime-genai's builder keeps its cache in GroupQueryAttention's
-  // shared past/present buffer, which pcc does not import yet: say so first.
-  for (const auto& n : g.node())
-    if ((n.domain() == "com.microsoft" || n.domain().empty()) && n.op_type() == "GroupQueryAttention") {
-      int64_t opset = 1;
-      for (const auto& o : m.opset_import())
-        if (o.domain() == n.domain()) opset = o.version();
-      return invalidInput(path, ": node '", n.name(), "' (", n.domain().empty() ? "" : n.domain() + " ",
-                          "GroupQueryAttention, opset ", opset,
-                          "): the KV cache of onnxruntime-genai's model builder, a past/present buffer shared by "
-                          "GroupQueryAttention, is not imported yet; export the model with torch.onnx instead "
-                          "(docs/generation.md)");
-    }
   for (const auto& [slot, v] : past)
     if (!present.count(slot))
       return invalidInput(path, ": KV cache input '", v->name(), "' has no present output for layer ", slot.first,
@@ -113,9 +105,13 @@ StatusOr<std::optional<GenerationInterface>> findGenerationInterface(const onnx:
   for (const auto& out : g.output())
     if (out.name() == "logits") gi.logits = out.name();
   if (gi.logits.empty()) return invalidInput(path, ": a decoder with a KV cache needs a 'logits' output");
+  readConfig(path, gi);
   for (const auto& [slot, v] : past) {
     gi.pairs.push_back({v->name(), present[slot]->name()});
     std::vector<int64_t> d = dimsOf(*v);
+    // onnxruntime-genai's builder leaves the head size symbolic
+    // ('kv_cache_dim'); its genai_config.json says it.
+    if (d.size() == 4 && d[3] < 1 && gi.configHeadDim > 0) d[3] = gi.configHeadDim;
     if (d.size() != 4 || d[1] < 1 || d[3] < 1) {
       std::string shape;
       for (const auto& dim : v->type().tensor_type().shape().dim())
@@ -135,7 +131,6 @@ StatusOr<std::optional<GenerationInterface>> findGenerationInterface(const onnx:
       std::vector<int64_t> d = dimsOf(out);
       if (!d.empty() && d.back() > 0) gi.vocab = d.back();
     }
-  readConfig(path, gi);
   return std::optional<GenerationInterface>(std::move(gi));
 }
 

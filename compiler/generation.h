@@ -32,6 +32,10 @@ struct GenerationInterface {
   int64_t maxPositions = 0;
   std::string maxPositionsSource;
   std::vector<int64_t> eosTokenIds;
+  /// The head size a config beside the model gives (genai_config.json's
+  /// decoder.head_size, config.json's head_dim), for a cache whose head dim
+  /// is symbolic; 0 when none does.
+  int64_t configHeadDim = 0;
 };
 
 /// \returns the interface when `m` has past/present pairs, nullopt when it

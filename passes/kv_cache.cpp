@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "passes/rewrite/pattern.h"
+
 namespace pcc {
 
 namespace {
@@ -11,6 +13,9 @@ struct Found {
   Value* past = nullptr;
   Value* present = nullptr;
   Node* concat = nullptr;
+  /// present = TensorScatter(Concat(past, zeros), new, start) (GroupQueryAttention
+  /// imported): the scatter, whose input 1 is the new slice.
+  Node* scatter = nullptr;
   std::vector<Node*> passThrough;  ///< Identity / one-input Concat between past and concat, past first
   int axis = -1;
 };
@@ -43,6 +48,22 @@ StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::s
   if (pt.rank() != 4 || qt.rank() != 4 || pt.dtype != qt.dtype)
     return unrecognized(strCat("past is ", pt.str(), ": a 4-D [batch, heads, positions, head dim] cache of the "
                                "present's type is expected"));
+  if (n && n->op() == OpKind::TensorScatter && n->inputs().size() == 3 && n->input(0) &&
+      n->input(0)->producer() && n->input(0)->producer()->op() == OpKind::Concat &&
+      n->input(0)->uses().size() == 1) {
+    // The past grown by zero slots, the new slice written at each sequence's
+    // own position (GroupQueryAttention as imported): the same cache write.
+    Node* grown = n->input(0)->producer();
+    const Value* zeros = grown->inputs().size() == 2 ? grown->input(1) : nullptr;
+    const int64_t axis = n->attrs().getInt("axis", -2) < 0 ? n->attrs().getInt("axis", -2) + 4 : n->attrs().getInt("axis", -2);
+    if (!zeros || !isSplat(zeros, 0.0, 0.0) ||
+        n->attrs().getString("mode", "linear") != "linear" || grown->attrs().getInt("axis", 0) % 4 != axis % 4 ||
+        zeros->type() != n->input(1)->type())
+      return unrecognized("it is a TensorScatter into something other than the past grown by zero slots for the "
+                          "new positions");
+    f.scatter = n;
+    n = grown;
+  }
   if (!n || n->op() != OpKind::Concat || n->inputs().size() != 2)
     return unrecognized("it is not a Concat of the past and one new tensor, in that order");
   // Exporters may pass the past through an Identity or a one-input Concat first.
@@ -55,7 +76,7 @@ StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::s
   int64_t axis = n->attrs().getInt("axis", 0);
   if (axis < 0) axis += 4;
   if (axis < 1 || axis > 3) return unrecognized(strCat("its axis ", axis, " is not a position axis"));
-  const Value* fresh = n->input(1);
+  const Value* fresh = f.scatter ? f.scatter->input(1) : n->input(1);
   for (int d = 0; d < 4; ++d)
     if (d != axis && (pt.shape[d] != qt.shape[d] || fresh->type().shape[d] != qt.shape[d]))
       return unrecognized(strCat("dim ", d, " differs between past, new and present"));
@@ -90,16 +111,21 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<K
     st.present = pairs[i].present;
     st.type = f.present->type();
     st.axis = f.axis;
+    st.newAtPosition = f.scatter != nullptr;
     st.name = g.uniqueName(pairs[i].past + "/cache");
     Value* cache = g.addInput(st.name, st.type);
     AttrMap attrs;
     attrs.set("axis", static_cast<int64_t>(f.axis));
     attrs.set("mode", std::string("linear"));
-    Node* w = g.addNode(OpKind::TensorScatter, {cache, f.concat->input(1), position}, {st.type}, std::move(attrs),
-                        f.concat->name(), {}, g.indexOf(f.concat));
+    Node* last = f.scatter ? f.scatter : f.concat;
+    Value* fresh = f.scatter ? f.scatter->input(1) : f.concat->input(1);
+    Node* w = g.addNode(OpKind::TensorScatter, {cache, fresh, position}, {st.type}, std::move(attrs), last->name(), {},
+                        g.indexOf(last));
     Value* present = f.present;
     g.replaceAllUsesWith(present, w->output());
-    std::vector<Node*> dead{f.concat};
+    std::vector<Node*> dead;
+    if (f.scatter) dead.push_back(f.scatter);
+    dead.push_back(f.concat);
     dead.insert(dead.end(), f.passThrough.rbegin(), f.passThrough.rend());
     g.eraseNodes(dead);
     if (!g.renameValue(w->output(), st.present))

@@ -25,6 +25,10 @@ struct KvCacheState {
   std::string past;     ///< the export's past input it replaces
   TensorType type;      ///< [batch, kv heads, max_context, head dim]
   int axis = 2;         ///< the sequence axis
+  /// Where the export's own decode step writes the new slice: at the
+  /// sequence's position (a GroupQueryAttention cache) or after the past
+  /// (Concat(past, new)); `pcc-run --check` reads it back from there.
+  bool newAtPosition = false;
 };
 
 /// The graph input the rewrite adds: each sequence's write position, int64 [batch].

@@ -62,7 +62,8 @@ int64_t choose(const std::vector<float>& row, const GenerateOptions& g, std::mt1
 
 /// The export's own decode step on the reference kernels, its past kept here:
 /// slot j of each past holds position j (j < max_context - 1); the step's new
-/// key or value is the present's last slot.
+/// key or value is the present's last slot, or its slot at the sequence's
+/// position where the export writes it there (GenerationState.reference_new_at_position).
 class ReferenceStepper {
  public:
   static StatusOr<ReferenceStepper> make(const LoadedPlan& p) {
@@ -111,8 +112,9 @@ class ReferenceStepper {
       for (size_t b = 0; b < pos.size(); ++b) {
         if (pos[b] >= ctx - 1) continue;
         for (int64_t h = 0; h < heads; ++h) {
+          const int64_t slot = g.states(s).reference_new_at_position() ? pos[b] : ctx - 1;
           const char* src = static_cast<const char*>(present.raw()) +
-                            static_cast<size_t>(((static_cast<int64_t>(b) * heads + h) * ctx + ctx - 1) * dim) * es;
+                            static_cast<size_t>(((static_cast<int64_t>(b) * heads + h) * ctx + slot) * dim) * es;
           char* dst = static_cast<char*>(next.mutableData()) +
                       static_cast<size_t>(((static_cast<int64_t>(b) * heads + h) * (ctx - 1) + pos[b]) * dim) * es;
           std::memcpy(dst, src, static_cast<size_t>(dim) * es);

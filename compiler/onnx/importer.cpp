@@ -137,6 +137,7 @@ void collectUnsupported(const onnx::GraphProto& g, std::optional<int64_t> opset,
     } else if (known) {
       known = !hasGraphAttribute(n) && findImporter(n.op_type(), *opset);
     }
+    if (!known && !hasGraphAttribute(n)) known = findContribImporter(n.domain(), n.op_type()) != nullptr;
     if (known) continue;
     std::string op = isDefaultDomain(n.domain()) ? n.op_type() : strCat(n.domain(), ".", n.op_type());
     if (!nodesOf.count(op)) order.push_back(op);
@@ -241,7 +242,8 @@ Status importOnnxNode(ImportContext& ctx, const onnx::NodeProto& n, int i) {
   if (isControlFlowOp(n.op_type())) {
     RETURN_IF_ERROR(importControlFlow(ctx));
   } else {
-    ImportFn fn = findImporter(n.op_type(), ctx.opset());
+    ImportFn fn = isDefaultDomain(n.domain()) ? findImporter(n.op_type(), ctx.opset()) : nullptr;
+    if (!fn) fn = findContribImporter(n.domain(), n.op_type());
     if (!fn) return internalError(ctx.file(), ": no importer for ", n.op_type(), " after the support check");
     RETURN_IF_ERROR(fn(ctx));
   }

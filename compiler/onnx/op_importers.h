@@ -33,6 +33,12 @@ std::vector<ImporterEntry> visionImporters();
 
 ImportFn findImporter(std::string_view opType, int64_t opset);
 
+/// \returns the import function of an op onnxruntime defines beyond ONNX
+/// (import_contrib.cpp: com.microsoft's GroupQueryAttention, RotaryEmbedding,
+/// Skip(Simplified)LayerNormalization, SimplifiedLayerNormalization, the last
+/// also in the default domain), or nullptr.
+ImportFn findContribImporter(std::string_view domain, std::string_view opType);
+
 /// \returns every row of the importer tables (the families merged).
 const std::vector<ImporterEntry>& importerRows();
 /// \returns the op_types with more than one row, sorted (findImporter refuses

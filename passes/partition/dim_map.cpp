@@ -85,6 +85,21 @@ void tileMap(const Node& n, OpDimMap& m) {
     if (repeats[d] == 1) m.links[0][d].outDim = static_cast<int>(d);
 }
 
+// RotaryEmbedding on [B, heads, S, d]: batch, heads and positions are the
+// output's own; position_ids [B, S] (and cos/sin given per [B, S]) follow the
+// batch and the positions. The 3-D form [B, S, heads * d] links nothing (its
+// num_heads would change with a split).
+void rotaryMap(const Node& n, OpDimMap& m) {
+  if (shapeOf(n, 0).size() != 4) return;
+  for (int d = 0; d < 3; ++d) m.links[0][d].outDim = d;
+  for (size_t i : {size_t{1}, size_t{2}, size_t{3}}) {
+    if (!n.input(i) || n.input(i)->type().rank() < 2) continue;
+    if (i < 3 && n.input(3)) continue;  // a table [max positions, d / 2] read through position_ids
+    m.links[i][0].outDim = 0;
+    m.links[i][1].outDim = 2;
+  }
+}
+
 void gatherMap(const Node& n, OpDimMap& m) {
   const Dims& data = shapeOf(n, 0);
   const Dims& idx = shapeOf(n, 1);
@@ -274,6 +289,7 @@ DimMapRule dimMapRule(OpKind op) {
     case OpKind::Slice: return &sliceMap;
     case OpKind::Gather: return &gatherMap;
     case OpKind::Tile: return &tileMap;
+    case OpKind::RotaryEmbedding: return &rotaryMap;
     case OpKind::Attention: return &attentionMap;
     case OpKind::TensorScatter: return &tensorScatterMap;
     default: return nullptr;  // marked Replicate in Ops.def (ops_table_test checks both agree)
