@@ -238,6 +238,14 @@ StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOp
     ASSIGN_OR_RETURN(bool folded, pre.run(*p.partitioned, pctx));
     (void)folded;
     ASSIGN_OR_RETURN(p.states, rewriteKvCache(*p.partitioned, gen->interface->pairs, opts.modelPath));
+    // A rotary table shorter than the context would fail mid-generation: say so now.
+    for (const Node* n : p.partitioned->nodes())
+      if (n->op() == OpKind::RotaryEmbedding && n->inputs().size() > 3 && n->input(3) && n->input(1) &&
+          n->input(1)->type().rank() == 2 && n->input(1)->type().shape[0] < gen->maxContext)
+        return invalidInput(opts.modelPath, ": ", n->describe(), ": its rotary table holds ",
+                            n->input(1)->type().shape[0], " positions, fewer than --max-context ", gen->maxContext,
+                            " (the model was built for ", n->input(1)->type().shape[0], "; --max-context ",
+                            n->input(1)->type().shape[0], " or less)");
     RETURN_IF_ERROR(verifyGraph(*p.partitioned).withContext("after the KV cache rewrite"));
     plan::Generation g;
     g.set_batch(gen->batch);

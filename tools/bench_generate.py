@@ -6,6 +6,14 @@ running the same export step by step, its cache passed in and out.
         [--tokens 64] [--batch 1] [--context 128] [--repeat 3] [--gpus 1]
         [MODEL.onnx ...]
 
+With --genai FOLDER (an onnxruntime-genai builder model, such as
+models/exported/decoders/llama.genai), one more row: pcc compiling that
+model against onnxruntime-genai's own loop on it (og.Generator, greedy,
+intra_op_num_threads = T written into a copy of its genai_config.json);
+onnxruntime-genai runs each prompt in one prefill step, pcc one token a
+step, so only the decode rates compare like for like. onnxruntime-genai is
+not in the test venv: `pip install onnxruntime-genai==0.18.0` into another.
+
 For each decoder export (default: the TorchScript exports in
 models/exported/decoders/): `pcc MODEL --batch B --max-context C --gpus G`
 compiles the generation plan and `pcc-run PLAN --generate N --ignore-eos
@@ -106,6 +114,47 @@ def ort_rate(a, model, prompts):
     return best, first_ms
 
 
+def genai_rate(a, folder, prompts):
+    """onnxruntime-genai's own generation loop on its builder model (greedy,
+    intra_op_num_threads = --threads): \returns (decode tokens/s, first
+    token ms, the tokens). It runs each prompt in one prefill step."""
+    import json
+    import onnxruntime_genai as og
+    work = tempfile.mkdtemp(prefix="pcc-bench-genai-")
+    try:
+        for f in os.listdir(folder):
+            shutil.copy(os.path.join(folder, f), work)
+        cfg_path = os.path.join(work, "genai_config.json")
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        so = cfg["model"]["decoder"].setdefault("session_options", {})
+        so["intra_op_num_threads"] = a.threads
+        so["inter_op_num_threads"] = 1
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
+        model = og.Model(work)
+        best, first_ms, tokens = 0.0, None, None
+        for _ in range(a.repeat):
+            params = og.GeneratorParams(model)
+            params.set_search_options(max_length=len(prompts[0]) + a.tokens, do_sample=False, batch_size=len(prompts))
+            gen = og.Generator(model, params)
+            start = time.perf_counter()
+            gen.append_tokens(np.array(prompts, dtype=np.int32))
+            gen.generate_next_token()
+            first = (time.perf_counter() - start) * 1e3
+            decode_start, steps = time.perf_counter(), 0
+            while not gen.is_done():
+                gen.generate_next_token()
+                steps += 1
+            rate = steps * len(prompts) / (time.perf_counter() - decode_start) if steps else 0
+            if rate > best:
+                best, first_ms = rate, first
+                tokens = [list(gen.get_sequence(b))[len(prompts[b]):] for b in range(len(prompts))]
+        return best, first_ms, tokens
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,6 +166,8 @@ def main():
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--gpus", type=int, default=1)
+    ap.add_argument("--genai", metavar="FOLDER", help="also compare with onnxruntime-genai on this builder model "
+                    "folder (needs the onnxruntime_genai package in this Python)")
     a = ap.parse_args()
     models = a.models or sorted(glob.glob(os.path.join(root, "models", "exported", "decoders", "*.ts.onnx")))
     rng = np.random.default_rng(0)
@@ -130,6 +181,12 @@ def main():
             o, of = ort_rate(a, m, prompts)
             rows.append((name, p, pf, o, of))
             print(f"{name}: pcc {p:.1f} tokens/s, onnxruntime {o:.1f} tokens/s", flush=True)
+        if a.genai:
+            m = os.path.join(a.genai, "model.onnx")
+            p, pf = pcc_rate(a, m, prompts, work)
+            o, of, toks = genai_rate(a, a.genai, prompts)
+            rows.append((os.path.basename(a.genai.rstrip("/")) + " (onnxruntime-genai)", p, pf, o, of))
+            print(f"{a.genai}: pcc {p:.1f} tokens/s, onnxruntime-genai {o:.1f} tokens/s; its tokens {toks}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{a.batch} sequence(s), 8-token prompts, {a.tokens} new tokens, context {a.context}, "
