@@ -279,6 +279,11 @@ def refusals(suite, tools):
             suite.check(f"refused: a GroupQueryAttention with {attr} = {value}: exit 2, one line naming the node and "
                         "what is not imported", r.returncode == 2 and len(lines) == 1 and node.name in lines[0]
                         and "GroupQueryAttention" in lines[0] and why in lines[0], r.describe())
+        r = tools.run("pcc", [genai, "--max-context", "256", "-o", os.path.join(work, "g.pcc")])
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        suite.check("refused: a context longer than the builder model's rotary table (128): exit 2 naming the node",
+                    r.returncode == 2 and len(lines) == 1 and "RotaryEmbedding" in lines[0]
+                    and "128 positions" in lines[0] and "--max-context 256" in lines[0], r.describe())
         model = decoder("plain", [helper.make_node("Concat", ["past_key_values.0.key", "new"], ["present.0.key"],
                                                    axis=2), ok_value])
         r = tools.run("pcc", [model, "--no-generation", "--batch", "1", "--shape", "past_key_values.0.key=1x2x3x4",
