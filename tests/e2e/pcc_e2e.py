@@ -139,13 +139,18 @@ class Suite:
 SUBSET_VARIABLE = "PCC_E2E_SUBSET"
 
 
+def sanitizer_subset():
+    """\returns whether `make sanitize` asked for the smaller set (PCC_E2E_SUBSET=sanitize)."""
+    return os.environ.get(SUBSET_VARIABLE) == "sanitize"
+
+
 def exporter_subset(items, name_of=lambda x: x):
     """`make sanitize` sets PCC_E2E_SUBSET=sanitize: the tests that repeat one
     check over all 16 committed exports then take the TorchScript exporter's
     8 (one per architecture; the code they reach is the same, and every one
     runs under `make test`). \returns the items to run, saying what was left
     out; all of them when the variable is not set."""
-    if os.environ.get(SUBSET_VARIABLE) != "sanitize":
+    if not sanitizer_subset():
         return list(items)
     items = list(items)
     kept = [x for x in items if ".dynamo" not in os.path.basename(name_of(x))]
