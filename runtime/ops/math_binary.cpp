@@ -80,6 +80,7 @@ Status computeBit(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   RETURN_IF_ERROR(visitNumeric(in[0]->dtype(), [&]<typename T>() -> Status {
     if constexpr (std::is_integral_v<T>) {
       broadcastMap<T, T, T>(*in[0], *in[1], r, [left](T a, T b) -> T {
+        (void)left;  // read by the shifts only
         if constexpr (kOp == Bit::kAnd) return static_cast<T>(a & b);
         else if constexpr (kOp == Bit::kOr) return static_cast<T>(a | b);
         else if constexpr (kOp == Bit::kXor) return static_cast<T>(a ^ b);
