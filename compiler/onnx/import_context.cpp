@@ -321,7 +321,11 @@ Status ImportContext::error(StatusCode code, const std::string& problem) const {
   // Every refusal of valid input says "unsupported", so that tools (and the
   // conformance runner) tell it from a bad model without parsing the prose.
   bool marked = problem.find("unsupported") != std::string::npos || problem.find("not supported") != std::string::npos;
-  std::string msg = strCat(file_, ": node '", nodeName_, "' (", node_->op_type(), ", opset ", opset_, "): ",
+  // An op of another domain (com.microsoft's) is named with its domain; the
+  // opset given is the default domain's, which the model imports.
+  const bool otherDomain = !node_->domain().empty() && node_->domain() != "ai.onnx";
+  std::string msg = strCat(file_, ": node '", nodeName_, "' (", otherDomain ? node_->domain() + "." : std::string(),
+                           node_->op_type(), ", opset ", opset_, "): ",
                            code == StatusCode::kUnsupported && !marked ? "unsupported: " : "", problem);
   if (node_->input_size() > 0) msg += strCat(" [input shapes ", shapes, "]");
   return Status(code, msg);
