@@ -140,7 +140,7 @@ int toolMain(int argc, char** argv) {
   cli::addInteger(app, "--gpus-per-node", 1, kMaxDevices, [&](int64_t n) { opts.gpusPerNode = static_cast<int>(n); },
                   "devices per node (default: the spec's)");
   cli::addChoice(app, "--objective", opts.objective, {"latency", "throughput"},
-                 "what the mesh search optimizes: time per batch\n(latency, default) or samples per second\n(throughput)");
+                 "what the mesh search optimizes: time per batch\n(latency, default) or samples per second\n(throughput; tokens per second for a\ngeneration plan, the sequences per step chosen)");
   app.add_option_function<std::string>(
          "--batch",
          [&](const std::string& v) {
