@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -360,6 +361,37 @@ void recordBatch(const BatchSweep* sweep, int64_t batch, const std::string& how,
   }
 }
 
+/// The batch sweep of --objective throughput (or latency's batch of 1).
+BatchSweepOptions sweepOptions(const CompileOptions& opts) {
+  BatchSweepOptions so;
+  so.objective = objectiveOf(opts);
+  so.maxBatch = opts.maxAutoBatch;
+  so.minGain = opts.autoBatchMinGain;
+  return so;
+}
+
+/// Runs `sweep` to its end, planning each batch it proposes with `plan`.
+/// \returns the plan to keep (the chosen batch's, else the first one
+/// planned), or nullopt with `firstError` set to the first batch's error.
+std::optional<Planned> runSweep(BatchSweep& sweep, const std::function<StatusOr<Planned>(int64_t)>& plan,
+                                Status& firstError) {
+  std::optional<Planned> kept;
+  while (std::optional<int64_t> b = sweep.next()) {
+    StatusOr<Planned> p = plan(*b);
+    if (!p.ok()) {
+      if (sweep.curve().empty()) firstError = p.status();
+      BatchPoint failed;
+      failed.batch = *b;
+      failed.why = p.status().message();
+      sweep.add(std::move(failed));
+      continue;
+    }
+    bool first = sweep.curve().empty();
+    if (sweep.add(batchPointOf(*b, p->search)) || first) kept = std::move(p).value();
+  }
+  return kept;
+}
+
 /// Fills the generation estimate of `plan` from the chosen mesh of `r` and
 /// the weights and state pieces of the emitted rank programs
 /// (docs/generation.md#estimates).
@@ -638,25 +670,9 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
       // whose weights, cache and activations fit (batch_search.h's sweep; a
       // sample is a sequence's token).
       Stopwatch choosing;
-      BatchSweepOptions so;
-      so.objective = Objective::kThroughput;
-      so.maxBatch = opts.maxAutoBatch;
-      so.minGain = opts.autoBatchMinGain;
-      BatchSweep sweep(so);
+      BatchSweep sweep(sweepOptions(opts));
       Status firstError = Status::OK();
-      while (std::optional<int64_t> b = sweep.next()) {
-        StatusOr<Planned> p = planAt(*b, false);
-        if (!p.ok()) {
-          if (sweep.curve().empty()) firstError = p.status();
-          BatchPoint failed;
-          failed.batch = *b;
-          failed.why = p.status().message();
-          sweep.add(std::move(failed));
-          continue;
-        }
-        bool first = sweep.curve().empty();
-        if (sweep.add(batchPointOf(*b, p->search)) || first) kept = std::move(p).value();
-      }
+      kept = runSweep(sweep, [&](int64_t b) { return planAt(b, false); }, firstError);
       if (!kept) return firstError;
       const BatchPoint& pick = sweep.curve()[sweep.chosen().value_or(0)];
       std::string how =
@@ -714,30 +730,16 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
   // imported at that batch and planned as the chosen one will be.
   Stopwatch choosing;
   const bool latency = objectiveOf(opts) == Objective::kLatency;
-  BatchSweepOptions so;
-  so.objective = objectiveOf(opts);
-  so.maxBatch = opts.maxAutoBatch;
-  so.minGain = opts.autoBatchMinGain;
-  BatchSweep sweep(so);
-  std::optional<Planned> kept;
+  BatchSweep sweep(sweepOptions(opts));
   Status firstError = Status::OK();
-  while (std::optional<int64_t> b = sweep.next()) {
-    io.batch = *b;
-    StatusOr<Planned> p = [&]() -> StatusOr<Planned> {
-      ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, io));
-      return planImported(std::move(g), opts, cost, latency, log);
-    }();
-    if (!p.ok()) {
-      if (sweep.curve().empty()) firstError = p.status();
-      BatchPoint failed;
-      failed.batch = *b;
-      failed.why = p.status().message();
-      sweep.add(std::move(failed));
-      continue;
-    }
-    bool first = sweep.curve().empty();
-    if (sweep.add(batchPointOf(*b, p->search)) || first) kept = std::move(p).value();
-  }
+  std::optional<Planned> kept = runSweep(
+      sweep,
+      [&](int64_t b) -> StatusOr<Planned> {
+        io.batch = b;
+        ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, io));
+        return planImported(std::move(g), opts, cost, latency, log);
+      },
+      firstError);
   if (!kept)  // batch 1 failed: the model's own error, and the batch it was tried at
     return Status(firstError.code(), strCat(firstError.message(), " (at batch 1, chosen by pcc for ",
                                             joined(dims.batchInputs), "; --batch N to try another)"));

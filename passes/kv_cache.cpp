@@ -55,9 +55,10 @@ StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::s
     // own position (GroupQueryAttention as imported): the same cache write.
     Node* grown = n->input(0)->producer();
     const Value* zeros = grown->inputs().size() == 2 ? grown->input(1) : nullptr;
-    const int64_t axis = n->attrs().getInt("axis", -2) < 0 ? n->attrs().getInt("axis", -2) + 4 : n->attrs().getInt("axis", -2);
-    if (!zeros || !isSplat(zeros, 0.0, 0.0) ||
-        n->attrs().getString("mode", "linear") != "linear" || grown->attrs().getInt("axis", 0) % 4 != axis % 4 ||
+    int64_t axis = n->attrs().getInt("axis", -2), grownAxis = grown->attrs().getInt("axis", 0);
+    if (axis < 0) axis += 4;
+    if (grownAxis < 0) grownAxis += 4;
+    if (!zeros || !isSplat(zeros, 0.0, 0.0) || n->attrs().getString("mode", "linear") != "linear" || grownAxis != axis ||
         zeros->type() != n->input(1)->type())
       return unrecognized("it is a TensorScatter into something other than the past grown by zero slots for the "
                           "new positions");

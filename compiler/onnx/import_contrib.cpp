@@ -90,33 +90,26 @@ Status importSimplifiedLayerNorm(C& c) {
   return c.emitNode(OpKind::RMSNormalization, {x, scale}, normAttrs(c));
 }
 
-Status importSkipSimplifiedLayerNorm(C& c) {
+/// Skip(Simplified)LayerNormalization: `op` over x + skip (+ bias, input
+/// `biasInput`) with gamma (and beta, input 3, when `withBeta`); output 3 is
+/// the sum.
+Status importSkipNorm(C& c, OpKind op, size_t biasInput, bool withBeta) {
   RETURN_IF_ERROR(refuseUsedOutputs(c, {1, 2}, "mean, inv_std_var"));
-  ASSIGN_OR_RETURN(Value* s, skipSum(c, 3));
+  ASSIGN_OR_RETURN(Value* s, skipSum(c, biasInput));
   ASSIGN_OR_RETURN(Value* gamma, c.requiredInput(2));
   AttrMap a = normAttrs(c);
   a.set("axis", int64_t{-1});
-  ASSIGN_OR_RETURN(std::vector<Value*> y,
-                   c.emit(OpKind::RMSNormalization, {s, gamma}, std::move(a), {c.node().output(0)}, "norm"));
+  std::vector<Value*> ins = {s, gamma};
+  if (Value* beta = withBeta ? c.input(3) : nullptr) ins.push_back(beta);
+  ASSIGN_OR_RETURN(std::vector<Value*> y, c.emit(op, std::move(ins), std::move(a), {c.node().output(0)}, "norm"));
   c.setOutput(0, y[0]);
   c.setOutput(3, s);
   return Status::OK();
 }
 
-Status importSkipLayerNorm(C& c) {
-  RETURN_IF_ERROR(refuseUsedOutputs(c, {1, 2}, "mean, inv_std_var"));
-  ASSIGN_OR_RETURN(Value* s, skipSum(c, 4));
-  ASSIGN_OR_RETURN(Value* gamma, c.requiredInput(2));
-  AttrMap a = normAttrs(c);
-  a.set("axis", int64_t{-1});
-  std::vector<Value*> ins = {s, gamma};
-  if (Value* beta = c.input(3)) ins.push_back(beta);
-  ASSIGN_OR_RETURN(std::vector<Value*> y,
-                   c.emit(OpKind::LayerNormalization, std::move(ins), std::move(a), {c.node().output(0)}, "norm"));
-  c.setOutput(0, y[0]);
-  c.setOutput(3, s);
-  return Status::OK();
-}
+Status importSkipSimplifiedLayerNorm(C& c) { return importSkipNorm(c, OpKind::RMSNormalization, 3, false); }
+
+Status importSkipLayerNorm(C& c) { return importSkipNorm(c, OpKind::LayerNormalization, 4, true); }
 
 /// positions [B, S] i64 = start [B] + 0..S-1.
 StatusOr<Value*> positionsFrom(C& c, Value* start, int64_t seq) {

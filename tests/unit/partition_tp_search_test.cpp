@@ -318,6 +318,16 @@ TEST(TpSearch, ALlama13bLayerSplitsItsHeadsAndBeatsMegatronOnTime) {
   }
 }
 
+// Megatron's plan for llamaLayer(zeros, seq) at tp=8 costs, and `p` (the
+// search's, weights first) is no slower and holds the same weight bytes.
+void expectNoWorseThanMegatron(ZeroPages& zeros, int64_t seq, const Partition& p, const CostModel& cm) {
+  Problem base = dataParallelOnly([&] { return llamaLayer(zeros, seq); }, 1, 8);
+  auto megCost = evaluateTpChoices(*base.g, base.dp, megatron(*base.g), cm);
+  ASSERT_TRUE(megCost.ok()) << megCost.status().message();
+  EXPECT_LE(p.tpSeconds, megCost->seconds);
+  EXPECT_EQ(p.tpWeightBytes, megCost->weightBytes);
+}
+
 TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesNoMoreThanMegatron) {
   ZeroPages zeros(size_t{5120} * 13824 * 2);
   ASSERT_NE(zeros.base, MAP_FAILED);
@@ -341,11 +351,7 @@ TEST(TpSearch, ALlama13bLayerSavingWeightsCommunicatesNoMoreThanMegatron) {
   // and reduce-scatters (a ring all-reduce moves twice what an all-gather of
   // the same tensor does, or a reduce-scatter of it; an all-to-all moves 1/n
   // of what an all-gather of its output would).
-  Problem base = dataParallelOnly([&] { return llamaLayer(zeros, 2048); }, 1, 8);
-  auto megCost = evaluateTpChoices(*base.g, base.dp, megatron(*base.g), cm);
-  ASSERT_TRUE(megCost.ok()) << megCost.status().message();
-  EXPECT_LE(p->tpSeconds, megCost->seconds);
-  EXPECT_EQ(p->tpWeightBytes, megCost->weightBytes);
+  expectNoWorseThanMegatron(zeros, 2048, *p, cm);
   auto r0 = lowerRank(*g, *p, 0);
   ASSERT_TRUE(r0.ok()) << r0.status().message();
   const int64_t stream = 2 * 2048 * 5120;
@@ -400,11 +406,7 @@ TEST(TpSearch, ADecodeStepOfOneTokenSplitsItsHeadsWithTwoAllReducesALayer) {
   EXPECT_EQ(layoutOf(*g, "scores"), "[-,tp,-,-]");
   // Megatron's plan is a valid assignment at this shape, and the search's is
   // no slower and holds no more weight bytes.
-  Problem base = dataParallelOnly([&] { return llamaLayer(zeros, 1); }, 1, 8);
-  auto megCost = evaluateTpChoices(*base.g, base.dp, megatron(*base.g), cm);
-  ASSERT_TRUE(megCost.ok()) << megCost.status().message();
-  EXPECT_LE(p->tpSeconds, megCost->seconds);
-  EXPECT_EQ(p->tpWeightBytes, megCost->weightBytes);
+  expectNoWorseThanMegatron(zeros, 1, *p, cm);
   // A token's stream is a few KiB: each collective costs its launch and its
   // latency, so the layer's two all-reduces are all it communicates.
   auto r0 = lowerRank(*g, *p, 0);
