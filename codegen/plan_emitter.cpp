@@ -371,6 +371,48 @@ std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::Rank
   return ids;
 }
 
+/// Emits one program per rank of `ranks` into `progs`, each rank's weights
+/// into writers["rankR.bin"] (made when missing); collectives' groups go to
+/// `p`.
+Status emitRanks(const Partition& partition, const std::vector<RankGraph>& ranks, plan::Plan& p,
+                 google::protobuf::RepeatedPtrField<plan::RankProgram>* progs,
+                 std::map<std::string, std::unique_ptr<WeightFileWriter>>& writers, KernelTable* kernels) {
+  for (const RankGraph& rg : ranks) {
+    std::string file = strCat("rank", rg.rank, ".bin");
+    std::unique_ptr<WeightFileWriter>& writer = writers[file];
+    if (!writer) writer = std::make_unique<WeightFileWriter>();
+    plan::RankProgram* prog = progs->Add();
+    prog->set_rank(rg.rank);
+    prog->set_stage(rg.stage);
+    if (partition.microbatches > 1) prog->set_microbatches(partition.microbatches);
+    for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
+    prog->set_weight_file(file);
+    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog, kernels).withContext(strCat("rank ", rg.rank)));
+    auto ids = idsByName(*rg.graph, *prog);
+    addBindings(rg.inputs, ids, prog->mutable_inputs());
+    addBindings(rg.outputs, ids, prog->mutable_outputs());
+    for (const StateBind& sb : rg.states) {
+      if (!sb.in || !sb.out)
+        return internalError("rank ", rg.rank, ": state ", sb.state, " is read but never written back");
+      plan::StateBinding* b = prog->add_states();
+      b->set_state(static_cast<int32_t>(sb.state));
+      b->set_buffer(ids.at(sb.in));
+      b->set_out_buffer(ids.at(sb.out));
+      for (int64_t o : sb.offsets) b->add_offsets(o);
+      // The step writes the piece in place: its writer reads it as input 0.
+      bool inPlace = false;
+      for (const plan::Instruction& ins : prog->instructions())
+        if (ins.outputs_size() > 0 && ins.outputs(0) == b->out_buffer())
+          inPlace = ins.inputs_size() > 0 && ins.inputs(0) == b->buffer();
+      if (!inPlace)
+        return internalError("rank ", rg.rank, ": state '", sb.in->name(), "' is not written in place by its step");
+    }
+    RETURN_IF_ERROR(planMemory(prog, opMayRunInPlace).status().withContext(strCat("rank ", rg.rank)));
+  }
+
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned, const Partition& partition,
@@ -407,38 +449,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   for (const std::string& n : partition.notes) p.add_notes(n);
   for (const std::string& s : partition.tensorParallel) p.add_tensor_parallel(s);
 
-  for (const RankGraph& rg : ranks) {
-    std::string file = strCat("rank", rg.rank, ".bin");
-    auto writer = std::make_unique<WeightFileWriter>();
-    plan::RankProgram* prog = p.add_ranks();
-    prog->set_rank(rg.rank);
-    prog->set_stage(rg.stage);
-    if (partition.microbatches > 1) prog->set_microbatches(partition.microbatches);
-    for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
-    prog->set_weight_file(file);
-    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog, kernels).withContext(strCat("rank ", rg.rank)));
-    auto ids = idsByName(*rg.graph, *prog);
-    addBindings(rg.inputs, ids, prog->mutable_inputs());
-    addBindings(rg.outputs, ids, prog->mutable_outputs());
-    for (const StateBind& sb : rg.states) {
-      if (!sb.in || !sb.out)
-        return internalError("rank ", rg.rank, ": state ", sb.state, " is read but never written back");
-      plan::StateBinding* b = prog->add_states();
-      b->set_state(static_cast<int32_t>(sb.state));
-      b->set_buffer(ids.at(sb.in));
-      b->set_out_buffer(ids.at(sb.out));
-      for (int64_t o : sb.offsets) b->add_offsets(o);
-      // The step writes the piece in place: its writer reads it as input 0.
-      bool inPlace = false;
-      for (const plan::Instruction& ins : prog->instructions())
-        if (ins.outputs_size() > 0 && ins.outputs(0) == b->out_buffer())
-          inPlace = ins.inputs_size() > 0 && ins.inputs(0) == b->buffer();
-      if (!inPlace)
-        return internalError("rank ", rg.rank, ": state '", sb.in->name(), "' is not written in place by its step");
-    }
-    RETURN_IF_ERROR(planMemory(prog, opMayRunInPlace).status().withContext(strCat("rank ", rg.rank)));
-    out.weights[file] = std::move(writer);
-  }
+  RETURN_IF_ERROR(emitRanks(partition, ranks, p, p.mutable_ranks(), out.weights, kernels));
 
   // The oracle: the unpartitioned graph as one program with whole inputs/outputs.
   auto refWriter = std::make_unique<WeightFileWriter>();
@@ -455,6 +466,40 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   RETURN_IF_ERROR(planMemory(ref, opMayRunInPlace).status().withContext("reference program"));
   out.weights["reference.bin"] = std::move(refWriter);
   return out;
+}
+
+Status emitPrefill(const Graph& partitioned, const Partition& partition, const std::vector<RankGraph>& ranks,
+                   KernelTable* kernels, EmittedPlan& into, plan::Prefill& out) {
+  plan::Plan scratch;
+  std::set<std::string> stateIns, stateOuts;
+  for (const auto& [in, o] : partition.states) {
+    stateIns.insert(in);
+    stateOuts.insert(o);
+  }
+  for (Value* v : partitioned.inputs()) {
+    if (stateIns.count(v->name())) continue;
+    plan::IoDesc* d = out.add_inputs();
+    d->set_name(v->name());
+    *d->mutable_desc() = toDesc(v->type());
+  }
+  for (Value* v : partitioned.outputs()) {
+    if (stateOuts.count(v->name())) continue;
+    plan::IoDesc* d = out.add_outputs();
+    d->set_name(v->name());
+    *d->mutable_desc() = toDesc(v->type());
+  }
+  std::map<std::string, uint64_t> before;
+  for (auto& [name, w] : into.weights) {
+    w->shareIdentical();
+    before[name] = w->size();
+  }
+  RETURN_IF_ERROR(emitRanks(partition, ranks, scratch, out.mutable_ranks(), into.weights, kernels).withContext("prefill"));
+  int64_t extra = 0;
+  for (auto& [name, w] : into.weights)
+    if (before.count(name)) extra += static_cast<int64_t>(w->size() - before[name]);
+  out.set_extra_weight_bytes(extra);
+  out.mutable_groups()->Swap(scratch.mutable_groups());
+  return Status::OK();
 }
 
 Status writeEmittedPlan(const std::string& dir, const EmittedPlan& p, const WriteProgress& progress) {

@@ -44,6 +44,16 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
                                const std::vector<RankGraph>& ranks, const std::string& modelPath,
                                KernelTable* kernels = nullptr, const plan::Generation* generation = nullptr);
 
+/// Emits the prefill program of a generation plan (docs/generation.md#prefill)
+/// into `out` (its inputs, outputs, groups and rank programs; the roles are
+/// the caller's): `ranks` lowered from `partitioned` on the mesh of `into`,
+/// each rank's weights added to the decode program's weight file of that rank
+/// (`into.weights`), where a piece the decode program already holds is not
+/// stored again (out.extra_weight_bytes counts the rest); generated kernels
+/// go to `kernels`, the table the decode programs used.
+Status emitPrefill(const Graph& partitioned, const Partition& partition, const std::vector<RankGraph>& ranks,
+                   KernelTable* kernels, EmittedPlan& into, plan::Prefill& out);
+
 /// Writes `p` as a bundle directory `dir` (weight files, streamed from their
 /// sources; plan.pb with their checksums; report.json). `progress` (optional)
 /// is told how far the weight files have come.

@@ -180,6 +180,34 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
   }
 }
 
+/// What turns a decoder export's decode step into a generation plan.
+struct GenerationSetup {
+  const GenerationInterface* interface = nullptr;
+  int64_t batch = 1, maxContext = 0;
+};
+
+/// What the prefill program of a generation plan is imported from
+/// (docs/generation.md#prefill): the model as the decode step was, with its
+/// initializers shared (ImportOptions::initializers).
+struct PrefillSetup {
+  const onnx::ModelProto* model = nullptr;
+  std::string baseDir;
+  ImportOptions io;
+  const GenerationInterface* interface = nullptr;
+  int64_t batch = 1, maxContext = 0, maxPrompt = 0;
+};
+
+/// A prefill program, partitioned as its decode step and lowered.
+struct PrefillBuild {
+  std::unique_ptr<Graph> graph;
+  Partition partition;
+  std::vector<RankGraph> ranks;
+  int64_t maxPrompt = 0;
+  bool placeholderPast = false;
+  double seconds = 0;       ///< the cost model's time for one run (before fusion, as the search costs)
+  int64_t peakMemory = 0;   ///< the largest rank's estimate
+};
+
 /// The state after the pipeline before partitioning and the mesh search.
 struct Planned {
   std::unique_ptr<Graph> reference;    ///< as imported
@@ -190,12 +218,7 @@ struct Planned {
   std::vector<KvCacheState> states;
   std::optional<plan::Generation> generation;
   const GenerationInterface* interface = nullptr;
-};
-
-/// What turns a decoder export's decode step into a generation plan.
-struct GenerationSetup {
-  const GenerationInterface* interface = nullptr;
-  int64_t batch = 1, maxContext = 0;
+  std::optional<PrefillSetup> prefill;
 };
 
 std::vector<std::pair<std::string, std::string>> statePairs(const std::vector<KvCacheState>& states) {
@@ -427,6 +450,134 @@ void recordGenerationEstimate(const SearchResult& r, const ClusterSpec& cluster,
 
 /// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
 /// resolved) and records `batch` in the plan.
+/// Lowers `partitioned` to rank programs, then fuses (kRankPipeline) and
+/// schedules each (passes/schedule.h), verifying after each step; the overlap
+/// scheduling's note goes to partition.notes. `before` (optional) is told the
+/// rank programs as lowered, before fusion (the mesh search costs those).
+/// With `stats`, the passes' counts over the ranks at dp = tp = 0 (one per
+/// pipeline stage, together the whole model once) are added to it and their
+/// kernels counted into `*kernelsAfter`.
+StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition& partition,
+                                                  const CompileOptions& opts, std::ostream* log,
+                                                  const std::function<void(const std::vector<RankGraph>&)>& before,
+                                                  std::map<std::string, int64_t>* stats, int64_t* kernelsAfter) {
+  auto say = [&](const std::string& s) {
+    if (log && !opts.quiet) *log << "pcc: " << s << "\n";
+  };
+  LowerOptions lo;
+  lo.eagerSliceElements = opts.eagerSliceElements;
+  ASSIGN_OR_RETURN(std::vector<RankGraph> ranks, lowerToRanks(partitioned, partition, lo));
+  for (const RankGraph& rg : ranks)
+    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
+  if (stats) say(strCat("partitioned: mesh ", partition.mesh.str(), ", ", ranks.size(), " rank programs"));
+  if (before) before(ranks);
+
+  std::map<std::string, int64_t> ignored;
+  for (RankGraph& rg : ranks) {
+    bool count = stats && partition.mesh.coord(rg.rank, MeshAxis::kDP) == 0 &&
+                 partition.mesh.coord(rg.rank, MeshAxis::kTP) == 0;
+    if (opts.fuse) RETURN_IF_ERROR(optimizeRank(rg, opts, log, count, count ? *stats : ignored));
+    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after fusion")));
+    if (count) *kernelsAfter += countKernels(*rg.graph);
+  }
+
+  // Overlap scheduling (passes/schedule.h): collectives first, independent nodes before their readers.
+  OverlapScheduleStats sched;
+  for (RankGraph& rg : ranks) {
+    OverlapScheduleStats s;
+    if (opts.scheduleOverlap) {
+      StatusOr<OverlapScheduleStats> r = scheduleOverlap(*rg.graph);
+      if (!r.ok()) return r.status().withContext(strCat("rank ", rg.rank, " program"));
+      s = r.value();
+      RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after scheduling")));
+    } else {
+      overlapOrder(*rg.graph, {}, &s);
+      s.moved = 0;
+      s.overlapAfter = s.overlapBefore;
+    }
+    sched.collectives += s.collectives;
+    sched.moved += s.moved;
+    sched.overlapBefore += s.overlapBefore;
+    sched.overlapAfter += s.overlapAfter;
+  }
+  if (sched.collectives > 0)
+    partition.notes.push_back(strCat("overlap scheduling", opts.scheduleOverlap ? "" : " off (--no-schedule-overlap)",
+                                     ": ", sched.collectives, " collectives over ", ranks.size(), " ranks, ",
+                                     sched.moved, " nodes moved, ", sched.overlapAfter,
+                                     " nodes between the collectives and their first readers (", sched.overlapBefore,
+                                     " in graph order)"));
+  return ranks;
+}
+
+/// Imports, rewrites and partitions the prefill program of a generation
+/// plan as its decode step `decode` was partitioned (the same mesh, tp
+/// choices and stages, so that every rank holds the same weight and cache
+/// pieces), and lowers it. \returns it, or why it cannot follow the decode step.
+StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvCacheState>& states,
+                                    const Graph& decodeGraph, const Partition& decode, PartitionOptions po,
+                                    const CompileOptions& opts, const CostModel& cost) {
+  PrefillBuild b;
+  b.maxPrompt = s.maxPrompt;
+  const size_t atPosition = static_cast<size_t>(
+      std::count_if(states.begin(), states.end(), [](const KvCacheState& st) { return st.newAtPosition; }));
+  if (atPosition != 0 && atPosition != states.size())
+    return invalidInput("its caches are written in two forms (Concat and GroupQueryAttention)");
+  b.placeholderPast = atPosition == 0;
+  if (b.placeholderPast && s.interface->positionIds.empty())
+    return invalidInput("the export has no position_ids input, so its positions would count the placeholder past "
+                        "slot");
+  ImportOptions io = s.io;
+  bindPrefillShapes(*s.interface, s.batch, s.maxContext, s.maxPrompt, b.placeholderPast, io);
+  io.batch = s.batch;
+  ASSIGN_OR_RETURN(b.graph, importOnnxModel(*s.model, s.baseDir, opts.modelPath, io));
+  Graph& g = *b.graph;
+  PassContext ctx;
+  ctx.verifyEach = opts.verifyEach;
+  PassManager pre;
+  for (const char* name : {"fold-constants", "dce"}) pre.add(createPass(name));
+  ASSIGN_OR_RETURN(bool folded, pre.run(g, ctx));
+  (void)folded;
+  ASSIGN_OR_RETURN(std::vector<KvCacheState> mine, rewriteKvCachePrefill(g, s.interface->pairs, states, opts.modelPath));
+  RETURN_IF_ERROR(verifyGraph(g).withContext("after the KV cache rewrite"));
+  PassManager pm;
+  for (const char* name : kPipeline)
+    if (pipelineRuns(name, opts)) pm.add(createPass(name));
+  ASSIGN_OR_RETURN(bool changed, pm.run(g, ctx));
+  (void)changed;
+  const Value* logits = g.findValue(s.interface->logits);
+  if (!logits || logits->type().rank() != 3 || logits->type().shape[1] != s.maxPrompt)
+    return invalidInput("its logits are ", logits ? logits->type().str() : std::string("missing"),
+                        ", not one row per prompt position [batch, ", s.maxPrompt, ", vocab]");
+  std::map<std::string, int> stages;
+  if (decode.mesh.pp > 1)
+    for (const Node* n : decodeGraph.nodes()) stages[partitionKey(*n)] = n->stage();
+  po.states = statePairs(mine);
+  po.pinnedTp = &decode.tpChoices;
+  po.pinnedStages = decode.mesh.pp > 1 ? &stages : nullptr;
+  po.microbatches = 1;
+  ASSIGN_OR_RETURN(b.partition, partitionGraph(g, po));
+  RETURN_IF_ERROR(verifyGraph(g).withContext("after partitioning"));
+  for (const KvCacheState& st : mine) {
+    const Value* a = g.findValue(st.name);
+    const Value* d = decodeGraph.findValue(st.name);
+    if (!a || !d || !a->sharding() || !d->sharding() || !(*a->sharding() == *d->sharding()))
+      return invalidInput("its cache '", st.name, "' would be split as ",
+                          a && a->sharding() ? a->sharding()->str() : std::string("?"), ", the decode step's as ",
+                          d && d->sharding() ? d->sharding()->str() : std::string("?"));
+  }
+  CompileOptions quiet = opts;
+  quiet.printAfter.clear();
+  ASSIGN_OR_RETURN(b.ranks, lowerAndOptimize(g, b.partition, quiet, nullptr,
+                                             [&](const std::vector<RankGraph>& lowered) {
+                                               PlanEstimate e = estimatePlan(lowered, b.partition.mesh, cost, s.batch);
+                                               b.seconds = e.seconds;
+                                               for (const RankEstimate& r : e.ranks)
+                                                 b.peakMemory = std::max(b.peakMemory, r.memoryBytes());
+                                             },
+                                             nullptr, nullptr));
+  return b;
+}
+
 StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const ClusterSpec& cluster,
                                     const CostModel& cost, const plan::BatchReport& batch, const Stopwatch& total,
                                     std::ostream* log) {
@@ -474,53 +625,33 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
     c.partition.notes.insert(c.partition.notes.begin(), fewerDevicesNote(c.search, opts.gpus));
   RETURN_IF_ERROR(verifyGraph(*c.partitioned).withContext("after partitioning"));
   for (const std::string& n : c.partition.notes) say("note: " + n);
-  LowerOptions lo;
-  lo.eagerSliceElements = opts.eagerSliceElements;
-  ASSIGN_OR_RETURN(c.ranks, lowerToRanks(*c.partitioned, c.partition, lo));
-  for (const RankGraph& rg : c.ranks)
-    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
-  say(strCat("partitioned: mesh ", c.partition.mesh.str(), ", ", c.ranks.size(), " rank programs"));
-
-  // Fusion on the rank programs; counted over the ranks at dp = tp = 0, one
-  // per pipeline stage, which together hold the whole model once.
   std::map<std::string, int64_t> stats = p.stats;  // counts of the passes before partitioning
   int64_t kernelsAfter = 0;
-  for (RankGraph& rg : c.ranks) {
-    bool count = c.partition.mesh.coord(rg.rank, MeshAxis::kDP) == 0 && c.partition.mesh.coord(rg.rank, MeshAxis::kTP) == 0;
-    if (opts.fuse) RETURN_IF_ERROR(optimizeRank(rg, opts, log, count, stats));
-    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after fusion")));
-    if (count) kernelsAfter += countKernels(*rg.graph);
-  }
+  ASSIGN_OR_RETURN(c.ranks, lowerAndOptimize(*c.partitioned, c.partition, opts, log, nullptr, &stats, &kernelsAfter));
   int64_t opsBefore = countKernels(*c.reference);
   say(strCat("fusion: ", opsBefore, " kernels before, ", kernelsAfter, " after", opts.fuse ? "" : " (--no-fuse)"));
+  for (const std::string& n : c.partition.notes)
+    if (n.rfind("overlap scheduling", 0) == 0) say(n);
 
-  // Overlap scheduling (passes/schedule.h): collectives first, independent nodes before their readers.
-  OverlapScheduleStats sched;
-  for (RankGraph& rg : c.ranks) {
-    OverlapScheduleStats s;
-    if (opts.scheduleOverlap) {
-      StatusOr<OverlapScheduleStats> r = scheduleOverlap(*rg.graph);
-      if (!r.ok()) return r.status().withContext(strCat("rank ", rg.rank, " program"));
-      s = r.value();
-      RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after scheduling")));
+  std::optional<PrefillBuild> prefill;
+  if (p.generation && p.prefill && p.prefill->maxPrompt > 0) {
+    Stopwatch pt;
+    StatusOr<PrefillBuild> built = buildPrefill(*p.prefill, p.states, *c.partitioned, c.partition, po, opts, cost);
+    if (built.ok()) {
+      prefill = std::move(built).value();
+      say(strCat("generation: prefill program for ", prefill->maxPrompt, " prompt tokens per sequence in one run: ",
+                 "estimated ", sig3(prefill->seconds * 1e3), " ms (time to first token), ",
+                 bytesText(prefill->peakMemory), " per device at most (", sig3(pt.seconds()), " s)"));
+      if (prefill->peakMemory > cost.memoryCapacity())
+        c.partition.notes.push_back(strCat("the prefill program needs ", bytesText(prefill->peakMemory),
+                                           " on a device, more than its ", bytesText(cost.memoryCapacity()),
+                                           ": a smaller --max-prompt needs less"));
     } else {
-      overlapOrder(*rg.graph, {}, &s);
-      s.moved = 0;
-      s.overlapAfter = s.overlapBefore;
+      std::string note = strCat("no prefill program: ", built.status().message(),
+                                "; prompts go through the decode step, one token per run");
+      say("note: " + note);
+      c.partition.notes.push_back(note);
     }
-    sched.collectives += s.collectives;
-    sched.moved += s.moved;
-    sched.overlapBefore += s.overlapBefore;
-    sched.overlapAfter += s.overlapAfter;
-  }
-  if (sched.collectives > 0) {
-    std::string note = strCat("overlap scheduling", opts.scheduleOverlap ? "" : " off (--no-schedule-overlap)", ": ",
-                              sched.collectives, " collectives over ", c.ranks.size(), " ranks, ", sched.moved,
-                              " nodes moved, ", sched.overlapAfter,
-                              " nodes between the collectives and their first readers (", sched.overlapBefore,
-                              " in graph order)");
-    say(note);
-    c.partition.notes.push_back(note);
   }
 
   const plan::Generation* generation = nullptr;
@@ -548,9 +679,34 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       return internalError("generation plan: an input or output role vanished in the pipeline");
     generation = &*p.generation;
   }
+  // The plan, and the prefill program into it (the same weight files and kernel table).
+  auto emitAll = [&](KernelTable* kt) -> StatusOr<EmittedPlan> {
+    ASSIGN_OR_RETURN(EmittedPlan e, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, kt,
+                                             generation));
+    if (!prefill) return e;
+    plan::Prefill& pre = *e.plan.mutable_generation()->mutable_prefill();
+    RETURN_IF_ERROR(emitPrefill(*prefill->graph, prefill->partition, prefill->ranks, kt, e, pre));
+    auto at = [](const google::protobuf::RepeatedPtrField<plan::IoDesc>& v, const std::string& n) {
+      for (int i = 0; i < v.size(); ++i)
+        if (!n.empty() && v[i].name() == n) return i;
+      return -1;
+    };
+    const GenerationInterface& gi = *p.interface;
+    pre.set_max_prompt(prefill->maxPrompt);
+    pre.set_input_ids(at(pre.inputs(), gi.inputIds));
+    pre.set_attention_mask(at(pre.inputs(), gi.attentionMask));
+    pre.set_position_ids(at(pre.inputs(), gi.positionIds));
+    pre.set_cache_position(at(pre.inputs(), kCachePositionInput));
+    pre.set_logits(at(pre.outputs(), gi.logits));
+    pre.set_mask_offset(prefill->placeholderPast ? 1 : 0);
+    pre.set_mask_whole_window(!prefill->placeholderPast);
+    pre.set_estimate_ms(prefill->seconds * 1e3);
+    if (pre.input_ids() < 0 || pre.attention_mask() < 0 || pre.cache_position() < 0 || pre.logits() < 0)
+      return internalError("prefill program: an input or output role vanished in the pipeline");
+    return e;
+  };
   KernelTable kernels;
-  ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath,
-                                    opts.generateKernels ? &kernels : nullptr, generation));
+  ASSIGN_OR_RETURN(c.plan, emitAll(opts.generateKernels ? &kernels : nullptr));
   if (opts.generateKernels) {
     // Generated kernels (docs/kernels.md): one shared object per plan, and CUDA images for --target cuda.
     Stopwatch kt;
@@ -562,8 +718,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       // No C++ compiler on this machine: the plan runs every fused group op by op, and says why.
       std::string note = strCat("kernels not generated: ", built.message());
       say(note);
-      ASSIGN_OR_RETURN(c.plan, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, nullptr,
-                                        generation));
+      ASSIGN_OR_RETURN(c.plan, emitAll(nullptr));
       c.plan.plan.add_notes(note);
     } else {
       RETURN_IF_ERROR(built);
@@ -638,6 +793,13 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
                : gen->maxPositions > 0 ? gen->maxPositionsSource
                                              : std::string("the default; --max-context N sets it"),
                ")"));
+    const int64_t maxPrompt =
+        opts.maxPrompt >= 0 ? opts.maxPrompt : std::min<int64_t>(256, setup.maxContext / 2);
+    if (maxPrompt >= setup.maxContext)
+      return invalidInput(path, ": --max-prompt ", maxPrompt, " leaves no room in --max-context ", setup.maxContext,
+                          " for a new token (at most ", setup.maxContext - 1, ")");
+    // One copy of the weights for the decode step and the prefill program.
+    io.initializers = std::make_shared<std::map<std::string, Tensor>>();
     ASSIGN_OR_RETURN(ClusterSpec gcluster, clusterSpecFor(opts));
     CostModel gcost(gcluster);
     // The decode step for `batch` sequences, imported and planned.
@@ -653,7 +815,9 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
                    total.seconds(), " s)"));
       GenerationSetup at = setup;
       at.batch = batch;
-      return planImported(std::move(g), opts, gcost, print, log, &at);
+      ASSIGN_OR_RETURN(Planned p, planImported(std::move(g), opts, gcost, print, log, &at));
+      p.prefill = PrefillSetup{&model, baseDir, bio, &*gen, batch, setup.maxContext, maxPrompt};
+      return p;
     };
     plan::BatchReport report;
     std::optional<Planned> kept;

@@ -144,4 +144,13 @@ void bindDecodeShapes(const GenerationInterface& gi, int64_t batch, int64_t maxC
   for (const KvCachePair& p : gi.pairs) bind(p.past, {batch, gi.kvHeads, maxContext - 1, gi.headDim});
 }
 
+void bindPrefillShapes(const GenerationInterface& gi, int64_t batch, int64_t maxContext, int64_t maxPrompt,
+                       bool placeholderPast, ImportOptions& io) {
+  const int64_t past = placeholderPast ? 1 : maxContext - maxPrompt;
+  io.shapes[gi.inputIds] = {batch, maxPrompt};
+  if (!gi.positionIds.empty()) io.shapes[gi.positionIds] = {batch, maxPrompt};
+  io.shapes[gi.attentionMask] = {batch, placeholderPast ? maxPrompt + 1 : maxContext};
+  for (const KvCachePair& p : gi.pairs) io.shapes[p.past] = {batch, gi.kvHeads, past, gi.headDim};
+}
+
 }  // namespace pcc

@@ -49,4 +49,12 @@ StatusOr<std::optional<GenerationInterface>> findGenerationInterface(const onnx:
 /// `batch` sequences of one new token each, past max_context - 1.
 void bindDecodeShapes(const GenerationInterface& gi, int64_t batch, int64_t maxContext, ImportOptions& io);
 
+/// Binds the prefill program's dims in `io.shapes`: `batch` sequences of
+/// `maxPrompt` new tokens; the past at one placeholder position
+/// (`placeholderPast`: a Concat(past, new) cache, the mask one longer than
+/// the prompt) or at maxContext - maxPrompt (a GroupQueryAttention cache,
+/// the mask over the whole context).
+void bindPrefillShapes(const GenerationInterface& gi, int64_t batch, int64_t maxContext, int64_t maxPrompt,
+                       bool placeholderPast, ImportOptions& io);
+
 }  // namespace pcc

@@ -82,6 +82,9 @@ struct CompileOptions {
   /// Positions the KV cache holds per sequence (--max-context); 0: the
   /// model's own (a config next to it), else 2048.
   int64_t maxContext = 0;
+  /// Tokens per sequence the prefill program writes in one run
+  /// (--max-prompt); -1: min(256, max_context / 2); 0: no prefill program.
+  int64_t maxPrompt = -1;
   /// Generate a kernel for each fused group of elementwise ops (docs/kernels.md);
   /// --no-kernels keeps every group on the reference kernels.
   bool generateKernels = true;

@@ -89,9 +89,13 @@ StatusOr<Found> findConcat(const Graph& g, const KvCachePair& pair, const std::s
 
 }  // namespace
 
-StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<KvCachePair>& pairs,
-                                                   const std::string& modelPath) {
+namespace {
+
+StatusOr<std::vector<KvCacheState>> rewrite(Graph& g, const std::vector<KvCachePair>& pairs,
+                                            const std::vector<KvCacheState>* decode, const std::string& modelPath) {
   if (pairs.empty()) return invalidInput(modelPath, ": no KV cache pairs to rewrite");
+  if (decode && decode->size() != pairs.size())
+    return internalError("kv cache: ", decode->size(), " decode states for ", pairs.size(), " pairs");
   std::vector<Found> found;
   for (const KvCachePair& p : pairs) {
     ASSIGN_OR_RETURN(Found f, findConcat(g, p, modelPath));
@@ -110,10 +114,15 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<K
     KvCacheState st;
     st.past = pairs[i].past;
     st.present = pairs[i].present;
-    st.type = f.present->type();
+    st.type = decode ? (*decode)[i].type : f.present->type();
     st.axis = f.axis;
     st.newAtPosition = f.scatter != nullptr;
-    st.name = g.uniqueName(pairs[i].past + "/cache");
+    st.name = decode ? (*decode)[i].name : g.uniqueName(pairs[i].past + "/cache");
+    if (decode && ((*decode)[i].axis != st.axis || (*decode)[i].newAtPosition != st.newAtPosition))
+      return invalidInput(modelPath, ": prefill: the cache '", pairs[i].present,
+                          "' is written differently than in the decode step");
+    if (g.findValue(st.name))
+      return invalidInput(modelPath, ": the model already has a value named '", st.name, "'");
     Value* cache = g.addInput(st.name, st.type);
     AttrMap attrs;
     attrs.set("axis", static_cast<int64_t>(f.axis));
@@ -123,12 +132,21 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<K
     Node* w = g.addNode(OpKind::TensorScatter, {cache, fresh, position}, {st.type}, std::move(attrs), last->name(), {},
                         g.indexOf(last));
     Value* present = f.present;
-    g.replaceAllUsesWith(present, w->output());
-    std::vector<Node*> dead;
-    if (f.scatter) dead.push_back(f.scatter);
-    dead.push_back(f.concat);
-    dead.insert(dead.end(), f.passThrough.rbegin(), f.passThrough.rend());
-    g.eraseNodes(dead);
+    if (decode && !f.scatter) {
+      // Prefill with a placeholder past: the attention keeps reading the
+      // Concat of a zero slot and the new positions; the cache is written beside it.
+      Value* zeros = g.addConstant(g.uniqueName(pairs[i].past + "/placeholder"), Tensor::zeros(f.past->type()));
+      g.replaceAllUsesWith(f.past, zeros);
+      if (!g.renameValue(present, g.uniqueName(pairs[i].present + "/prompt")))
+        return internalError("kv cache: cannot rename '", pairs[i].present, "'");
+    } else {
+      g.replaceAllUsesWith(present, w->output());
+      std::vector<Node*> dead;
+      if (f.scatter) dead.push_back(f.scatter);
+      dead.push_back(f.concat);
+      dead.insert(dead.end(), f.passThrough.rbegin(), f.passThrough.rend());
+      g.eraseNodes(dead);
+    }
     if (!g.renameValue(w->output(), st.present))
       return internalError("kv cache: the name '", st.present, "' is still taken after the rewrite");
     pasts.insert(f.past);
@@ -145,11 +163,28 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<K
   ins.insert(ins.end(), caches.begin(), caches.end());
   g.setInputs(std::move(ins));
   std::vector<Value*> outs;
+  std::set<const Value*> replaced;  // the presents a prefill leaves in place, no outputs any more
+  if (decode)
+    for (const Found& f : found)
+      if (!f.scatter) replaced.insert(f.present);
   for (Value* v : g.outputs())
-    if (std::find(written.begin(), written.end(), v) == written.end()) outs.push_back(v);
+    if (std::find(written.begin(), written.end(), v) == written.end() && !replaced.count(v)) outs.push_back(v);
   outs.insert(outs.end(), written.begin(), written.end());
   g.setOutputs(std::move(outs));
   return states;
+}
+
+}  // namespace
+
+StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<KvCachePair>& pairs,
+                                                   const std::string& modelPath) {
+  return rewrite(g, pairs, nullptr, modelPath);
+}
+
+StatusOr<std::vector<KvCacheState>> rewriteKvCachePrefill(Graph& g, const std::vector<KvCachePair>& pairs,
+                                                          const std::vector<KvCacheState>& decode,
+                                                          const std::string& modelPath) {
+  return rewrite(g, pairs, &decode, modelPath);
 }
 
 }  // namespace pcc

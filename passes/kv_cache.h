@@ -47,4 +47,19 @@ inline constexpr const char* kCachePositionInput = "pcc_cache_position";
 StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<KvCachePair>& pairs,
                                                    const std::string& modelPath);
 
+/// The same rewrite for the prefill program (docs/generation.md#prefill), on
+/// `g` imported with several new positions per sequence; `decode` are the
+/// decode step's states, whose names and cache types the prefill's states
+/// take. A present of the GroupQueryAttention form (past imported at
+/// max_context - max_prompt) is rewritten as in rewriteKvCache. A present
+/// `Concat(past, new)` (past imported at one position, a placeholder the
+/// attention mask hides) keeps its Concat, the attention reading the
+/// placeholder and the new positions as the export does; the past becomes a
+/// zero constant, and the new positions are also written into the cache at
+/// pcc_cache_position (TensorScatter), the state output. \returns the states,
+/// or an invalid-input error as rewriteKvCache.
+StatusOr<std::vector<KvCacheState>> rewriteKvCachePrefill(Graph& g, const std::vector<KvCachePair>& pairs,
+                                                          const std::vector<KvCacheState>& decode,
+                                                          const std::string& modelPath);
+
 }  // namespace pcc

@@ -590,6 +590,24 @@ StatusOr<Tensor> Executor::outputOf(int slot, std::vector<Tensor>& bufs) {
   return bufs[slot];
 }
 
+Status Executor::shareStates(const Executor& other) {
+  for (int i = 0; i < prog_.states_size(); ++i) {
+    const plan::StateBinding& mine = prog_.states(i);
+    int partner = -1;
+    for (int j = 0; j < other.prog_.states_size(); ++j) {
+      const plan::StateBinding& theirs = other.prog_.states(j);
+      if (theirs.state() == mine.state() &&
+          std::equal(theirs.offsets().begin(), theirs.offsets().end(), mine.offsets().begin(), mine.offsets().end()))
+        partner = j;
+    }
+    if (partner < 0 || !(other.stateTensors_[partner].type() == stateTensors_[i].type()))
+      return invalidInput("rank ", rank(), ": its piece of state ", mine.state(),
+                          " has no piece of the same place and type in the other program");
+    stateTensors_[i] = other.stateTensors_[partner];
+  }
+  return Status::OK();
+}
+
 Status Executor::run(const std::vector<Tensor>& inputs, RankComms* comms,
                      std::vector<OutputPiece>* outputs) {
   return runAll(RunInputs{&inputs, nullptr}, comms, outputs);

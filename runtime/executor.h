@@ -73,6 +73,13 @@ class Executor {
   Status runSlices(const std::vector<std::vector<Tensor>>& slices, RankComms* comms,
                    std::vector<OutputPiece>* outputs);
 
+  /// Binds this program's state pieces to the memory of `other`'s pieces of
+  /// the same states (RankProgram.states: the same state and offsets), so
+  /// that two programs of one rank (a generation plan's decode step and
+  /// prefill) read and write one cache. Call before either runs, never while
+  /// one does. \returns an invalid-input error when a piece has no partner.
+  Status shareStates(const Executor& other);
+
   int rank() const { return prog_.rank(); }
   /// \returns the backend the program runs on.
   Backend& backend() { return *backend_; }

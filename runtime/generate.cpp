@@ -25,6 +25,18 @@ std::vector<float> rowOf(const Tensor& logits, int64_t b) {
   return std::vector<float>(x, x + v);
 }
 
+/// \returns the largest |a - b| of two rows, and sets `ok` false where one
+/// differs by more than atol + rtol * |b|.
+double rowDiff(const std::vector<float>& a, const std::vector<float>& b, double rtol, double atol, bool& ok) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    worst = std::max(worst, d);
+    if (!(d <= atol + rtol * std::fabs(static_cast<double>(b[i])))) ok = false;
+  }
+  return worst;
+}
+
 int64_t argmax(const std::vector<float>& row) {
   return static_cast<int64_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
@@ -166,6 +178,18 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
   while (static_cast<int64_t>(prompts.size()) < batch) prompts.push_back(prompts.front());
 
   ASSIGN_OR_RETURN(std::unique_ptr<RankSession> session, RankSession::start(p, o));
+  // The prefill program: a session of its own on the same ranks' cache.
+  const bool usePrefill = g.prefill && gen.has_prefill();
+  LoadedPlan prefillPlan;
+  std::unique_ptr<RankSession> prefill;
+  if (usePrefill) {
+    prefillPlan.plan = prefillView(plan);
+    prefillPlan.dir = p.dir;
+    prefillPlan.files = p.files;
+    prefillPlan.kernels = p.kernels;
+    ASSIGN_OR_RETURN(prefill, RankSession::start(prefillPlan, o));
+    RETURN_IF_ERROR(prefill->shareStates(*session));
+  }
   std::optional<ReferenceStepper> ref;
   if (g.check) {
     ASSIGN_OR_RETURN(ReferenceStepper r, ReferenceStepper::make(p));
@@ -183,6 +207,92 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
   const Clock::time_point t0 = Clock::now();
   Clock::time_point firstAt{};
   bool first = false;
+  const bool greedy = g.temperature <= 0 || g.topK == 1;
+  // Takes sequence b's token chosen from `row` (after its prompt).
+  auto take = [&](int64_t b, const std::vector<float>& row) {
+    const int64_t t = choose(row, g, rng);
+    last[b] = t;
+    res.tokens[b].push_back(t);
+    if (first) ++res.decodeTokens;
+    if (g.onToken) g.onToken(static_cast<int>(b), t);
+    const bool eos = g.stopAtEos && std::find(gen.eos_token_ids().begin(), gen.eos_token_ids().end(), t) !=
+                                        gen.eos_token_ids().end();
+    if (eos || static_cast<int>(res.tokens[b].size()) >= g.maxNewTokens) done[b] = true;
+  };
+  auto noteFirst = [&] {
+    if (!first && std::all_of(res.tokens.begin(), res.tokens.end(), [](const auto& v) { return !v.empty(); })) {
+      first = true;
+      firstAt = Clock::now();
+      res.firstTokenSeconds = since(t0);
+    }
+  };
+  if (usePrefill) {
+    // One run writes up to max_prompt tokens of every prompt into the cache;
+    // a longer prompt goes on through the decode step.
+    const plan::Prefill& pre = gen.prefill();
+    const plan::Plan& pv = prefillPlan.plan;
+    const int64_t P = pre.max_prompt();
+    std::vector<Tensor> pin(pv.inputs_size());
+    for (int k = 0; k < pv.inputs_size(); ++k) pin[k] = Tensor::zeros(fromDesc(pv.inputs(k).desc()));
+    const int64_t maskLen = pin[pre.attention_mask()].shape().back();
+    std::vector<int64_t> len(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      len[b] = std::min<int64_t>(static_cast<int64_t>(prompts[b].size()), P);
+      for (int64_t j = 0; j < P; ++j) {
+        pin[pre.input_ids()].mutableData<int64_t>()[b * P + j] = j < len[b] ? prompts[b][j] : 0;
+        if (pre.position_ids() >= 0) pin[pre.position_ids()].mutableData<int64_t>()[b * P + j] = j;
+      }
+      int64_t* m = pin[pre.attention_mask()].mutableData<int64_t>() + b * maskLen;
+      if (pre.mask_whole_window())
+        for (int64_t j = 0; j < P; ++j) m[j] = 1;
+      else
+        for (int64_t j = 0; j < len[b]; ++j) m[pre.mask_offset() + j] = 1;
+    }
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, prefill->run(pin));
+    ++res.prefillRuns;
+    const Tensor& logits = outs[pre.logits()];
+    const int64_t V = logits.shape().back();
+    auto prefillRow = [&](int64_t b) {
+      const float* x = logits.data<float>() + (b * P + len[b] - 1) * V;
+      return std::vector<float>(x, x + V);
+    };
+    if (ref) {
+      // The export's own step over each prompt position, compared where the
+      // prefill chose from: each sequence's last position it wrote.
+      const int64_t longest = *std::max_element(len.begin(), len.end());
+      std::vector<std::vector<float>> want(batch);
+      for (int64_t t = 0; t < longest; ++t) {
+        std::vector<int64_t> at(batch);
+        for (int64_t b = 0; b < batch; ++b) {
+          at[b] = std::min(t, len[b] - 1);
+          inputs[gen.input_ids()].mutableData<int64_t>()[b] = prompts[b][at[b]];
+          if (gen.position_ids() >= 0) inputs[gen.position_ids()].mutableData<int64_t>()[b] = at[b];
+        }
+        ASSIGN_OR_RETURN(Tensor w, ref->run(plan, inputs, at));
+        for (int64_t b = 0; b < batch; ++b)
+          if (at[b] == t && t == len[b] - 1) want[b] = rowOf(w, b);
+      }
+      for (size_t b = 0; b < real && res.mismatch.empty(); ++b) {
+        bool ok = true;
+        const std::vector<float> got = prefillRow(static_cast<int64_t>(b));
+        res.maxLogitDiff = std::max(res.maxLogitDiff, rowDiff(got, want[b], g.rtol, g.atol, ok));
+        if (!ok)
+          res.mismatch = strCat("prefill: sequence ", b, ": logits at prompt position ", len[b] - 1,
+                                " differ from the export's own decode step");
+        else if (greedy && len[b] == static_cast<int64_t>(prompts[b].size()) && argmax(got) != argmax(want[b]))
+          res.mismatch = strCat("prefill: sequence ", b, " chooses token ", argmax(got), ", the export's own step ",
+                                argmax(want[b]));
+      }
+      ++res.checkedSteps;
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      pos[b] = len[b];
+      if (static_cast<size_t>(b) < real) res.prefillTokens += len[b];
+      if (done[b] || len[b] < static_cast<int64_t>(prompts[b].size())) continue;
+      take(b, prefillRow(b));
+    }
+    noteFirst();
+  }
   auto allDone = [&] { return std::all_of(done.begin(), done.begin() + static_cast<long>(real), [](bool d) { return d; }); };
   while (!allDone()) {
     // This step's token of each sequence: its prompt's, then its latest new one.
@@ -224,7 +334,6 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
       if (!d.ok && res.mismatch.empty())
         res.mismatch = strCat("step ", res.steps - 1, ": logits differ from the export's own decode step (",
                               d.where, ")");
-      const bool greedy = g.temperature <= 0 || g.topK == 1;
       for (size_t b = 0; greedy && b < real && res.mismatch.empty(); ++b)
         if (!done[b] && stepPos[b] + 1 >= static_cast<int64_t>(prompts[b].size()) &&
             argmax(rowOf(logits, static_cast<int64_t>(b))) != argmax(rowOf(want, static_cast<int64_t>(b))))
@@ -236,20 +345,9 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
       const bool inPrompt = pos[b] + 1 < static_cast<int64_t>(prompts[b].size());
       ++pos[b];
       if (done[b] || inPrompt) continue;
-      const int64_t t = choose(rowOf(logits, b), g, rng);
-      last[b] = t;
-      res.tokens[b].push_back(t);
-      if (first) ++res.decodeTokens;
-      if (g.onToken) g.onToken(static_cast<int>(b), t);
-      const bool eos = g.stopAtEos && std::find(gen.eos_token_ids().begin(), gen.eos_token_ids().end(), t) !=
-                                          gen.eos_token_ids().end();
-      if (eos || static_cast<int>(res.tokens[b].size()) >= g.maxNewTokens) done[b] = true;
+      take(b, rowOf(logits, b));
     }
-    if (!first && std::all_of(res.tokens.begin(), res.tokens.end(), [](const auto& v) { return !v.empty(); })) {
-      first = true;
-      firstAt = Clock::now();
-      res.firstTokenSeconds = since(t0);
-    }
+    noteFirst();
   }
   if (first) res.decodeSeconds = std::chrono::duration<double>(Clock::now() - firstAt).count();
   return res;

@@ -1,7 +1,8 @@
 // Generating tokens with a generation plan (Plan.generation,
 // docs/generation.md): the decode-step program runs once per position, its
-// KV cache kept on the ranks as session state; the prompt is fed one token
-// per step, then each step's chosen token is the next step's input.
+// KV cache kept on the ranks as session state; the prompts are written by the
+// prefill program in one run (or fed one token per step), then each step's
+// chosen token is the next step's input.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ struct GenerateOptions {
   uint64_t seed = 0;
   /// Stop a sequence at one of Plan.generation.eos_token_ids (when it has any).
   bool stopAtEos = true;
+  /// Write the prompts with the plan's prefill program (Generation.prefill)
+  /// when it has one; false: through the decode step, one token per run.
+  bool prefill = true;
   /// Also run Plan.reference, the export's own decode step, with its past and
   /// present tensors kept here, and compare every step's logits (and, when
   /// greedy, the tokens).
@@ -41,6 +45,8 @@ struct GenerateResult {
   /// New tokens per prompt (the padding sequences left out).
   std::vector<std::vector<int64_t>> tokens;
   int steps = 0;                ///< decode-step runs
+  int prefillRuns = 0;          ///< prefill-program runs (0 or 1)
+  int64_t prefillTokens = 0;    ///< prompt tokens they wrote, all sequences
   double firstTokenSeconds = 0; ///< until every sequence had its first new token
   double decodeSeconds = 0;     ///< the steps after that
   int64_t decodeTokens = 0;     ///< new tokens chosen in those steps

@@ -1048,6 +1048,13 @@ StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs
   return assemble(m.plan->plan, m.pieces);
 }
 
+Status RankSession::shareStates(const RankSession& other) {
+  if (other.impl_->n != impl_->n)
+    return invalidInput("sessions of ", impl_->n, " and ", other.impl_->n, " ranks cannot share state");
+  for (int r = 0; r < impl_->n; ++r) RETURN_IF_ERROR(impl_->execs[r]->shareStates(*other.impl_->execs[r]));
+  return Status::OK();
+}
+
 StatusOr<std::vector<Tensor>> runReference(const LoadedPlan& p, const std::vector<Tensor>& inputs, int timeLimitSeconds) {
   RETURN_IF_ERROR(validateInputs(p.plan, inputs));
   if (!p.plan.has_reference() || p.plan.reference().instructions_size() == 0)

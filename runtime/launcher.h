@@ -209,6 +209,12 @@ class RankSession {
   /// session is broken and every later run fails.
   StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
 
+  /// Makes every rank's program bind its state pieces to the memory of the
+  /// same rank's pieces in `other` (Executor::shareStates): a generation
+  /// plan's prefill session writes the cache its decode session reads.
+  /// Call before either runs.
+  Status shareStates(const RankSession& other);
+
  private:
   struct Impl;
   explicit RankSession(std::unique_ptr<Impl> impl);

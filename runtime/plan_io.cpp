@@ -245,6 +245,9 @@ Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, plan::
     if (Status st = writeBytes((dir / name).string(), data); !st.ok()) return invalidInput(shown(name), ": write failed");
   }
   for (plan::RankProgram& prog : *plan.mutable_ranks()) fillWeightCrcs(prog, weightFiles, crcs);
+  if (plan.has_generation() && plan.generation().has_prefill())
+    for (plan::RankProgram& prog : *plan.mutable_generation()->mutable_prefill()->mutable_ranks())
+      fillWeightCrcs(prog, weightFiles, crcs);
   if (plan.has_reference()) fillWeightCrcs(*plan.mutable_reference(), weightFiles, crcs);
   std::string bytes;
   {
@@ -281,10 +284,18 @@ plan::Weight WeightFileWriter::add(const std::string& name, const Tensor& t) {
 }
 
 plan::Weight WeightFileWriter::add(const std::string& name, const TensorBlock& b) {
-  uint64_t offset = (size_ + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   plan::Weight w;
   w.set_name(name);
   *w.mutable_desc() = toDesc(b.type());
+  if (shareIdentical_ && b.source.raw())
+    for (const Entry& e : entries_)
+      if (e.block.source.raw() == b.source.raw() && e.block.source.dtype() == b.source.dtype() &&
+          e.block.source.shape() == b.source.shape() && e.block.start == b.start && e.block.extent == b.extent) {
+        w.set_offset(e.offset);
+        w.set_nbytes(b.nbytes());
+        return w;
+      }
+  uint64_t offset = (size_ + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   w.set_offset(offset);
   w.set_nbytes(b.nbytes());
   entries_.push_back({offset, b});
@@ -746,6 +757,72 @@ static Status checkCollectivesMatch(const plan::Plan& plan) {
   return Status::OK();
 }
 
+plan::Plan prefillView(const plan::Plan& plan) {
+  plan::Plan v = plan;
+  plan::Prefill* pre = v.mutable_generation()->mutable_prefill();
+  v.mutable_inputs()->Swap(pre->mutable_inputs());
+  v.mutable_outputs()->Swap(pre->mutable_outputs());
+  v.mutable_groups()->Swap(pre->mutable_groups());
+  v.mutable_ranks()->Swap(pre->mutable_ranks());
+  v.clear_reference();
+  plan::Generation* g = v.mutable_generation();
+  g->set_input_ids(pre->input_ids());
+  g->set_attention_mask(pre->attention_mask());
+  g->set_position_ids(pre->position_ids());
+  g->set_cache_position(pre->cache_position());
+  g->set_logits(pre->logits());
+  g->clear_prefill();
+  return v;
+}
+
+namespace {
+
+/// The prefill program of a generation plan (Plan.generation.prefill): a plan
+/// of its own on the same mesh, binding exactly the state pieces the decode
+/// programs bind.
+Status checkPrefill(const plan::Plan& plan) {
+  const plan::Prefill& pre = plan.generation().prefill();
+  if (pre.max_prompt() < 1) return invalidInput("prefill: max_prompt ", pre.max_prompt(), " is below 1");
+  if (pre.ranks_size() != plan.ranks_size())
+    return invalidInput("prefill: ", pre.ranks_size(), " rank programs for ", plan.ranks_size(), " ranks");
+  auto role = [&](int32_t i, int n, const char* what, bool optional) -> Status {
+    if ((optional && i == -1) || (i >= 0 && i < n)) return Status::OK();
+    return invalidInput("prefill: ", what, " index ", i, " is out of range (", n, ")");
+  };
+  RETURN_IF_ERROR(role(pre.input_ids(), pre.inputs_size(), "input_ids", false));
+  RETURN_IF_ERROR(role(pre.attention_mask(), pre.inputs_size(), "attention_mask", false));
+  RETURN_IF_ERROR(role(pre.position_ids(), pre.inputs_size(), "position_ids", true));
+  RETURN_IF_ERROR(role(pre.cache_position(), pre.inputs_size(), "cache_position", false));
+  RETURN_IF_ERROR(role(pre.logits(), pre.outputs_size(), "logits", false));
+  if (pre.mask_offset() < 0) return invalidInput("prefill: mask_offset ", pre.mask_offset(), " is negative");
+  plan::Plan view = prefillView(plan);
+  RETURN_IF_ERROR(validatePlan(view).withContext("prefill"));
+  std::vector<const plan::RankProgram*> decode(plan.ranks_size());
+  for (const plan::RankProgram& r : plan.ranks()) decode[r.rank()] = &r;
+  for (const plan::RankProgram& r : view.ranks()) {
+    auto pieces = [](const plan::RankProgram& p) {
+      std::set<std::pair<int, std::vector<int64_t>>> s;
+      for (const plan::StateBinding& b : p.states()) s.insert({b.state(), {b.offsets().begin(), b.offsets().end()}});
+      return s;
+    };
+    if (pieces(r) != pieces(*decode[r.rank()]))
+      return invalidInput("prefill: rank ", r.rank(), " binds other state pieces than its decode program");
+    for (const plan::StateBinding& b : r.states()) {
+      const plan::StateBinding* d = nullptr;
+      for (const plan::StateBinding& x : decode[r.rank()]->states())
+        if (x.state() == b.state()) d = &x;
+      const plan::TensorDesc& mine = r.buffers(b.buffer()).desc();
+      const plan::TensorDesc& theirs = decode[r.rank()]->buffers(d->buffer()).desc();
+      if (mine.SerializeAsString() != theirs.SerializeAsString())
+        return invalidInput("prefill: rank ", r.rank(), ": its piece of state ", b.state(),
+                            " differs in type from the decode program's");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status validatePlan(const plan::Plan& plan) {
   if (plan.kernels_size() > 0) {
     const std::string& lib = plan.cpu_library().file();
@@ -869,7 +946,8 @@ Status validatePlan(const plan::Plan& plan) {
   for (const auto& [pair, r] : recvs)
     if (!r.empty() && !sends.count(pair))
       return invalidInput("transfers from ", pairName(pair), ": ", r.size(), " RECV(s) but no SEND");
-  return checkCollectivesMatch(plan);
+  RETURN_IF_ERROR(checkCollectivesMatch(plan));
+  return plan.generation().has_prefill() ? checkPrefill(plan) : Status::OK();
 }
 
 namespace {
@@ -985,6 +1063,8 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
   };
   for (const plan::RankProgram& prog : lp.plan.ranks())
     RETURN_IF_ERROR(openFile(prog, strCat("rank ", prog.rank())));
+  for (const plan::RankProgram& prog : lp.plan.generation().prefill().ranks())
+    RETURN_IF_ERROR(openFile(prog, strCat("prefill rank ", prog.rank())));
   if (lp.plan.has_reference()) RETURN_IF_ERROR(openFile(lp.plan.reference(), "the reference program"));
   if (lp.plan.kernels_size() > 0) {
     ASSIGN_OR_RETURN(lp.kernels, KernelLibrary::read(dir, lp.plan));

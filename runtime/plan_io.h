@@ -47,6 +47,11 @@ class WeightFileWriter {
   /// Appends block `b` of a tensor (a rank's piece of a weight), as add(name,
   /// Tensor) would append the block's copy. \returns its plan::Weight, crc32 0.
   plan::Weight add(const std::string& name, const TensorBlock& b);
+  /// From now on, add() of a block of the same source tensor (the same
+  /// memory) at the same place as one added before returns that weight's
+  /// entry instead of appending a copy: programs that read the same pieces of
+  /// one model (a generation plan's decode and prefill) share the file.
+  void shareIdentical() { shareIdentical_ = true; }
   /// \returns the size the file will have, in bytes.
   uint64_t size() const { return size_; }
   /// \returns the number of weights added.
@@ -74,6 +79,7 @@ class WeightFileWriter {
   };
   std::vector<Entry> entries_;
   uint64_t size_ = 0;
+  bool shareIdentical_ = false;
 };
 
 /// \returns zlib's crc32 of `n` bytes at `data` (any size).
@@ -114,6 +120,12 @@ struct LoadedPlan {
   /// use); null when the plan has no kernel table.
   std::shared_ptr<KernelLibrary> kernels;
 };
+
+/// \returns the prefill program of a generation plan (Plan.generation.prefill)
+/// as a plan of its own: its inputs, outputs, groups and ranks in Plan's
+/// fields, Generation's roles set from it, no reference and no prefill; the
+/// mesh, kernels and states as in `plan`.
+plan::Plan prefillView(const plan::Plan& plan);
 
 /// Reads DIR/plan.pb, checks its checksum, validates it (validatePlan) and maps
 /// the weight files its programs name (confined to DIR: no absolute path, no

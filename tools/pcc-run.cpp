@@ -55,6 +55,7 @@ struct Args {
   double temperature = 0, topP = 1.0;
   int topK = 0;
   bool ignoreEos = false;
+  bool noPrefill = false;
   std::string plan, inputs, expect, outputs, profileJson;
   bool check = false;
   double rtol = 1e-4, atol = 1e-5;
@@ -118,6 +119,8 @@ std::variant<Args, int> parse(int argc, char** argv) {
                   "sample among the K most likely tokens (0: all)", "K");
   cli::addNumber(app, "--top-p", 0, a.topP, "sample within the smallest set of tokens whose\nprobability reaches P (default 1: all)", "P");
   app.add_flag("--ignore-eos", a.ignoreEos, "do not stop a sequence at the end-of-sequence token");
+  app.add_flag("--no-prefill", a.noPrefill,
+               "feed the prompts through the decode step one token\nper run, not through the plan's prefill program");
   CLI::Option* rtol = cli::addNumber(app, "--rtol", 0, a.rtol,
                                      "relative tolerance (default 1e-4; the float outputs of\n"
                                      "a plan with float16 / bfloat16 values: 7.8e-3 / 6.3e-2)", "R");
@@ -633,6 +636,7 @@ int runGenerate(const Args& a, const LoadedPlan& lp) {
   g.topP = a.topP;
   g.seed = a.seed;
   g.stopAtEos = !a.ignoreEos;
+  g.prefill = !a.noPrefill;
   g.check = a.check;
   if (a.toleranceGiven) {
     g.rtol = a.rtol;
@@ -648,8 +652,13 @@ int runGenerate(const Args& a, const LoadedPlan& lp) {
   }
   size_t longest = 0;
   for (const auto& pr : g.prompts) longest = std::max(longest, pr.size());
-  std::printf("time to first token: %.3f ms (the prompts fed one token per step: %zu steps)\n",
-              res->firstTokenSeconds * 1e3, longest);
+  if (res->prefillRuns > 0)
+    std::printf("time to first token: %.3f ms (the prefill program wrote %lld prompt tokens in %d run%s)\n",
+                res->firstTokenSeconds * 1e3, static_cast<long long>(res->prefillTokens), res->prefillRuns,
+                res->prefillRuns == 1 ? "" : "s");
+  else
+    std::printf("time to first token: %.3f ms (the prompts fed one token per step: %zu steps)\n",
+                res->firstTokenSeconds * 1e3, longest);
   if (res->decodeTokens > 0 && res->decodeSeconds > 0)
     std::printf("decode: %.1f tokens/s (%lld tokens in %.3f ms)\n", res->decodeTokens / res->decodeSeconds,
                 static_cast<long long>(res->decodeTokens), res->decodeSeconds * 1e3);

@@ -128,6 +128,11 @@ int toolMain(int argc, char** argv) {
                   "per sequence, prompt included (default: the\n"
                   "model's max_position_embeddings from a config\n"
                   "next to it, else 2048)");
+  cli::addInteger(app, "--max-prompt", 0, int64_t{1} << 24, [&](int64_t n) { opts.maxPrompt = n; },
+                  "generation plans: prompt tokens per sequence the\n"
+                  "prefill program writes in one run; longer prompts\n"
+                  "go on through the decode step (default: 256, at\n"
+                  "most half of --max-context; 0: no prefill program)");
   app.add_flag_function("--no-generation", [&](int64_t) { opts.generation = false; },
                         "compile a decoder with a KV cache as the plain\n"
                         "graph it is (past and present as inputs and\n"

@@ -313,8 +313,16 @@ StatusOr<std::unique_ptr<Graph>> importOnnxModel(const onnx::ModelProto& m, cons
   // Step 3 (with the inputs whose values are given).
   for (auto& [name, t] : givenValues) ctx.define(name, g->addConstant(name, std::move(t)));
   for (const auto& t : gp.initializer()) {
+    if (opts.initializers) {
+      auto known = opts.initializers->find(t.name());
+      if (known != opts.initializers->end()) {
+        ctx.define(t.name(), g->addConstant(t.name(), known->second));
+        continue;
+      }
+    }
     auto tensor = tensorFromProto(t, baseDir, &files);
     if (!tensor.ok()) return tensor.status().withContext(strCat(file, ": initializer"));
+    if (opts.initializers) opts.initializers->emplace(t.name(), *tensor);
     ctx.define(t.name(), g->addConstant(t.name(), std::move(tensor).value()));
   }
 

@@ -49,6 +49,11 @@ struct ImportOptions {
   /// or trip count is computed at run time (or that are too large to unroll)
   /// stay region nodes (see compiler/onnx/import_control.h).
   bool keepControlFlow = false;
+  /// When set, initializers are taken from (and added to) this map by name:
+  /// two imports of one model at different shapes (a generation plan's decode
+  /// step and prefill) then hold the same weight tensors, which the plan
+  /// emitter stores once.
+  std::shared_ptr<std::map<std::string, Tensor>> initializers;
 };
 
 /// A size the model itself carries for a symbolic dim (see modelDims in

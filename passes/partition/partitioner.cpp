@@ -175,8 +175,13 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
   so.cost = cm;
   so.minimizeWeights = opts.minimizeWeights;
   so.states = opts.states;
+  so.pinned = opts.pinnedTp;
   ASSIGN_OR_RETURN(TpSearchResult r, searchTensorParallel(g, p, so));
   applyTpChoices(g, p, r.choices);
+  {
+    std::vector<Node*> all = g.nodes();
+    for (size_t i = 0; i < all.size() && i < r.choices.size(); ++i) p.tpChoices[partitionKey(*all[i])] = r.choices[i];
+  }
   p.tpSeconds = r.cost.seconds;
   p.tpWeightBytes = r.cost.weightBytes;
   p.tpExact = r.exact;
@@ -244,6 +249,12 @@ Status placeStates(Graph& g, const PartitionOptions& opts, Partition& p) {
 
 }  // namespace
 
+std::string partitionKey(const Node& n) {
+  // Node names repeat (an importer's expansion names its nodes after the
+  // op it expands); value names do not.
+  return strCat(opName(n.op()), " ", n.outputs().empty() ? n.name() : n.output()->name());
+}
+
 Status inlineFusedNodes(Graph& g) {
   std::vector<Node*> fused;
   for (Node* n : g.nodes())
@@ -301,7 +312,8 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
                              count == 1 ? "its" : "their", " split inputs are gathered first"));
   if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, cm, p));
   RETURN_IF_ERROR(placeStates(g, opts, p));
-  if (p.mesh.pp > 1) RETURN_IF_ERROR(cutStages(g, p, *cm));
+  if (p.mesh.pp > 1)
+    RETURN_IF_ERROR(opts.pinnedStages ? followStages(g, p, *cm, *opts.pinnedStages) : cutStages(g, p, *cm));
   return p;
 }
 

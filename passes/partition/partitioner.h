@@ -16,6 +16,22 @@ namespace pcc {
 /// What the user asked for (CompileOptions carries it here).
 class CostModel;
 
+/// What a node does over the tp axis (tp_search.h).
+struct TpChoice {
+  enum Kind {
+    kReplicate,    ///< every tp rank computes the whole op
+    kSplitOutput,  ///< output dimension `index` split over tp (and every input dimension linked to it)
+    kContract,     ///< contraction `index` of its dim map split: the output is a partial sum over tp
+  };
+  Kind kind = kReplicate;
+  int index = -1;
+  bool operator==(const TpChoice& o) const { return kind == o.kind && index == o.index; }
+};
+
+/// \returns the name a node's choices are known by across two imports of a
+/// model: its op and its first output's name (unique in a graph).
+std::string partitionKey(const Node& n);
+
 struct PartitionOptions {
   int gpus = 1;
   /// Requested mesh extents; 0 = derive (dp fills what tp and pp leave).
@@ -39,6 +55,14 @@ struct PartitionOptions {
   /// binds both as the rank's state (RankGraph::states), not as model inputs
   /// and outputs.
   std::vector<std::pair<std::string, std::string>> states;
+  /// Decisions taken from another partition of the same model (a generation
+  /// plan's prefill follows its decode step, so that both hold the same weight
+  /// and cache pieces): per node key (partitionKey), its tp choice and its
+  /// pipeline stage. A node not named keeps the search's choice (tp) or the
+  /// stage of the node before it; a pinned choice the node cannot take, or
+  /// stages out of order, is an error.
+  const std::map<std::string, TpChoice>* pinnedTp = nullptr;
+  const std::map<std::string, int>* pinnedStages = nullptr;
 };
 
 /// The result of sharding propagation over a global graph. Value shardings
@@ -85,6 +109,8 @@ struct Partition {
   std::vector<std::string> notes;
   /// PartitionOptions::states, as partitioned.
   std::vector<std::pair<std::string, std::string>> states;
+  /// The tp choice of every node, by partitionKey (empty without tp).
+  std::map<std::string, TpChoice> tpChoices;
 };
 
 /// Replaces every Fused node of `g` by its body's ops (compiler/ir/regions.h

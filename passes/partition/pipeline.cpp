@@ -166,20 +166,12 @@ std::string ms(double s) { return strCat(std::round(s * 1e6) / 1e3, " ms"); }
 
 }  // namespace
 
-Status cutStages(Graph& g, Partition& p, const CostModel& cm) {
-  const size_t n = g.numNodes();
-  const int pp = p.mesh.pp;
-  if (n < static_cast<size_t>(pp))
-    return invalidInput("pp=", pp, " needs at least ", pp, " nodes; the graph has ", n);
+namespace {
+
+/// Sets the nodes' stages and p.stages from `cut`, with the costs `c`.
+void applyCut(Graph& g, Partition& p, const CostModel& cm, const NodeCosts& c, const Cut& cut, const char* how) {
   std::vector<Node*> nodes = g.nodes();
-  for (Node* node : nodes) node->setStage(0);
-  ASSIGN_OR_RETURN(NodeCosts c, measure(g, p, cm));
-  Cut cut = bestCut(c, p, cm, /*boundMemory=*/true);
-  if (cut.begin.empty()) {
-    cut = bestCut(c, p, cm, /*boundMemory=*/false);
-    cut.fits = false;
-    if (cut.begin.empty()) return internalError("stage cutting found no cut of ", n, " nodes into ", pp, " stages");
-  }
+  const int pp = p.mesh.pp;
   p.stages.clear();
   std::string sizes, times;
   for (int s = 0; s < pp; ++s) {
@@ -202,9 +194,51 @@ Status cutStages(Graph& g, Partition& p, const CostModel& cm) {
     times += strCat(s ? ", " : "", ms(info.seconds));
     p.stages.push_back(info);
   }
-  p.notes.push_back(strCat("pp=", pp, ": stages of ", sizes, " nodes, estimated ", times, " per micro-batch (",
-                           p.microbatches, " micro-batch", p.microbatches == 1 ? "" : "es", ")",
+  p.notes.push_back(strCat("pp=", pp, ": stages of ", sizes, " nodes", how, ", estimated ", times,
+                           " per micro-batch (", p.microbatches, " micro-batch", p.microbatches == 1 ? "" : "es", ")",
                            cut.fits ? "" : "; no cut fits one device's memory"));
+}
+
+}  // namespace
+
+Status cutStages(Graph& g, Partition& p, const CostModel& cm) {
+  const size_t n = g.numNodes();
+  const int pp = p.mesh.pp;
+  if (n < static_cast<size_t>(pp))
+    return invalidInput("pp=", pp, " needs at least ", pp, " nodes; the graph has ", n);
+  for (Node* node : g.nodes()) node->setStage(0);
+  ASSIGN_OR_RETURN(NodeCosts c, measure(g, p, cm));
+  Cut cut = bestCut(c, p, cm, /*boundMemory=*/true);
+  if (cut.begin.empty()) {
+    cut = bestCut(c, p, cm, /*boundMemory=*/false);
+    cut.fits = false;
+    if (cut.begin.empty()) return internalError("stage cutting found no cut of ", n, " nodes into ", pp, " stages");
+  }
+  applyCut(g, p, cm, c, cut, "");
+  return Status::OK();
+}
+
+Status followStages(Graph& g, Partition& p, const CostModel& cm, const std::map<std::string, int>& stages) {
+  const std::vector<Node*> nodes = g.nodes();
+  const int pp = p.mesh.pp;
+  Cut cut;
+  cut.begin.assign(pp + 1, nodes.size());
+  cut.begin[0] = 0;
+  int stage = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto it = stages.find(partitionKey(*nodes[i]));
+    if (it == stages.end()) continue;
+    if (it->second < stage || it->second >= pp)
+      return invalidInput(nodes[i]->describe(), ": its stage ", it->second, " in the plan it follows comes after stage ",
+                          stage, " in graph order");
+    while (stage < it->second) cut.begin[++stage] = i;
+  }
+  for (int s = 0; s < pp; ++s)
+    if (cut.begin[s + 1] <= cut.begin[s])
+      return invalidInput("stage ", s, " of the plan it follows has none of this graph's nodes");
+  for (Node* node : nodes) node->setStage(0);
+  ASSIGN_OR_RETURN(NodeCosts c, measure(g, p, cm));
+  applyCut(g, p, cm, c, cut, " (as the plan it follows)");
   return Status::OK();
 }
 

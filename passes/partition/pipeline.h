@@ -1,6 +1,9 @@
 // Pipeline stages: where the partitioned graph is cut into pp stages.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "passes/partition/cost_model.h"
 #include "passes/partition/partitioner.h"
 
@@ -17,5 +20,10 @@ namespace pcc {
 /// \returns OK, or an error when the graph has fewer nodes than stages or
 /// cannot be lowered.
 Status cutStages(Graph& g, Partition& p, const CostModel& cm);
+
+/// Sets each node's stage from `stages` (by partitionKey; a node not named
+/// takes the stage of the node before it) and p.stages from the ranges.
+/// \returns an invalid-input error when the stages do not rise in graph order.
+Status followStages(Graph& g, Partition& p, const CostModel& cm, const std::map<std::string, int>& stages);
 
 }  // namespace pcc

@@ -149,8 +149,9 @@ class Search {
     }
   }
 
-  // Step 1 for every node, and liveness. `forced`: one choice per node.
-  Status prepare(const std::vector<TpChoice>* forced) {
+  // Step 1 for every node, and liveness. `forced`: one choice per node;
+  // `pinned`: the choice of the nodes it names.
+  Status prepare(const std::vector<TpChoice>* forced, const std::map<std::string, TpChoice>* pinned = nullptr) {
     nodes_ = g_.nodes();
     if (forced && forced->size() != nodes_.size())
       return internalError("tp choices: ", forced->size(), " for ", nodes_.size(), " nodes");
@@ -164,10 +165,16 @@ class Search {
           if (n.input(in) && n.input(in)->isConstant()) matrices_.insert(n.input(in));
       if (n.op() == OpKind::Gather && n.input(0) && n.input(0)->isConstant()) matrices_.insert(n.input(0));
       std::vector<TpChoice> cands = forced ? std::vector<TpChoice>{(*forced)[i]} : candidates(n, map);
+      const bool pin = !forced && pinned && pinned->count(partitionKey(n));
+      if (pin) cands = {pinned->at(partitionKey(n))};
       for (const TpChoice& c : cands) {
         Layouts l;
         if (!layoutsFor(n, dp_, map, c, l)) {
-          if (forced) return invalidInput(n.describe(), ": tp choice '", tpChoiceName(c), "' is not valid for it");
+          if (forced || pin)
+            return invalidInput(n.describe(), ": tp choice '", tpChoiceName(c), "' is not valid for it",
+                                pin ? strCat(" at ", n.output()->type().str(),
+                                             " (the choice it has in the plan it follows)")
+                                    : "");
           continue;
         }
         Option opt;
@@ -545,7 +552,7 @@ StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& d
   if (!opts.cost) return internalError("tp search: no cost model");
   if (g.numNodes() == 0) return TpSearchResult{};  // nothing to split (every node folded away)
   Search s(g, dpOnly, *opts.cost, opts.states);
-  RETURN_IF_ERROR(s.prepare(nullptr));
+  RETURN_IF_ERROR(s.prepare(nullptr, opts.pinned));
   // A narrow pass first gives a bound that lets the exact pass drop every
   // state that cannot beat it.
   if (opts.beam > 64) {

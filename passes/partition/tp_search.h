@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,18 +12,6 @@
 #include "passes/partition/partitioner.h"
 
 namespace pcc {
-
-/// What a node does over the tp axis.
-struct TpChoice {
-  enum Kind {
-    kReplicate,    ///< every tp rank computes the whole op
-    kSplitOutput,  ///< output dimension `index` split over tp (and every input dimension linked to it)
-    kContract,     ///< contraction `index` of its dim map split: the output is a partial sum over tp
-  };
-  Kind kind = kReplicate;
-  int index = -1;
-  bool operator==(const TpChoice& o) const { return kind == o.kind && index == o.index; }
-};
 
 /// \returns "replicate", "split dim 1" or "split contraction (partial sum)".
 std::string tpChoiceName(const TpChoice& c);
@@ -42,6 +31,8 @@ struct TpSearchOptions {
   std::vector<std::pair<std::string, std::string>> states;
   /// Frontier states kept per step; the search is exact when no step had more.
   size_t beam = 8192;
+  /// Nodes whose choice is given (PartitionOptions::pinnedTp), by partitionKey.
+  const std::map<std::string, TpChoice>* pinned = nullptr;
 };
 
 /// The cost of a complete assignment, as the search counts it: the time of
