@@ -195,7 +195,13 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
     ASSIGN_OR_RETURN(ReferenceStepper r, ReferenceStepper::make(p));
     ref.emplace(std::move(r));
   }
-  std::mt19937_64 rng(g.seed);
+  // One generator per sequence, seeded by --seed and its index: a sequence's
+  // samples depend on nothing else (its neighbours, the mesh, prefill or not).
+  std::vector<std::mt19937_64> rng;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::seed_seq seq{static_cast<uint32_t>(g.seed), static_cast<uint32_t>(g.seed >> 32), static_cast<uint32_t>(b)};
+    rng.emplace_back(seq);
+  }
   GenerateResult res;
   res.tokens.assign(real, {});
   std::vector<int64_t> pos(batch, 0);     // the position each sequence writes next
@@ -210,7 +216,7 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
   const bool greedy = g.temperature <= 0 || g.topK == 1;
   // Takes sequence b's token chosen from `row` (after its prompt).
   auto take = [&](int64_t b, const std::vector<float>& row) {
-    const int64_t t = choose(row, g, rng);
+    const int64_t t = choose(row, g, rng[b]);
     last[b] = t;
     res.tokens[b].push_back(t);
     if (first) ++res.decodeTokens;
