@@ -320,6 +320,15 @@ std::string planReportJson(const plan::Plan& p) {
                                            {"comm_ms", e.comm_ms()},
                                            {"memory_bandwidth", e.memory_bandwidth()}};
     }
+    if (g.has_prefill()) {
+      const plan::Prefill& f = g.prefill();
+      int64_t arena = 0;
+      for (const plan::RankProgram& r : f.ranks()) arena = std::max<int64_t>(arena, static_cast<int64_t>(r.arena_bytes()));
+      doc["generation"]["prefill"] = Json{{"max_prompt", f.max_prompt()},
+                                          {"estimate_ms", f.estimate_ms()},
+                                          {"extra_weight_bytes", f.extra_weight_bytes()},
+                                          {"arena_bytes", arena}};
+    }
   }
   doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
@@ -382,6 +391,18 @@ std::string planReportText(const plan::Plan& p) {
         << " tokens/s (" << sig3(e.comm_ms()) << " ms of it collectives); memory-bound floor " << sig3(e.roofline_ms())
         << " ms: " << humanBytes(e.bytes_per_step()) << " of weights and cache read per step by the busiest rank at "
         << sig3(e.memory_bandwidth() / 1e9) << " GB/s\n";
+    }
+    if (g.has_prefill()) {
+      const plan::Prefill& f = g.prefill();
+      int64_t arena = 0;
+      for (const plan::RankProgram& r : f.ranks()) arena = std::max<int64_t>(arena, static_cast<int64_t>(r.arena_bytes()));
+      o << "prefill: up to " << f.max_prompt() << " prompt tokens per sequence in one run, estimated "
+        << sig3(f.estimate_ms()) << " ms (time to first token); arena " << humanBytes(arena)
+        << " per rank at most; weights shared with the decode step"
+        << (f.extra_weight_bytes() > 0 ? strCat(" but ", humanBytes(f.extra_weight_bytes()), " of its own") : "")
+        << "\n";
+    } else {
+      o << "prefill: none (prompts go through the decode step, one token per run)\n";
     }
   }
   if (p.has_batch()) {

@@ -287,20 +287,53 @@ plan::Weight WeightFileWriter::add(const std::string& name, const TensorBlock& b
   plan::Weight w;
   w.set_name(name);
   *w.mutable_desc() = toDesc(b.type());
-  if (shareIdentical_ && b.source.raw())
+  if (shareIdentical_) {
+    // The same piece of the same memory; or, for a small piece held in memory
+    // (lowering slices those eagerly, so each program has its own copy), the
+    // same type and bytes.
     for (const Entry& e : entries_)
-      if (e.block.source.raw() == b.source.raw() && e.block.source.dtype() == b.source.dtype() &&
+      if (b.source.raw() && e.block.source.raw() == b.source.raw() && e.block.source.dtype() == b.source.dtype() &&
           e.block.source.shape() == b.source.shape() && e.block.start == b.start && e.block.extent == b.extent) {
         w.set_offset(e.offset);
         w.set_nbytes(b.nbytes());
         return w;
       }
+    if (std::optional<std::string> bytes = smallBytes(b)) {
+      for (size_t i : byContent_[{crc32Of(bytes->data(), bytes->size()), b.nbytes()}]) {
+        const Entry& e = entries_[i];
+        if (e.block.source.dtype() == b.source.dtype() && e.block.extent == b.extent && smallBytes(e.block) == bytes) {
+          w.set_offset(e.offset);
+          w.set_nbytes(b.nbytes());
+          return w;
+        }
+      }
+    }
+  }
   uint64_t offset = (size_ + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   w.set_offset(offset);
   w.set_nbytes(b.nbytes());
   entries_.push_back({offset, b});
   size_ = offset + b.nbytes();
+  if (shareIdentical_) indexContent(entries_.size() - 1);
   return w;
+}
+
+std::optional<std::string> WeightFileWriter::smallBytes(const TensorBlock& b) {
+  if (b.nbytes() > kShareByContentBytes || b.source.isMapped() || !b.source.raw()) return std::nullopt;
+  std::string out;
+  forEachRun(b, [&](const void* data, size_t n) { out.append(static_cast<const char*>(data), n); });
+  return out;
+}
+
+void WeightFileWriter::indexContent(size_t i) {
+  if (std::optional<std::string> bytes = smallBytes(entries_[i].block))
+    byContent_[{crc32Of(bytes->data(), bytes->size()), entries_[i].block.nbytes()}].push_back(i);
+}
+
+void WeightFileWriter::shareIdentical() {
+  if (shareIdentical_) return;
+  shareIdentical_ = true;
+  for (size_t i = 0; i < entries_.size(); ++i) indexContent(i);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,7 +52,10 @@ class WeightFileWriter {
   /// memory) at the same place as one added before returns that weight's
   /// entry instead of appending a copy: programs that read the same pieces of
   /// one model (a generation plan's decode and prefill) share the file.
-  void shareIdentical() { shareIdentical_ = true; }
+  /// A piece of at most kShareByContentBytes held in memory (not a file
+  /// mapping) is also shared with an earlier one of the same type and bytes.
+  void shareIdentical();
+  static constexpr size_t kShareByContentBytes = size_t{1} << 20;
   /// \returns the size the file will have, in bytes.
   uint64_t size() const { return size_; }
   /// \returns the number of weights added.
@@ -77,9 +81,13 @@ class WeightFileWriter {
     uint64_t offset;
     TensorBlock block;
   };
+  /// \returns the bytes of a small in-memory block (kShareByContentBytes), else nothing.
+  static std::optional<std::string> smallBytes(const TensorBlock& b);
+  void indexContent(size_t i);
   std::vector<Entry> entries_;
   uint64_t size_ = 0;
   bool shareIdentical_ = false;
+  std::map<std::pair<uint32_t, size_t>, std::vector<size_t>> byContent_;  // (crc32, bytes) -> entries
 };
 
 /// \returns zlib's crc32 of `n` bytes at `data` (any size).

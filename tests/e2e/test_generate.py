@@ -8,7 +8,11 @@ produced when the exports were made (manifest.json), and every step's logits
 must match the export's own decode step run by the reference evaluator with its
 past and present tensors (`pcc-run --check`). Meshes: --gpus 1, tp=2 (the two
 kv heads split), tp=4 (fewer kv heads than ranks: replicated), pp=2, dp=2 (one
-sequence per replica), tp=2,pp=2. Each plan is also read back: its cache
+sequence per replica), tp=2,pp=2 (with a prefill program shorter than the
+prompts). Each plan carries a prefill program partitioned as its decode step,
+which writes the prompts in one run, its weights the decode step's; at
+--gpus 1 and tp=2 the prompts also go through the decode step
+(--no-prefill), with the same tokens. Each plan is also read back: its cache
 lives in state bindings written in place by TensorScatter, and no collective,
 send or receive touches a cache buffer (the cache never moves between ranks
 or steps).
@@ -34,7 +38,9 @@ MESHES = [("gpus1", ["--gpus", "1"]), ("tp2", ["--gpus", "2", "--strategy", "tp=
 MORE_MESHES = [("tp4", ["--gpus", "4", "--strategy", "tp=4"]),
                ("pp2", ["--gpus", "2", "--strategy", "pp=2"]),
                ("dp2", ["--gpus", "2", "--strategy", "dp=2"]),
-               ("tp2pp2", ["--gpus", "4", "--strategy", "tp=2,pp=2"])]
+               # a prefill program shorter than the prompts: they go on through the decode step
+               ("tp2pp2", ["--gpus", "4", "--strategy", "tp=2,pp=2", "--max-prompt", "3"])]
+DEFAULT_MAX_PROMPT = MAX_CONTEXT // 2  # min(256, max_context / 2)
 
 KERNEL, ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV, FREE, REGION, LAUNCH, ALL_TO_ALL = range(10)
 MOVES = {ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV, ALL_TO_ALL}
@@ -155,6 +161,15 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
                                and not set(c) - {"all_reduce", "all_gather"} for c in comm)
                 suite.check(f"{case}: each layer communicates two all-reduces (Megatron's plan)", megatron,
                             f"  {comm}")
+            # The prefill program: partitioned as the decode step, its weights the decode step's.
+            pre = gen.get("prefill")
+            max_prompt = int(args[args.index("--max-prompt") + 1]) if "--max-prompt" in args else DEFAULT_MAX_PROMPT
+            weights = sum(rk["weight_bytes"] for rk in rep["ranks"])
+            suite.check(f"{case}: a prefill program for {max_prompt} prompt tokens, its weights shared with the "
+                        "decode step (at most 5% of its own: constants folded at the prompt's shapes)",
+                        pre is not None and pre["max_prompt"] == max_prompt and pre["estimate_ms"] > 0
+                        and 0 <= pre["extra_weight_bytes"] <= 0.05 * weights,
+                        f"  prefill {pre}, decode weights {weights} bytes\n  notes {rep.get('notes')}")
             why = estimate_wrong(rep, batch=2)
             suite.check(f"{case}: the decode estimate: tokens/s from the step time, the memory-bound floor from "
                         "each stage's busiest rank", not why, why)
@@ -169,6 +184,16 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
         want = {i: g for i, g in enumerate(info["generated"])}
         suite.check(f"{case}: greedy tokens equal transformers' generate", got == want,
                     f"  got  {got}\n  want {want}\n" + r.describe(1500))
+        max_prompt = int(args[args.index("--max-prompt") + 1]) if "--max-prompt" in args else DEFAULT_MAX_PROMPT
+        written = sum(min(len(p), max_prompt) for p in info["prompts"])
+        suite.check(f"{case}: the prefill program wrote {written} prompt tokens in one run",
+                    f"the prefill program wrote {written} prompt tokens in 1 run" in r.stdout, r.describe(1500))
+        if mesh in ("gpus1", "tp2"):
+            # The same tokens with the prompts fed through the decode step, one token per run.
+            r = tools.run("pcc-run", run_args + ["--no-prefill"])
+            suite.check(f"{case}: --no-prefill: the same tokens, every step matching the export's",
+                        r.returncode == 0 and tokens_of(r.stdout) == want and "one token per step" in r.stdout,
+                        r.describe(1500))
         if sampled is not None:
             # Sampling with a fixed seed: the same tokens at every mesh (compared in main).
             r = tools.run("pcc-run", run_args[:run_args.index("--check")] + run_args[run_args.index("--check") + 1:] +

@@ -360,5 +360,46 @@ TEST(Pipeline, MicroBatchesMustDivideTheBatch) {
   EXPECT_NE(p.status().message().find("does not divide"), std::string::npos) << p.status().message();
 }
 
+// A generation plan's prefill follows its decode step's stages: each node in
+// the stage of its namesake, a node the other graph lacks in the stage of the
+// node before it, stages out of graph order refused.
+TEST(Pipeline, FollowedStagesAreTheOtherPartitionsAndOutOfOrderOnesAreRefused) {
+  CostModel cm(h100());
+  auto decode = chain(8, {256, 2048, 256, 1024, 512, 4096, 128});
+  PartitionOptions po;
+  po.gpus = 3;
+  po.pp = 3;
+  po.cost = &cm;
+  auto cut = partitionGraph(*decode, po);
+  ASSERT_TRUE(cut.ok()) << cut.status().message();
+  std::map<std::string, int> stages;
+  for (const Node* n : decode->nodes()) stages[partitionKey(*n)] = n->stage();
+  // The same chain at another batch, with one node of its own after fc3.
+  auto prefill = chain(32, {256, 2048, 256, 1024, 512, 4096, 128});
+  Node* fc3 = nullptr;
+  for (Node* n : prefill->nodes())
+    if (n->name() == "fc3") fc3 = n;
+  ASSERT_NE(fc3, nullptr);
+  Value* extra = addInferred(*prefill, OpKind::Neg, {fc3->output()}, {}, "extra")->output();
+  addInferred(*prefill, OpKind::Neg, {extra}, {}, "extra2");  // dead end: kept, no reader
+  po.pinnedStages = &stages;
+  auto followed = partitionGraph(*prefill, po);
+  ASSERT_TRUE(followed.ok()) << followed.status().message();
+  for (const Node* n : prefill->nodes()) {
+    auto it = stages.find(partitionKey(*n));
+    if (it != stages.end()) EXPECT_EQ(n->stage(), it->second) << n->name();
+  }
+  std::vector<int> s = stagesOf(*prefill);
+  EXPECT_TRUE(std::is_sorted(s.begin(), s.end()));
+  // Out of order: the first node in the last stage.
+  std::map<std::string, int> backwards = stages;
+  backwards[partitionKey(*prefill->nodes().front())] = 2;
+  auto again = chain(32, {256, 2048, 256, 1024, 512, 4096, 128});
+  po.pinnedStages = &backwards;
+  auto refused = partitionGraph(*again, po);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("in graph order"), std::string::npos) << refused.status().message();
+}
+
 }  // namespace
 }  // namespace pcc

@@ -433,5 +433,45 @@ TEST(TpSearch, TileLinksTheDimensionsItRepeatsOnce) {
   EXPECT_TRUE(m.links[1].empty() || m.links[1][0].outDim == -1);  // the repeats link to nothing
 }
 
+// A generation plan's prefill follows its decode step (docs/generation.md#prefill):
+// pinned to another partition's choices, the search takes them whatever it
+// would choose itself, and refuses one the node cannot take.
+TEST(TpSearch, PinnedChoicesAreTakenAndAnImpossibleOneIsRefused) {
+  CostModel cm(h100());
+  auto a = mlpBlock();
+  PartitionOptions po;
+  po.gpus = 2;
+  po.tp = 2;
+  po.cost = &cm;
+  auto searched = partitionGraph(*a, po);
+  ASSERT_TRUE(searched.ok()) << searched.status().message();
+  ASSERT_FALSE(searched->tpChoices.empty());
+  // Pinned to "replicate" everywhere: nothing is split, though splitting was faster.
+  std::map<std::string, TpChoice> replicate;
+  for (const auto& [key, c] : searched->tpChoices) replicate[key] = TpChoice{};
+  auto b = mlpBlock();
+  po.pinnedTp = &replicate;
+  auto pinned = partitionGraph(*b, po);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_TRUE(pinned->tensorParallel.empty());
+  for (const auto& [key, c] : pinned->tpChoices) EXPECT_EQ(c, TpChoice{}) << key;
+  // The searched choices, pinned on a fresh copy: the same choice for every node.
+  auto c = mlpBlock();
+  po.pinnedTp = &searched->tpChoices;
+  auto same = partitionGraph(*c, po);
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_EQ(same->tpChoices, searched->tpChoices);
+  // Splitting the Relu's output dim 0 (batch 4) is possible; dim 5 is not a dim.
+  std::map<std::string, TpChoice> impossible = searched->tpChoices;
+  for (auto& [key, ch] : impossible)
+    if (key.rfind("Relu ", 0) == 0) ch = TpChoice{TpChoice::kSplitOutput, 5};
+  auto d = mlpBlock();
+  po.pinnedTp = &impossible;
+  auto refused = partitionGraph(*d, po);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'act'"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("the plan it follows"), std::string::npos) << refused.status().message();
+}
+
 }  // namespace
 }  // namespace pcc
