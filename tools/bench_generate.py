@@ -3,21 +3,22 @@
 running the same export step by step, its cache passed in and out.
 
     build/venv/bin/python tools/bench_generate.py [--bin build] [--threads 1]
-        [--tokens 64] [--batch 1] [--context 128] [--repeat 3] [--gpus 1]
-        [MODEL.onnx ...]
+        [--tokens 64] [--batch 1] [--context 128] [--prompt-len 8] [--repeat 3]
+        [--gpus 1] [MODEL.onnx ...]
 
 With --genai FOLDER (an onnxruntime-genai builder model, such as
 models/exported/decoders/llama.genai), one more row: pcc compiling that
 model against onnxruntime-genai's own loop on it (og.Generator, greedy,
 intra_op_num_threads = T written into a copy of its genai_config.json);
-onnxruntime-genai runs each prompt in one prefill step, pcc one token a
-step, so only the decode rates compare like for like. onnxruntime-genai is
+both run each prompt in one prefill step (pcc's prefill program), so both
+the decode rates and the times to first token compare like for like. onnxruntime-genai is
 not in the test venv: `pip install onnxruntime-genai==0.18.0` into another.
 
 For each decoder export (default: the TorchScript exports in
 models/exported/decoders/): `pcc MODEL --batch B --max-context C --gpus G`
 compiles the generation plan and `pcc-run PLAN --generate N --ignore-eos
---threads T` generates N tokens from B prompts of 8 tokens; its printed
+--threads T` generates N tokens from B prompts of --prompt-len tokens,
+written by the plan's prefill program in one run; its printed
 decode rate (tokens/s after the prompts) and time to first token are taken.
 onnxruntime (CPU provider, intra_op_num_threads = T, one session) runs the
 export's decode step the way its exporter meant it: one token per sequence a
@@ -25,9 +26,9 @@ step, `past_key_values.*` fed from the last step's `present.*` (growing by one
 position a step), the attention mask over the positions so far; the same
 prompts, the same number of steps, greedy. Each side runs --repeat times and
 keeps its best rate; one row per model with both rates and pcc / onnxruntime.
-Both sides compute every step's logits for every sequence (no prefill on
-either side: the prompt is fed one token a step), so time to first token is
-the prompt's steps on both.
+Both sides compute every step's logits for every sequence; onnxruntime
+feeds the prompt one token a step (the export's interface), pcc in one
+prefill run, so their times to first token differ by design.
 
 At --gpus G pcc uses G ranks of T threads each: compare at --gpus 1 for the
 same thread count. This is a measurement, never a pass/fail test: the machine
@@ -164,6 +165,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--prompt-len", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--gpus", type=int, default=1)
     ap.add_argument("--genai", metavar="FOLDER", help="also compare with onnxruntime-genai on this builder model "
@@ -171,7 +173,7 @@ def main():
     a = ap.parse_args()
     models = a.models or sorted(glob.glob(os.path.join(root, "models", "exported", "decoders", "*.ts.onnx")))
     rng = np.random.default_rng(0)
-    prompts = [list(rng.integers(1, 200, 8)) for _ in range(a.batch)]
+    prompts = [list(rng.integers(1, 200, a.prompt_len)) for _ in range(a.batch)]
     work = tempfile.mkdtemp(prefix="pcc-bench-generate-")
     rows = []
     try:
@@ -189,7 +191,7 @@ def main():
             print(f"{a.genai}: pcc {p:.1f} tokens/s, onnxruntime-genai {o:.1f} tokens/s; its tokens {toks}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{a.batch} sequence(s), 8-token prompts, {a.tokens} new tokens, context {a.context}, "
+    print(f"\n{a.batch} sequence(s), {a.prompt_len}-token prompts, {a.tokens} new tokens, context {a.context}, "
           f"{a.threads} thread(s), pcc --gpus {a.gpus}; best of {a.repeat}\n")
     print("| model | pcc tokens/s | onnxruntime tokens/s | pcc / onnxruntime | pcc first token ms | "
           "onnxruntime first token ms |")
