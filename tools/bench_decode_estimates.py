@@ -12,7 +12,9 @@ sparse file: nothing is stored or read) written as its decode step, with
 generation plan; the table gives the mesh the search chose, its estimated time
 per decode step and tokens/s, the memory-bound floor (the busiest rank's
 weight and cache bytes over the device's memory bandwidth, stages summed), the
-collectives' share of the step, and the cache and weights per device.
+collectives' share of the step, the cache and weights per device, and the
+prefill program's estimated time for one run of --max-prompt tokens per
+sequence (default 256: the time to first token of a 256-token prompt).
 These are the cost model's estimates for the named GPU, not measurements.
 
 Needs only onnx and numpy (the test venv).
@@ -64,20 +66,22 @@ def main():
         shutil.rmtree(a.work, ignore_errors=True)
     print(f"\nbatch {a.batch}, context {a.context}, {a.gpu}, fp16\n")
     print("| structure | GPUs | mesh | ms per step | tokens/s | floor ms | collectives ms | cache / device "
-          "| weights / device | planning |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| weights / device | first token ms (prefill) | planning |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case, doc, seconds, weight_bytes in rows:
         name, gpus = case.split(":")
         if doc is None:
-            print(f"| {name} | {gpus} | does not plan | | | | | | {weight_bytes / GIB:.1f} GiB in all | {seconds:.1f} s |")
+            print(f"| {name} | {gpus} | does not plan | | | | | | {weight_bytes / GIB:.1f} GiB in all | | {seconds:.1f} s |")
             continue
         e = doc["generation"]["estimate"]
         m = doc["mesh"]
         cache = max(rk["state_bytes"] for rk in doc["ranks"])
         weights = max(rk["weight_bytes"] for rk in doc["ranks"])
+        pre = doc["generation"].get("prefill")
+        first = f"{pre['estimate_ms']:.1f} ({pre['max_prompt']} tokens)" if pre else "no prefill"
         print(f"| {name} | {gpus} | pp={m['pp']} dp={m['dp']} tp={m['tp']} | {e['step_ms']:.2f} | "
               f"{e['tokens_per_second']:.0f} | {e['roofline_ms']:.2f} | {e['comm_ms']:.2f} | {cache / GIB:.2f} GiB | "
-              f"{weights / GIB:.2f} GiB | {seconds:.1f} s |")
+              f"{weights / GIB:.2f} GiB | {first} | {seconds:.1f} s |")
     return 0 if all(doc is not None for _, doc, _, _ in rows) else 1
 
 
