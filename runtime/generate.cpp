@@ -145,6 +145,12 @@ class ReferenceStepper {
   std::vector<Tensor> inputs_;
 };
 
+/// The generation itself, on started sessions (generateTokens).
+StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& plan, const plan::Generation& gen,
+                                      const std::vector<std::vector<int64_t>>& prompts, size_t real,
+                                      const GenerateOptions& g, RankSession& decodeSession, RankSession* prefill,
+                                      const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref);
+
 }  // namespace
 
 StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o) {
@@ -195,6 +201,32 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
     ASSIGN_OR_RETURN(ReferenceStepper r, ReferenceStepper::make(p));
     ref.emplace(std::move(r));
   }
+  // Untimed runs first (RunOptions::warmup): a prefill and a decode step on
+  // the same prompts, unchecked. What they leave in the cache is never read:
+  // every position a sequence's attention reads is written again first.
+  for (int w = 0; w < o.warmup; ++w) {
+    GenerateOptions once = g;
+    once.maxNewTokens = std::min(g.maxNewTokens, 2);
+    once.check = false;
+    once.onToken = nullptr;
+    std::optional<ReferenceStepper> none;
+    ASSIGN_OR_RETURN(GenerateResult ignored,
+                     generateWith(p, plan, gen, prompts, real, once, *session, prefill.get(), prefillPlan, none));
+    (void)ignored;
+  }
+  return generateWith(p, plan, gen, prompts, real, g, *session, prefill.get(), prefillPlan, ref);
+}
+
+namespace {
+
+StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& plan, const plan::Generation& gen,
+                                      const std::vector<std::vector<int64_t>>& prompts, size_t real,
+                                      const GenerateOptions& g, RankSession& decodeSession, RankSession* prefill,
+                                      const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref) {
+  (void)p;
+  RankSession* session = &decodeSession;
+  const int64_t batch = gen.batch(), ctx = gen.max_context();
+  const bool usePrefill = prefill != nullptr;
   // One generator per sequence, seeded by --seed and its index: a sequence's
   // samples depend on nothing else (its neighbours, the mesh, prefill or not).
   std::vector<std::mt19937_64> rng;
@@ -358,5 +390,7 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
   if (first) res.decodeSeconds = std::chrono::duration<double>(Clock::now() - firstAt).count();
   return res;
 }
+
+}  // namespace
 
 }  // namespace pcc

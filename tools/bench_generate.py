@@ -17,7 +17,8 @@ not in the test venv: `pip install onnxruntime-genai==0.18.0` into another.
 For each decoder export (default: the TorchScript exports in
 models/exported/decoders/): `pcc MODEL --batch B --max-context C --gpus G`
 compiles the generation plan and `pcc-run PLAN --generate N --ignore-eos
---threads T` generates N tokens from B prompts of --prompt-len tokens,
+--threads T --warmup 1` generates N tokens from B prompts of --prompt-len tokens
+(after one untimed generation: onnxruntime-genai's rows are warm too),
 written by the plan's prefill program in one run; its printed
 decode rate (tokens/s after the prompts) and time to first token are taken.
 onnxruntime (CPU provider, intra_op_num_threads = T, one session) runs the
@@ -56,7 +57,7 @@ def pcc_rate(a, model, prompts, work):
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()[-300:]}")
     run = [os.path.join(a.bin, "pcc-run"), plan, "--generate", str(a.tokens), "--ignore-eos",
-           "--threads", str(a.threads)]
+           "--threads", str(a.threads), "--warmup", "1"]
     for p in prompts:
         run += ["--prompt-ids", ",".join(map(str, p))]
     best, first = 0.0, None

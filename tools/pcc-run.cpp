@@ -607,7 +607,9 @@ StatusOr<std::vector<int64_t>> promptOf(const std::string& text, const std::stri
   return ids;
 }
 
-/// --generate: runs a generation plan's decode step token by token.
+/// --generate: writes the prompts with the plan's prefill program, then runs
+/// its decode step token by token (--warmup N: N untimed generations of two
+/// tokens first).
 int runGenerate(const Args& a, const LoadedPlan& lp) {
   GenerateOptions g;
   for (size_t i = 0; i < a.promptIds.size(); ++i) {

@@ -194,6 +194,11 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
             suite.check(f"{case}: --no-prefill: the same tokens, every step matching the export's",
                         r.returncode == 0 and tokens_of(r.stdout) == want and "one token per step" in r.stdout,
                         r.describe(1500))
+        if mesh == "tp2":
+            # An untimed generation first leaves the cache written: the timed one must not read it.
+            r = tools.run("pcc-run", run_args + ["--warmup", "1"])
+            suite.check(f"{case}: --warmup 1: the same tokens, every step matching the export's",
+                        r.returncode == 0 and tokens_of(r.stdout) == want, r.describe(1500))
         if sampled is not None:
             # Sampling with a fixed seed: the same tokens at every mesh (compared in main).
             r = tools.run("pcc-run", run_args[:run_args.index("--check")] + run_args[run_args.index("--check") + 1:] +
