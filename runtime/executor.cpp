@@ -648,6 +648,7 @@ void Executor::resetInstructionProfile() {
 Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs) {
   if (limit_.seconds > 0) limit_.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_.seconds);
   waitSeconds_ = 0;
+  sentBytes_ = 0;
   collectiveTimes_ = CommTimes{};
   receiveTimes_ = CommTimes{};
   inflight_.clear();  // what a failed run left (its communicators are aborted)
@@ -860,6 +861,7 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
       ASSIGN_OR_RETURN(Communicator * c, world());
       ASSIGN_OR_RETURN(const Tensor* in, input(0));
       // Posted: the stage computes on while the transfer runs (run() waits for it).
+      sentBytes_ += static_cast<int64_t>(in->type().bytes());
       return c->postSend(*in, ins.peer()).withContext(where(s));
     }
     case plan::Instruction::RECV: {
@@ -977,6 +979,7 @@ Status Executor::finish(size_t k) {
   t.blockedSeconds += f.blocked;
   t.hiddenSeconds += std::max(0.0, busy - held);
   ++t.operations;
+  t.bytes += static_cast<int64_t>(recv ? f.out.type().bytes() : f.in.type().bytes());
   if (f.postedAhead) ++t.postedAhead;
   return Status::OK();
 }

@@ -101,11 +101,15 @@ class Executor {
     /// behind compute), at least 0.
     double hiddenSeconds = 0;
     int64_t operations = 0;
+    /// The bytes the rank gave its collectives (their inputs) or received.
+    int64_t bytes = 0;
     /// Receives started ahead, during the previous micro-batch.
     int64_t postedAhead = 0;
   };
   const CommTimes& collectiveTimes() const { return collectiveTimes_; }
   const CommTimes& receiveTimes() const { return receiveTimes_; }
+  /// \returns the bytes the last run() sent to other stages (SEND).
+  int64_t sentBytes() const { return sentBytes_; }
 
   /// \returns the bytes of the rank's arena (RankProgram.arena_bytes).
   uint64_t arenaBytes() const { return arena_.bytes; }
@@ -265,6 +269,7 @@ class Executor {
   RunLimit limit_;
   int microbatch_ = 0;       // the run in progress (for messages)
   double waitSeconds_ = 0;   // of the last run()
+  int64_t sentBytes_ = 0;    // of the last run()
   // Started collectives and receives, in the order they were started.
   std::vector<InFlight> inflight_;
   /// The intervals of this runAll in which the rank was held by a start call

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -153,6 +154,25 @@ StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& pla
 
 }  // namespace
 
+int64_t planCommBytes(const plan::Plan& plan) {
+  int64_t n = 0;
+  for (const plan::RankProgram& r : plan.ranks()) {
+    std::map<int, int64_t> bytes;
+    for (const plan::Buffer& b : r.buffers()) bytes[b.id()] = static_cast<int64_t>(fromDesc(b.desc()).bytes());
+    for (const plan::Instruction& ins : r.instructions()) {
+      using K = plan::Instruction;
+      switch (ins.kind()) {
+        case K::ALL_REDUCE: case K::ALL_GATHER: case K::REDUCE_SCATTER: case K::ALL_TO_ALL: case K::SEND:
+          n += bytes[ins.inputs(0)];
+          break;
+        case K::RECV: n += bytes[ins.outputs(0)]; break;
+        default: break;
+      }
+    }
+  }
+  return n;
+}
+
 StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o) {
   const plan::Plan& plan = p.plan;
   if (!plan.has_generation() || plan.generation().states_size() == 0)
@@ -235,6 +255,7 @@ StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& pla
     rng.emplace_back(seq);
   }
   GenerateResult res;
+  res.planCommBytes = planCommBytes(plan);
   res.tokens.assign(real, {});
   std::vector<int64_t> pos(batch, 0);     // the position each sequence writes next
   std::vector<int64_t> last(batch, 0);    // its latest new token
@@ -362,6 +383,9 @@ StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& pla
     inputs[gen.cache_position()] = cpos;
     if (posIds.defined()) inputs[gen.position_ids()] = posIds;
     ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->run(inputs));
+    const int64_t moved = session->lastRunCommBytes();
+    res.commBytesMin = res.steps == 0 ? moved : std::min(res.commBytesMin, moved);
+    res.commBytesMax = std::max(res.commBytesMax, moved);
     ++res.steps;
     const Tensor& logits = outs[gen.logits()];
     if (ref) {

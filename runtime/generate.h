@@ -50,6 +50,10 @@ struct GenerateResult {
   double firstTokenSeconds = 0; ///< until every sequence had its first new token
   double decodeSeconds = 0;     ///< the steps after that
   int64_t decodeTokens = 0;     ///< new tokens chosen in those steps
+  /// The communicators' bytes per decode step, all ranks together (the
+  /// fewest and the most over the steps), and what the plan's collectives
+  /// and transfers move per run (RankSession::lastRunCommBytes).
+  int64_t commBytesMin = 0, commBytesMax = 0, planCommBytes = 0;
   /// Set when a sequence reached Plan.generation.max_context before it ended.
   std::string overflow;
   /// With check: the steps compared, the largest logit difference, and the
@@ -58,6 +62,11 @@ struct GenerateResult {
   double maxLogitDiff = 0;
   std::string mismatch;
 };
+
+/// \returns the bytes the collectives, sends and receives of `plan`'s rank
+/// programs move in one run, summed over the ranks: each collective's input,
+/// each send's and each receive's buffer.
+int64_t planCommBytes(const plan::Plan& plan);
 
 /// Generates on every rank of `p` as threads of this process (RankSession).
 /// \returns the tokens and times; an invalid-input error for a plan that does

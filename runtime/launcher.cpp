@@ -1048,6 +1048,13 @@ StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs
   return assemble(m.plan->plan, m.pieces);
 }
 
+int64_t RankSession::lastRunCommBytes() const {
+  int64_t n = 0;
+  for (const auto& e : impl_->execs)
+    n += e->collectiveTimes().bytes + e->receiveTimes().bytes + e->sentBytes();
+  return n;
+}
+
 Status RankSession::shareStates(const RankSession& other) {
   if (other.impl_->n != impl_->n)
     return invalidInput("sessions of ", impl_->n, " and ", other.impl_->n, " ranks cannot share state");

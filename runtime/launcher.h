@@ -215,6 +215,10 @@ class RankSession {
   /// Call before either runs.
   Status shareStates(const RankSession& other);
 
+  /// \returns the bytes every rank's last run gave its collectives, sent and
+  /// received, summed over the ranks (the communicators' traffic).
+  int64_t lastRunCommBytes() const;
+
  private:
   struct Impl;
   explicit RankSession(std::unique_ptr<Impl> impl);

@@ -664,6 +664,14 @@ int runGenerate(const Args& a, const LoadedPlan& lp) {
   if (res->decodeTokens > 0 && res->decodeSeconds > 0)
     std::printf("decode: %.1f tokens/s (%lld tokens in %.3f ms)\n", res->decodeTokens / res->decodeSeconds,
                 static_cast<long long>(res->decodeTokens), res->decodeSeconds * 1e3);
+  if (res->steps > 0)
+    std::printf("communication: %lld bytes per decode step on all ranks%s (the plan's collectives and transfers: "
+                "%lld)\n",
+                static_cast<long long>(res->commBytesMax),
+                res->commBytesMin == res->commBytesMax
+                    ? ""
+                    : strCat(", ", res->commBytesMin, " at the fewest").c_str(),
+                static_cast<long long>(res->planCommBytes));
   std::fflush(stdout);
   if (!res->overflow.empty()) return fail(invalidInput(res->overflow));
   if (a.check) {

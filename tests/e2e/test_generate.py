@@ -15,7 +15,8 @@ which writes the prompts in one run, its weights the decode step's; at
 (--no-prefill), with the same tokens. Each plan is also read back: its cache
 lives in state bindings written in place by TensorScatter, and no collective,
 send or receive touches a cache buffer (the cache never moves between ranks
-or steps).
+or steps); the communicators' byte counts per decode step equal what the
+plan's collectives and transfers move.
 """
 
 import json
@@ -184,6 +185,13 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
         want = {i: g for i, g in enumerate(info["generated"])}
         suite.check(f"{case}: greedy tokens equal transformers' generate", got == want,
                     f"  got  {got}\n  want {want}\n" + r.describe(1500))
+        # The communicators' traffic per decode step is exactly what the plan's collectives and
+        # transfers move, whose buffers are no cache (cache_stays above): no cache byte moves.
+        m = re.search(r"^communication: (\d+) bytes per decode step on all ranks \(the plan's collectives and "
+                      r"transfers: (\d+)\)$", r.stdout, re.M)
+        suite.check(f"{case}: the communicators move per decode step exactly the plan's collective bytes "
+                    f"({m.group(2) if m else '?'})", m is not None and m.group(1) == m.group(2)
+                    and (mesh != "gpus1" or m.group(1) == "0"), r.describe(1500))
         max_prompt = int(args[args.index("--max-prompt") + 1]) if "--max-prompt" in args else DEFAULT_MAX_PROMPT
         written = sum(min(len(p), max_prompt) for p in info["prompts"])
         suite.check(f"{case}: the prefill program wrote {written} prompt tokens in one run",
