@@ -448,8 +448,6 @@ void recordGenerationEstimate(const SearchResult& r, const ClusterSpec& cluster,
   e->set_memory_bandwidth(bandwidth);
 }
 
-/// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
-/// resolved) and records `batch` in the plan.
 /// Lowers `partitioned` to rank programs, then fuses (kRankPipeline) and
 /// schedules each (passes/schedule.h), verifying after each step; the overlap
 /// scheduling's note goes to partition.notes. `before` (optional) is told the
@@ -578,6 +576,9 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
   return b;
 }
 
+/// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
+/// resolved), with a generation plan's prefill program, and records `batch`
+/// in the plan.
 StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const ClusterSpec& cluster,
                                     const CostModel& cost, const plan::BatchReport& batch, const Stopwatch& total,
                                     std::ostream* log) {
