@@ -249,10 +249,11 @@ StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& pla
   const bool usePrefill = prefill != nullptr;
   // One generator per sequence, seeded by --seed and its index: a sequence's
   // samples depend on nothing else (its neighbours, the mesh, prefill or not).
-  std::vector<std::mt19937_64> rng;
-  for (int64_t b = 0; b < batch; ++b) {
+  const bool greedy = g.temperature <= 0 || g.topK == 1;
+  std::vector<std::mt19937_64> rng(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch && !greedy; ++b) {
     std::seed_seq seq{static_cast<uint32_t>(g.seed), static_cast<uint32_t>(g.seed >> 32), static_cast<uint32_t>(b)};
-    rng.emplace_back(seq);
+    rng[static_cast<size_t>(b)].seed(seq);
   }
   GenerateResult res;
   res.planCommBytes = planCommBytes(plan);
@@ -266,7 +267,6 @@ StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& pla
   const Clock::time_point t0 = Clock::now();
   Clock::time_point firstAt{};
   bool first = false;
-  const bool greedy = g.temperature <= 0 || g.topK == 1;
   // Takes sequence b's token chosen from `row` (after its prompt).
   auto take = [&](int64_t b, const std::vector<float>& row) {
     const int64_t t = choose(row, g, rng[b]);

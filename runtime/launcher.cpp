@@ -940,6 +940,11 @@ struct RankSession::Impl {
   std::vector<std::vector<OutputPiece>> pieces;
   Status firstError;
   bool broken = false;
+  // One rank with nothing to communicate runs on the caller's thread (no
+  // hand-off to its rank thread and back each run: the overhead of a small step).
+  bool runsInline = false;
+  int kernelThreads = 1;
+  bool inlineThreadsSet = false;
 
   void fail(const Status& s) {
     std::lock_guard<std::mutex> lock(mu);
@@ -1011,6 +1016,8 @@ StatusOr<std::unique_ptr<RankSession>> RankSession::start(const LoadedPlan& p, c
   gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
   std::shared_ptr<GlooStore> store = GlooStore::inProcess();
   const int kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(n);
+  impl->runsInline = n == 1 && !needComms;
+  impl->kernelThreads = kernelThreads;
   impl->pending = n;
   Impl* raw = impl.get();
   for (int r = 0; r < n; ++r)
@@ -1030,6 +1037,19 @@ StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs
   Impl& m = *impl_;
   if (m.broken) return invalidInput("the session stopped at an earlier error: ", m.firstError.message());
   RETURN_IF_ERROR(validateInputs(m.plan->plan, inputs));
+  if (m.runsInline) {
+    if (!m.inlineThreadsSet) {
+      cpu::setKernelThreads(m.kernelThreads);
+      m.inlineThreadsSet = true;
+    }
+    Status st = m.execs[0]->run(inputs, nullptr, &m.pieces[0]);
+    if (!st.ok()) {
+      m.broken = true;
+      m.firstError = withRank(st, 0);
+      return m.firstError;
+    }
+    return assemble(m.plan->plan, m.pieces);
+  }
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.inputs = &inputs;
