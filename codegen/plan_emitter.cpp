@@ -371,6 +371,30 @@ std::unordered_map<const Value*, int> idsByName(const Graph& g, const plan::Rank
   return ids;
 }
 
+/// Describes the inputs and outputs of `partitioned` in `ins` and `outs`,
+/// leaving out the partition's states (each rank binds its pieces itself,
+/// RankProgram.states).
+void describeIo(const Graph& partitioned, const Partition& partition,
+                google::protobuf::RepeatedPtrField<plan::IoDesc>* ins,
+                google::protobuf::RepeatedPtrField<plan::IoDesc>* outs) {
+  std::set<std::string> stateIns, stateOuts;
+  for (const auto& [in, o] : partition.states) {
+    stateIns.insert(in);
+    stateOuts.insert(o);
+  }
+  auto add = [](const std::vector<Value*>& values, const std::set<std::string>& skip,
+                google::protobuf::RepeatedPtrField<plan::IoDesc>* to) {
+    for (const Value* v : values) {
+      if (skip.count(v->name())) continue;
+      plan::IoDesc* d = to->Add();
+      d->set_name(v->name());
+      *d->mutable_desc() = toDesc(v->type());
+    }
+  };
+  add(partitioned.inputs(), stateIns, ins);
+  add(partitioned.outputs(), stateOuts, outs);
+}
+
 /// Emits one program per rank of `ranks` into `progs`, each rank's weights
 /// into writers["rankR.bin"] (made when missing); collectives' groups go to
 /// `p`.
@@ -423,26 +447,10 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
   p.set_schema_version(kPlanSchemaVersion);
   p.set_model(utf8OrEscaped(modelPath));  // informational: a path need not be UTF-8
   p.set_producer("pcc 0.1.0");
-  std::set<std::string> stateIns, stateOuts;
-  for (const auto& [in, o] : partition.states) {
-    stateIns.insert(in);
-    stateOuts.insert(o);
-  }
   if (!partition.states.empty() && !generation)
     return internalError("a partition with session state needs its generation description");
   if (generation) *p.mutable_generation() = *generation;
-  for (Value* v : partitioned.inputs()) {
-    if (stateIns.count(v->name())) continue;  // state: bound per rank (RankProgram.states)
-    plan::IoDesc* d = p.add_inputs();
-    d->set_name(v->name());
-    *d->mutable_desc() = toDesc(v->type());
-  }
-  for (Value* v : partitioned.outputs()) {
-    if (stateOuts.count(v->name())) continue;
-    plan::IoDesc* d = p.add_outputs();
-    d->set_name(v->name());
-    *d->mutable_desc() = toDesc(v->type());
-  }
+  describeIo(partitioned, partition, p.mutable_inputs(), p.mutable_outputs());
   p.mutable_mesh()->set_pp(partition.mesh.pp);
   p.mutable_mesh()->set_dp(partition.mesh.dp);
   p.mutable_mesh()->set_tp(partition.mesh.tp);
@@ -471,23 +479,7 @@ StatusOr<EmittedPlan> emitPlan(const Graph& reference, const Graph& partitioned,
 Status emitPrefill(const Graph& partitioned, const Partition& partition, const std::vector<RankGraph>& ranks,
                    KernelTable* kernels, EmittedPlan& into, plan::Prefill& out) {
   plan::Plan scratch;
-  std::set<std::string> stateIns, stateOuts;
-  for (const auto& [in, o] : partition.states) {
-    stateIns.insert(in);
-    stateOuts.insert(o);
-  }
-  for (Value* v : partitioned.inputs()) {
-    if (stateIns.count(v->name())) continue;
-    plan::IoDesc* d = out.add_inputs();
-    d->set_name(v->name());
-    *d->mutable_desc() = toDesc(v->type());
-  }
-  for (Value* v : partitioned.outputs()) {
-    if (stateOuts.count(v->name())) continue;
-    plan::IoDesc* d = out.add_outputs();
-    d->set_name(v->name());
-    *d->mutable_desc() = toDesc(v->type());
-  }
+  describeIo(partitioned, partition, out.mutable_inputs(), out.mutable_outputs());
   std::map<std::string, uint64_t> before;
   for (auto& [name, w] : into.weights) {
     w->shareIdentical();

@@ -576,6 +576,28 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
   return b;
 }
 
+/// Sets the roles of a generation program `m` (plan::Generation or
+/// plan::Prefill): the positions of `gi`'s inputs among `ins` and of its
+/// logits among `outs` (its states left out of both). \returns an internal
+/// error when a role the runtime needs vanished in the pipeline.
+template <typename M>
+Status setRoles(const GenerationInterface& gi, const google::protobuf::RepeatedPtrField<plan::IoDesc>& ins,
+                const google::protobuf::RepeatedPtrField<plan::IoDesc>& outs, M& m, const char* what) {
+  auto at = [](const google::protobuf::RepeatedPtrField<plan::IoDesc>& v, const std::string& n) {
+    for (int i = 0; i < v.size(); ++i)
+      if (!n.empty() && v[i].name() == n) return i;
+    return -1;
+  };
+  m.set_input_ids(at(ins, gi.inputIds));
+  m.set_attention_mask(at(ins, gi.attentionMask));
+  m.set_position_ids(at(ins, gi.positionIds));
+  m.set_cache_position(at(ins, kCachePositionInput));
+  m.set_logits(at(outs, gi.logits));
+  if (m.input_ids() < 0 || m.attention_mask() < 0 || m.cache_position() < 0 || m.logits() < 0)
+    return internalError(what, ": an input or output role vanished in the pipeline");
+  return Status::OK();
+}
+
 /// Partitions, lowers, fuses and emits the planned graph `p` (opts.gpus
 /// resolved), with a generation plan's prefill program, and records `batch`
 /// in the plan.
@@ -655,55 +677,22 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
     }
   }
 
-  const plan::Generation* generation = nullptr;
-  if (p.generation) {
-    // Roles by position in Plan.inputs / Plan.outputs (the graph's, states left out).
-    std::vector<std::string> ins, outs;
-    for (Value* v : c.partitioned->inputs())
-      if (std::none_of(p.states.begin(), p.states.end(), [&](const KvCacheState& s) { return s.name == v->name(); }))
-        ins.push_back(v->name());
-    for (Value* v : c.partitioned->outputs())
-      if (std::none_of(p.states.begin(), p.states.end(), [&](const KvCacheState& s) { return s.present == v->name(); }))
-        outs.push_back(v->name());
-    auto at = [](const std::vector<std::string>& v, const std::string& n) {
-      auto it = std::find(v.begin(), v.end(), n);
-      return n.empty() || it == v.end() ? -1 : static_cast<int32_t>(it - v.begin());
-    };
-    const GenerationInterface& gi = *p.interface;
-    p.generation->set_input_ids(at(ins, gi.inputIds));
-    p.generation->set_attention_mask(at(ins, gi.attentionMask));
-    p.generation->set_position_ids(at(ins, gi.positionIds));
-    p.generation->set_cache_position(at(ins, kCachePositionInput));
-    p.generation->set_logits(at(outs, gi.logits));
-    if (p.generation->input_ids() < 0 || p.generation->attention_mask() < 0 || p.generation->cache_position() < 0 ||
-        p.generation->logits() < 0)
-      return internalError("generation plan: an input or output role vanished in the pipeline");
-    generation = &*p.generation;
-  }
+  const plan::Generation* generation = p.generation ? &*p.generation : nullptr;
   // The plan, and the prefill program into it (the same weight files and kernel table).
   auto emitAll = [&](KernelTable* kt) -> StatusOr<EmittedPlan> {
     ASSIGN_OR_RETURN(EmittedPlan e, emitPlan(*c.reference, *c.partitioned, c.partition, c.ranks, opts.modelPath, kt,
                                              generation));
+    if (!generation) return e;
+    plan::Generation& g = *e.plan.mutable_generation();
+    RETURN_IF_ERROR(setRoles(*p.interface, e.plan.inputs(), e.plan.outputs(), g, "generation plan"));
     if (!prefill) return e;
-    plan::Prefill& pre = *e.plan.mutable_generation()->mutable_prefill();
+    plan::Prefill& pre = *g.mutable_prefill();
     RETURN_IF_ERROR(emitPrefill(*prefill->graph, prefill->partition, prefill->ranks, kt, e, pre));
-    auto at = [](const google::protobuf::RepeatedPtrField<plan::IoDesc>& v, const std::string& n) {
-      for (int i = 0; i < v.size(); ++i)
-        if (!n.empty() && v[i].name() == n) return i;
-      return -1;
-    };
-    const GenerationInterface& gi = *p.interface;
+    RETURN_IF_ERROR(setRoles(*p.interface, pre.inputs(), pre.outputs(), pre, "prefill program"));
     pre.set_max_prompt(prefill->maxPrompt);
-    pre.set_input_ids(at(pre.inputs(), gi.inputIds));
-    pre.set_attention_mask(at(pre.inputs(), gi.attentionMask));
-    pre.set_position_ids(at(pre.inputs(), gi.positionIds));
-    pre.set_cache_position(at(pre.inputs(), kCachePositionInput));
-    pre.set_logits(at(pre.outputs(), gi.logits));
     pre.set_mask_offset(prefill->placeholderPast ? 1 : 0);
     pre.set_mask_whole_window(!prefill->placeholderPast);
     pre.set_estimate_ms(prefill->seconds * 1e3);
-    if (pre.input_ids() < 0 || pre.attention_mask() < 0 || pre.cache_position() < 0 || pre.logits() < 0)
-      return internalError("prefill program: an input or output role vanished in the pipeline");
     return e;
   };
   KernelTable kernels;

@@ -147,7 +147,7 @@ class ReferenceStepper {
 };
 
 /// The generation itself, on started sessions (generateTokens).
-StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& plan, const plan::Generation& gen,
+StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Generation& gen,
                                       const std::vector<std::vector<int64_t>>& prompts, size_t real,
                                       const GenerateOptions& g, RankSession& decodeSession, RankSession* prefill,
                                       const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref);
@@ -231,19 +231,18 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
     once.onToken = nullptr;
     std::optional<ReferenceStepper> none;
     ASSIGN_OR_RETURN(GenerateResult ignored,
-                     generateWith(p, plan, gen, prompts, real, once, *session, prefill.get(), prefillPlan, none));
+                     generateWith(plan, gen, prompts, real, once, *session, prefill.get(), prefillPlan, none));
     (void)ignored;
   }
-  return generateWith(p, plan, gen, prompts, real, g, *session, prefill.get(), prefillPlan, ref);
+  return generateWith(plan, gen, prompts, real, g, *session, prefill.get(), prefillPlan, ref);
 }
 
 namespace {
 
-StatusOr<GenerateResult> generateWith(const LoadedPlan& p, const plan::Plan& plan, const plan::Generation& gen,
+StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Generation& gen,
                                       const std::vector<std::vector<int64_t>>& prompts, size_t real,
                                       const GenerateOptions& g, RankSession& decodeSession, RankSession* prefill,
                                       const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref) {
-  (void)p;
   RankSession* session = &decodeSession;
   const int64_t batch = gen.batch(), ctx = gen.max_context();
   const bool usePrefill = prefill != nullptr;
