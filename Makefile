@@ -12,9 +12,13 @@ all: build
 setup:
 	bash tools/setup.sh $(BUILD)
 
+# The Python package's module is built against the test environment's Python
+# (nanobind comes from it), and a .pth file there puts $(BUILD)/python, where
+# the package is assembled, on its path: `$(PYTHON) -c "import pcc"` works.
 build: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PYTHON))
 	cmake --build $(BUILD) -j$(JOBS)
+	$(PYTHON) -c 'import site, sys; open(site.getsitepackages()[0] + "/pcc-build.pth", "w").write(sys.argv[1] + "\n")' $(abspath $(BUILD))/python
 
 # Unit, lit and end-to-end tests; ctest prints the summary.
 test: build

@@ -689,6 +689,8 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
     if (s.folded) continue;  // computed by an earlier step's kernel
+    if (stop_ && stop_->load(std::memory_order_relaxed))
+      return Status(StatusCode::kEnvironment, strCat("rank ", prog_.rank(), ": interrupted"));
     const bool recv = s.ins->kind() == plan::Instruction::RECV;
     if (recv) {
       if (InFlight* f = postedFor(static_cast<int>(i), static_cast<int>(m))) {  // posted during the previous run

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <utility>
 #include <map>
@@ -119,6 +120,10 @@ class Executor {
   /// that long (its condition never turned false, or a huge trip count).
   /// Collectives have their own timeout (RunOptions::timeoutSeconds).
   void setTimeLimit(int seconds) { limit_.seconds = seconds; }
+  /// Makes every run() stop before its next instruction, with an
+  /// environment error ("interrupted"), once `*flag` is true (null: never).
+  /// The flag must outlive the executor's runs.
+  void setStopFlag(const std::atomic<bool>* flag) { stop_ = flag; }
   /// With `on` false, every collective and receive is waited for right after
   /// its instruction started it and no receive is posted ahead: nothing overlaps (for
   /// comparison). On by default.
@@ -283,6 +288,7 @@ class Executor {
   int postAfter_ = -1;
   std::vector<std::array<Tensor, 2>> staging_;
   bool overlap_ = true;
+  const std::atomic<bool>* stop_ = nullptr;  // setStopFlag
   CommTimes collectiveTimes_, receiveTimes_;
 };
 

@@ -943,6 +943,7 @@ struct RankSession::Impl {
   // One rank with nothing to communicate runs on the caller's thread (no
   // hand-off to its rank thread and back each run: the overhead of a small step).
   bool runsInline = false;
+  std::atomic<bool> stop{false};  // interrupt()
   int kernelThreads = 1;
   bool inlineThreadsSet = false;
 
@@ -1009,6 +1010,7 @@ StatusOr<std::unique_ptr<RankSession>> RankSession::start(const LoadedPlan& p, c
   impl->pieces.resize(n);
   for (int r = 0; r < n; ++r) {
     ASSIGN_OR_RETURN(impl->execs[r], makeExecutor(p, *pr.progs[r], checked));
+    impl->execs[r]->setStopFlag(&impl->stop);
   }
   const bool withWorld = hasTransfers(p.plan);
   const bool needComms = withWorld || !pr.groups.empty();
@@ -1016,7 +1018,7 @@ StatusOr<std::unique_ptr<RankSession>> RankSession::start(const LoadedPlan& p, c
   gopts.timeout = std::chrono::seconds(o.timeoutSeconds);
   std::shared_ptr<GlooStore> store = GlooStore::inProcess();
   const int kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(n);
-  impl->runsInline = n == 1 && !needComms;
+  impl->runsInline = n == 1 && !needComms && !o.interruptible;
   impl->kernelThreads = kernelThreads;
   impl->pending = n;
   Impl* raw = impl.get();
@@ -1066,6 +1068,12 @@ StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs
     }
   }
   return assemble(m.plan->plan, m.pieces);
+}
+
+void RankSession::interrupt() {
+  // Each rank stops at its next instruction and closes its connections
+  // (rankLoop), which wakes a peer blocked in a collective with it.
+  impl_->stop.store(true);
 }
 
 int64_t RankSession::lastRunCommBytes() const {

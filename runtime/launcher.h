@@ -54,6 +54,10 @@ struct RunOptions {
   /// 0xFF bytes (NaN for floats) before use: a kernel that leaves an output
   /// element unwritten then shows in the results (BackendOptions::poisonMemory).
   bool poisonMemory = false;
+  /// RankSession only: the caller may stop a run from another thread
+  /// (RankSession::interrupt), so every rank runs on its own thread, even a
+  /// lone rank that would otherwise run on the caller's.
+  bool interruptible = false;
   /// The Backend every rank runs on, by name (see makeBackend; "cpu" is the
   /// one built in).
   std::string backend = "cpu";
@@ -214,6 +218,13 @@ class RankSession {
   /// plan's prefill session writes the cache its decode session reads.
   /// Call before either runs.
   Status shareStates(const RankSession& other);
+
+  /// Stops the run in progress, from any thread: every rank ends it at its
+  /// next instruction (a rank blocked in a collective when its peer stops and
+  /// closes its connections) and the run fails with an environment error. The session is then broken. A
+  /// rank running on the caller's thread (one rank, nothing to communicate,
+  /// RunOptions::interruptible unset) is not stopped.
+  void interrupt();
 
   /// \returns the bytes every rank's last run gave its collectives, sent and
   /// received, summed over the ranks (the communicators' traffic).

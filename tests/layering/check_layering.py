@@ -46,6 +46,8 @@ ALLOWED = {
     "pcc_cuda_runtime": {"pcc_runtime"},
     "pcc_cli": {"pcc_support"},                        # the tools' option rules (header only)
     "pcc_driver": {"pcc_onnx", "pcc_passes", "pcc_codegen"},
+    # The compile options as flags (tools/compile_flags.h): pcc and the Python package.
+    "pcc_compile_flags": {"pcc_driver", "pcc_cli"},
 }
 
 COMPILER = {"pcc_ir", "pcc_eval", "pcc_onnx", "pcc_passes", "pcc_codegen", "pcc_driver"}
