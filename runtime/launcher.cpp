@@ -687,6 +687,177 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   return runPlanRank(p, inputs, o, rank, rv);
 }
 
+namespace {
+
+/// A process rank's connection to its peers, for one run or a session of
+/// them: the rendezvous (a directory, or the TCP store rank 0 serves for as
+/// long as the link lives), the liveness record with its watcher, and the
+/// communicators. The watcher beats for this rank and looks for peers that
+/// died, stopped answering or gave up, five times a second, from before
+/// connecting to the end, and stops this rank when one did, even when it is
+/// not talking to that peer (gloo does not wake an operation waiting on a
+/// live peer).
+class RankLink {
+ public:
+  /// Meets the other ranks through `rendezvous` and connects `exec`'s
+  /// communicators (`groups`, and the world communicator, which also carries
+  /// output pieces to rank 0).
+  static StatusOr<std::unique_ptr<RankLink>> open(Executor& exec, const std::vector<GlooGroup>& groups,
+                                                  const RunOptions& o, int rank, int n, const Rendezvous& rendezvous) {
+    std::unique_ptr<RankLink> l(new RankLink(o, rank));
+    const auto timeout = std::chrono::seconds(o.timeoutSeconds);
+    std::shared_ptr<GlooStore> store;
+    if (!rendezvous.dir.empty()) {
+      ASSIGN_OR_RETURN(store, GlooStore::inDirectory(rendezvous.dir));
+      l->liveness_ = std::make_unique<DirLiveness>(rendezvous.dir, rank, n);
+    } else {
+      if (rank == 0) {
+        auto served = TcpStoreServer::start(rendezvous.tcp, rendezvous.runId, rendezvous.secret, n);
+        if (!served.ok()) return served.status().withContext("rank 0");
+        l->server_ = std::move(served).value();
+      }
+      ASSIGN_OR_RETURN(std::shared_ptr<TcpStoreClient> client,
+                       TcpStoreClient::connect(rendezvous.tcp, rendezvous.runId, rendezvous.secret, rank, n, timeout));
+      store = GlooStore::overTcp(client);
+      l->liveness_ = std::make_unique<StoreLiveness>(client);
+    }
+    GlooOptions gopts;
+    gopts.timeout = timeout;
+    if (!o.glooHost.empty()) gopts.hostname = o.glooHost;
+    gopts.iface = o.glooIface;
+    RankLink* raw = l.get();
+    l->watcher_ = std::thread([raw] { raw->watch(); });
+    auto connected = exec.backend().communicators(store, gopts)->connect(rank, n, groups, /*withWorld=*/n > 1);
+    if (!connected.ok()) return l->failed(connected.status());
+    {
+      std::lock_guard<std::mutex> lock(l->watchMu_);
+      l->comms_ = std::move(connected).value();
+      l->haveComms_ = true;
+    }
+    return l;
+  }
+
+  ~RankLink() { stopWatcher(); }
+
+  RankComms& comms() { return comms_; }
+  /// Set by the watcher once a peer is lost.
+  const std::atomic<bool>& lostPeer() const { return lostPeer_; }
+
+  /// Every failure after open: names the peers that were lost, posts why
+  /// this rank gave up (unless a lost peer stopped it: the peers see that
+  /// cause themselves), marks this rank as ended and closes its connections
+  /// (so that its peers stop at once rather than at the timeout).
+  /// \returns `s` with the lost peers named.
+  Status failed(const Status& s) {
+    stopWatcher();
+    RankLiveness& live = *liveness_;
+    Status why = live.explain(s, blameLimit_);
+    // A peer's death can reach this rank's sockets (a reset connection)
+    // before it reaches the liveness record (the store seeing the closed
+    // connection, the folder the vanished process): give the record a moment
+    // before naming no one.
+    for (int i = 0; i < 40 && s.code() == StatusCode::kEnvironment && why.message() == s.message(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      why = live.explain(s, blameLimit_);
+    }
+    if (!lostPeer_) live.failed(why.message());
+    live.ended();
+    if (haveComms_) comms_.abortAll();
+    // Rank 0 serves the TCP store: it stays a moment for its peers to read
+    // why it gave up before the store closes with it.
+    if (server_) live.awaitPeers(std::chrono::seconds(2));
+    return why;
+  }
+
+  /// This rank ended its runs on its own; rank 0 then waits (at most
+  /// `awaitPeers`) until no peer is still running, so that closing the TCP
+  /// store it serves cannot look like its death to a peer finishing its last send.
+  void ended(std::chrono::milliseconds awaitPeers) {
+    liveness_->ended();
+    if (rank_ == 0) liveness_->awaitPeers(awaitPeers);
+  }
+
+ private:
+  RankLink(const RunOptions& o, int rank) : o_(o), rank_(rank) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::seconds(o.timeoutSeconds));
+    // A peer silent for longer than an operation may take stopped answering;
+    // when this rank fails, a peer silent for a few seconds (not 5 beats of
+    // its watcher) is named as the likely cause.
+    stopLimit_ = timeout + std::chrono::seconds(1);
+    blameLimit_ = std::clamp(timeout / 2, std::chrono::milliseconds(500), std::chrono::milliseconds(3000));
+  }
+
+  void watch() {
+    RankLiveness& live = *liveness_;
+    std::unique_lock<std::mutex> lock(watchMu_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(200), [&] { return done_; })) {
+      live.beat();
+      if (!live.lost(/*arrivals=*/false, stopLimit_).empty()) {
+        lostPeer_ = true;
+        if (haveComms_) comms_.abortAll();
+        if (!wake_.wait_for(lock, std::chrono::seconds(1), [&] { return done_; }) && o_.onStuckAfterPeerLost) {
+          live.ended();
+          // Rank 0 serves the TCP store: its peers may still be reading it.
+          if (server_) live.awaitPeers(std::chrono::seconds(2));
+          o_.onStuckAfterPeerLost(live.explain(
+              environmentError("rank ", rank_, haveComms_ ? ": stopped while blocked in a collective or transfer"
+                                                          : ": stopped while connecting to its peers"),
+              blameLimit_));
+        }
+        return;
+      }
+    }
+  }
+
+  void stopWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(watchMu_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+  RunOptions o_;
+  int rank_;
+  std::chrono::milliseconds stopLimit_, blameLimit_;
+  // Rank 0 serves the TCP store for as long as the link lives: declared
+  // first, it is closed last.
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<RankLiveness> liveness_;
+  RankComms comms_;
+  bool haveComms_ = false;  // under watchMu_
+  std::atomic<bool> lostPeer_{false};
+  std::mutex watchMu_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread watcher_;
+};
+
+/// Rank 0 of a process run: receives rank r's output pieces of one batch
+/// into `into`. A rank's pieces are its output bindings, with the types of
+/// their buffers, in the order Executor::run makes them: per micro-batch the
+/// batch's pieces, and the others once, with the last.
+Status receivePieces(const LoadedPlan& p, const plan::RankProgram& prog, int r, Communicator& world,
+                     std::vector<OutputPiece>* into) {
+  const int runs = std::max(1, prog.microbatches());
+  for (int m = 0; m < runs; ++m) {
+    for (const plan::IoBinding& b : prog.outputs()) {
+      if (!b.per_microbatch() && m + 1 != runs) continue;
+      if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
+        return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
+      const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
+      OutputPiece piece{b.index(), b.split_dim(), offset, b.length(),
+                        Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
+      RETURN_IF_ERROR(world.recv(&piece.tensor, r));
+      into->push_back(std::move(piece));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& inputs, const RunOptions& o,
                                 int rank, const Rendezvous& rendezvous) {
   ASSIGN_OR_RETURN(Prepared pr, prepare(p, inputs, o));
@@ -697,128 +868,25 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, makeExecutor(p, *pr.progs[rank], o));
   exec->setProfiling(o.profile);
   cpu::setKernelThreads(o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(n)));
-  // Rank 0 serves the TCP store for the whole run: declared first, it is
-  // closed last.
-  std::unique_ptr<TcpStoreServer> server;
-  std::shared_ptr<GlooStore> store;
-  std::unique_ptr<RankLiveness> liveness;
-  const auto timeout = std::chrono::seconds(o.timeoutSeconds);
-  if (!rendezvous.dir.empty()) {
-    ASSIGN_OR_RETURN(store, GlooStore::inDirectory(rendezvous.dir));
-    liveness = std::make_unique<DirLiveness>(rendezvous.dir, rank, n);
-  } else {
-    if (rank == 0) {
-      auto served = TcpStoreServer::start(rendezvous.tcp, rendezvous.runId, rendezvous.secret, n);
-      if (!served.ok()) return served.status().withContext("rank 0");
-      server = std::move(served).value();
-    }
-    ASSIGN_OR_RETURN(std::shared_ptr<TcpStoreClient> client,
-                     TcpStoreClient::connect(rendezvous.tcp, rendezvous.runId, rendezvous.secret, rank, n, timeout));
-    store = GlooStore::overTcp(client);
-    liveness = std::make_unique<StoreLiveness>(client);
-  }
-  RankLiveness& live = *liveness;
-  GlooOptions gopts;
-  gopts.timeout = timeout;
-  if (!o.glooHost.empty()) gopts.hostname = o.glooHost;
-  gopts.iface = o.glooIface;
-  // A peer silent for longer than an operation may take stopped answering;
-  // when this rank fails, a peer silent for a few seconds (not 5 beats of
-  // its watcher) is named as the likely cause.
-  const auto stopLimit = std::chrono::duration_cast<std::chrono::milliseconds>(timeout) + std::chrono::seconds(1);
-  const auto blameLimit =
-      std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(timeout) / 2, std::chrono::milliseconds(500),
-                 std::chrono::milliseconds(3000));
-  // A watcher beats for this rank and looks for peers that died, stopped
-  // answering or gave up, five times a second, from before connecting to the
-  // end, and stops this rank when one did, even when it is not talking to
-  // that peer (gloo does not wake an operation waiting on a live peer).
-  RankComms comms;
-  bool haveComms = false;  // under watchMu
-  std::atomic<bool> lostPeer{false};
-  std::mutex watchMu;
-  std::condition_variable wake;
-  bool done = false;
-  std::thread watcher([&] {
-    std::unique_lock<std::mutex> lock(watchMu);
-    while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] { return done; })) {
-      live.beat();
-      if (!live.lost(/*arrivals=*/false, stopLimit).empty()) {
-        lostPeer = true;
-        if (haveComms) comms.abortAll();
-        if (!wake.wait_for(lock, std::chrono::seconds(1), [&] { return done; }) && o.onStuckAfterPeerLost) {
-          live.ended();
-          // Rank 0 serves the TCP store: its peers may still be reading it.
-          if (server) live.awaitPeers(std::chrono::seconds(2));
-          o.onStuckAfterPeerLost(live.explain(
-              environmentError("rank ", rank, haveComms ? ": stopped while blocked in a collective or transfer"
-                                                        : ": stopped while connecting to its peers"),
-              blameLimit));
-        }
-        return;
-      }
-    }
-  });
-  auto stopWatcher = [&] {
-    {
-      std::lock_guard<std::mutex> lock(watchMu);
-      done = true;
-    }
-    wake.notify_all();
-    if (watcher.joinable()) watcher.join();
-  };
-  struct StopAtExit {
-    std::function<void()> stop;
-    ~StopAtExit() { stop(); }
-  } stopAtExit{stopWatcher};
-  // Every failure from here on names the peers that were lost, posts why
-  // this rank gave up (unless a lost peer stopped it: the peers see that
-  // cause themselves), marks this rank as ended and closes its connections
-  // (so its peers stop at once rather than at the timeout).
-  auto failed = [&](const Status& s) {
-    stopWatcher();
-    Status why = live.explain(s, blameLimit);
-    // A peer's death can reach this rank's sockets (a reset connection)
-    // before it reaches the liveness record (the store seeing the closed
-    // connection, the folder the vanished process): give the record a moment
-    // before naming no one.
-    for (int i = 0; i < 40 && s.code() == StatusCode::kEnvironment && why.message() == s.message(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      why = live.explain(s, blameLimit);
-    }
-    if (!lostPeer) live.failed(why.message());
-    live.ended();
-    if (haveComms) comms.abortAll();
-    // Rank 0 serves the TCP store: it stays a moment for its peers to read
-    // why it gave up before the store closes with it.
-    if (server) live.awaitPeers(std::chrono::seconds(2));
-    return why;
-  };
-  // The world communicator also carries the output pieces to rank 0.
-  auto connected = exec->backend().communicators(store, gopts)->connect(rank, n, pr.groups, /*withWorld=*/n > 1);
-  if (!connected.ok()) return failed(connected.status());
-  {
-    std::lock_guard<std::mutex> lock(watchMu);
-    comms = std::move(connected).value();
-    haveComms = true;
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RankLink> link, RankLink::open(*exec, pr.groups, o, rank, n, rendezvous));
+  RankComms& comms = link->comms();
   std::vector<OutputPiece> mine;
   // A streamed run: this rank's pieces and times per batch.
   std::vector<std::vector<OutputPiece>> myBatches;
   StreamTimes myTimes;
   std::optional<RunTimes> secs;
   if (o.pipeline) {
-    Status st = streamedRuns(*exec, *o.pipeline, &comms, &myBatches, &myTimes, &lostPeer);
+    Status st = streamedRuns(*exec, *o.pipeline, &comms, &myBatches, &myTimes, &link->lostPeer());
     if (!st.ok()) {
       o.pipeline->cancel();
       // Every process reads the same batches: a reader error is this rank's cause too.
       Status reader = o.pipeline->error();
-      return failed(reader.ok() ? withRank(st, rank) : reader);
+      return link->failed(reader.ok() ? withRank(st, rank) : reader);
     }
     secs = RunTimes{mean(myTimes.run), mean(myTimes.transferWait), {}, {}};
   } else {
-    auto timed = timedRuns(*exec, inputs, &comms, &mine, o, &lostPeer);
-    if (!timed.ok()) return failed(withRank(timed.status(), rank));
+    auto timed = timedRuns(*exec, inputs, &comms, &mine, o, &link->lostPeer());
+    if (!timed.ok()) return link->failed(withRank(timed.status(), rank));
     secs = *timed;
   }
   const int batches = o.pipeline ? o.pipeline->batches() : 0;
@@ -849,8 +917,8 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
         for (size_t i = 0; sent.ok() && i < myBatches[k].size(); ++i) sent = comms.world->send(myBatches[k][i].tensor, 0);
     }
     for (size_t i = 0; sent.ok() && i < mine.size(); ++i) sent = comms.world->send(mine[i].tensor, 0);
-    if (!sent.ok()) return failed(sent);
-    live.ended();
+    if (!sent.ok()) return link->failed(sent);
+    link->ended({});
     return result;
   }
   std::vector<std::vector<OutputPiece>> pieces(n);
@@ -871,7 +939,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   result.localRanks.push_back(o.localRank);
   for (int r = 1; r < n; ++r) {
     Tensor s = Tensor::zeros(DType::kF64, {kRankFigures});
-    if (Status got = comms.world->recv(&s, r); !got.ok()) return failed(got);
+    if (Status got = comms.world->recv(&s, r); !got.ok()) return link->failed(got);
     const double* f = s.data<double>();
     result.rankSeconds.push_back(f[0]);
     result.rankWaitSeconds.push_back(f[1]);
@@ -885,38 +953,22 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
     }
     if (o.pipeline) {
       Tensor st = Tensor::zeros(DType::kF64, {1 + 2 * static_cast<int64_t>(batches)});
-      if (Status got = comms.world->recv(&st, r); !got.ok()) return failed(got);
+      if (Status got = comms.world->recv(&st, r); !got.ok()) return link->failed(got);
       const double* v = st.data<double>();
       streamTimes[r].total = v[0];
       streamTimes[r].wait.assign(v + 1, v + 1 + batches);
       streamTimes[r].run.assign(v + 1 + batches, v + 1 + 2 * batches);
       streamTimes[r].transferWait.assign(batches, f[1]);
     }
-    // A rank's pieces are its output bindings, with the types of their
-    // buffers, in the order Executor::run makes them: per micro-batch the
-    // batch's pieces, and the others once, with the last; a streamed run
-    // sends those of every batch in order.
-    const plan::RankProgram& prog = *pr.progs[r];
-    const int runs = std::max(1, prog.microbatches());
+    // A streamed run sends the pieces of every batch in order.
     batchPieces[r].resize(batches);
     for (int k = 0; k < std::max(1, batches); ++k) {
       std::vector<OutputPiece>& into = o.pipeline ? batchPieces[r][k] : pieces[r];
-      for (int m = 0; m < runs; ++m) {
-        for (const plan::IoBinding& b : prog.outputs()) {
-          if (!b.per_microbatch() && m + 1 != runs) continue;
-          if (b.buffer() < 0 || b.buffer() >= prog.buffers_size())
-            return invalidInput(p.dir, ": rank ", r, " binds output ", b.index(), " to a buffer it does not have");
-          const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
-          OutputPiece piece{b.index(), b.split_dim(), offset, b.length(),
-                            Tensor::zeros(fromDesc(prog.buffers(b.buffer()).desc()))};
-          if (Status got = comms.world->recv(&piece.tensor, r); !got.ok()) return failed(got);
-          into.push_back(std::move(piece));
-        }
-      }
+      Status got = receivePieces(p, *pr.progs[r], r, *comms.world, &into);
+      if (!got.ok()) return got.code() == StatusCode::kInvalidInput ? got : link->failed(got);
     }
   }
-  live.ended();
-  live.awaitPeers(std::chrono::seconds(std::min(5, o.timeoutSeconds)));
+  link->ended(std::chrono::seconds(std::min(5, o.timeoutSeconds)));
   if (o.pipeline) {
     RETURN_IF_ERROR(collectStream(p.plan, streamTimes, batchPieces, &result));
     return result;
@@ -924,6 +976,78 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   ASSIGN_OR_RETURN(result.outputs, assemble(p.plan, pieces));
   return result;
 }
+
+struct ProcessRankSession::Impl {
+  const LoadedPlan* plan = nullptr;
+  Prepared pr;
+  int rank = 0, n = 0, kernelThreads = 1, timeoutSeconds = 300;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<RankLink> link;
+  std::atomic<bool> stop{false};
+  Status firstError;
+  std::vector<OutputPiece> mine;
+};
+
+ProcessRankSession::ProcessRankSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ProcessRankSession::~ProcessRankSession() {
+  Impl& m = *impl_;
+  if (m.link && m.firstError.ok()) m.link->ended(std::chrono::seconds(std::min(5, m.timeoutSeconds)));
+}
+
+StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const LoadedPlan& p, const RunOptions& o,
+                                                                         int rank, const Rendezvous& rendezvous) {
+  RunOptions checked = o;
+  checked.iters = 1;
+  checked.warmup = 0;
+  checked.pipeline = nullptr;
+  auto impl = std::make_unique<Impl>();
+  ASSIGN_OR_RETURN(impl->pr, prepare(p, {}, checked, /*checkInputs=*/false));
+  impl->plan = &p;
+  impl->rank = rank;
+  impl->timeoutSeconds = o.timeoutSeconds;
+  impl->n = static_cast<int>(impl->pr.progs.size());
+  if (rank < 0 || rank >= impl->n) return invalidInput("rank ", rank, " is outside the plan's ", impl->n, " ranks");
+  ASSIGN_OR_RETURN(impl->exec, makeExecutor(p, *impl->pr.progs[rank], checked));
+  impl->exec->setStopFlag(&impl->stop);
+  impl->kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(impl->n));
+  ASSIGN_OR_RETURN(impl->link, RankLink::open(*impl->exec, impl->pr.groups, checked, rank, impl->n, rendezvous));
+  return std::unique_ptr<ProcessRankSession>(new ProcessRankSession(std::move(impl)));
+}
+
+int ProcessRankSession::rank() const { return impl_->rank; }
+
+StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>& inputs) {
+  Impl& m = *impl_;
+  if (!m.firstError.ok()) return invalidInput("the session stopped at an earlier error: ", m.firstError.message());
+  RETURN_IF_ERROR(validateInputs(m.plan->plan, inputs));
+  cpu::setKernelThreads(m.kernelThreads);  // the calling thread's kernels
+  RankComms& comms = m.link->comms();
+  auto fail = [&](const Status& s) {
+    m.firstError = m.link->failed(s);
+    return m.firstError;
+  };
+  if (m.link->lostPeer()) return fail(environmentError("a peer rank is lost (stopped before this run)"));
+  if (Status st = m.exec->run(inputs, &comms, &m.mine); !st.ok()) return fail(withRank(st, m.rank));
+  if (m.rank != 0) {
+    for (const OutputPiece& piece : m.mine)
+      if (Status sent = comms.world->send(piece.tensor, 0); !sent.ok()) return fail(sent);
+    // The sends complete in the background: the next run's buffers must not
+    // be written before the peer has them.
+    if (Status sent = comms.world->waitSends(); !sent.ok()) return fail(sent);
+    return std::vector<Tensor>{};
+  }
+  std::vector<std::vector<OutputPiece>> pieces(m.n);
+  pieces[0] = std::move(m.mine);
+  m.mine.clear();
+  for (int r = 1; r < m.n; ++r) {
+    Status got = receivePieces(*m.plan, *m.pr.progs[r], r, *comms.world, &pieces[r]);
+    if (!got.ok()) return fail(got);
+  }
+  return assemble(m.plan->plan, pieces);
+}
+
+void ProcessRankSession::interrupt() { impl_->stop.store(true); }
 
 struct RankSession::Impl {
   const LoadedPlan* plan = nullptr;

@@ -236,6 +236,42 @@ class RankSession {
   std::unique_ptr<Impl> impl_;
 };
 
+/// One rank of a plan whose other ranks run in other processes (as
+/// runPlanRank), kept between runs: it meets its peers and connects once,
+/// then runs as often as asked, every process running the same runs in the
+/// same order; its weights, arena and session state stay in place. The peers'
+/// liveness is watched for the session's whole life, as in runPlanRank.
+class ProcessRankSession {
+ public:
+  /// Prepares rank `rank` and meets the other ranks through `rendezvous`
+  /// (RunOptions: backend, kernels, timeout, threads, gloo's address; not
+  /// iters, warmup, pipeline or profile).
+  static StatusOr<std::unique_ptr<ProcessRankSession>> start(const LoadedPlan& p, const RunOptions& o, int rank,
+                                                             const Rendezvous& rendezvous);
+  /// Ends this rank (rank 0, which may serve the TCP store, first waits a
+  /// moment for its peers to end).
+  ~ProcessRankSession();
+  ProcessRankSession(const ProcessRankSession&) = delete;
+  ProcessRankSession& operator=(const ProcessRankSession&) = delete;
+
+  int rank() const;
+
+  /// Runs this rank once on `inputs` (every Plan.inputs entry: each process
+  /// passes the whole inputs). \returns on rank 0 the assembled outputs, on
+  /// other ranks none; or the first error, after which the session is broken
+  /// and its peers stop too.
+  StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+
+  /// Stops the run in progress at its next instruction, from any thread (as
+  /// RankSession::interrupt); the session is then broken.
+  void interrupt();
+
+ private:
+  struct Impl;
+  explicit ProcessRankSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Runs Plan.reference, the unpartitioned one-rank program, on the reference
 /// kernels (never the oneDNN ones), so that --check compares the fast kernels
 /// with the simple ones. `timeLimitSeconds` (0: none) bounds its Loop regions

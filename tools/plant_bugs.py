@@ -103,7 +103,9 @@ def prepare(args):
             subprocess.run(["git", "-C", SOURCE, "worktree", "add", "--detach", checkout, "HEAD"], check=True)
     build = os.path.abspath(args.build_dir) if args.build_dir else os.path.join(args.work, "build")
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-        subprocess.run(["cmake", "-S", checkout, "-B", build, "-DCMAKE_BUILD_TYPE=Release"], check=True)
+        # The Python running this audit builds the package module (it has nanobind).
+        subprocess.run(["cmake", "-S", checkout, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                        f"-DPython_EXECUTABLE={sys.executable}"], check=True)
     if checkout == SOURCE and os.path.realpath(build) == os.path.realpath(os.path.join(SOURCE, "build")) \
             and not args.lock:
         sys.exit("plant_bugs.py: the shared checkout and build need --lock (the build lock), "

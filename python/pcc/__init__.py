@@ -302,19 +302,24 @@ class Session:
                  RANK/WORLD_SIZE set by hand): this process runs its rank,
                  the launcher's variables say which (docs/runtime.md#launchers);
                  run() returns the whole outputs on rank 0, [] elsewhere.
+                 Every process must make the same runs in the same order.
+    rendezvous   where a distributed session's processes meet, as pcc-run's
+                 --rendezvous: a directory they all see, or tcp:HOST:PORT
+                 (default: PCC_RENDEZVOUS, else the launcher's address)
 
     The ranks (their weights, memory and a generation plan's cache) stay
     ready between runs. Ctrl-C stops a run; the session is then closed.
     """
 
     def __init__(self, plan: Union[Plan, str, os.PathLike], backend: str = "cpu", threads: Optional[int] = None,
-                 timeout: int = 300, distributed: bool = False):
+                 timeout: int = 300, distributed: bool = False, rendezvous: Optional[str] = None):
         if not isinstance(plan, Plan):
             plan = load(plan)
         if backend not in ("cpu", "cuda", "auto"):
             raise BadInputError(f"backend must be cpu, cuda or auto, not {backend!r}")
         self._plan = plan
-        self._session = _pcc.Session(plan._bundle, backend, int(threads or 0), int(timeout), bool(distributed))
+        self._session = _pcc.Session(plan._bundle, backend, int(threads or 0), int(timeout), bool(distributed),
+                                     os.fspath(rendezvous) if rendezvous is not None else "")
 
     @property
     def plan(self) -> Plan:

@@ -350,10 +350,13 @@ T runInterruptibly(const std::function<T()>& body, const std::function<void()>& 
 
 class Session {
  public:
-  Session(const Bundle& b, const std::string& backend, int threads, int timeout, bool distributed)
+  Session(const Bundle& b, const std::string& backend, int threads, int timeout, bool distributed,
+          const std::string& rendezvous)
       : bundle_(b), opts_(runOptions(backend, threads, timeout)) {
+    if (!distributed && !rendezvous.empty())
+      raise(invalidInput("rendezvous: only a distributed session (one process per rank) meets its peers"));
     if (distributed) {
-      auto le = valueOr(readLaunchEnv(processEnvironment()));
+      auto le = valueOr(readLaunchEnv(processEnvironment(), rendezvous));
       if (!le)
         raise(invalidInput("distributed=True: the environment names no rank (RANK and WORLD_SIZE from torchrun, "
                            "OMPI_COMM_WORLD_RANK/SIZE from mpirun, or SLURM_PROCID/SLURM_NTASKS from srun)"));
@@ -362,15 +365,21 @@ class Session {
                            bundle_.proto().ranks_size(), " ranks"));
       launch_ = *le;
       opts_.localRank = le->localRank;
-      return;
     }
-    nb::gil_scoped_release release;
-    auto s = RankSession::start(*bundle_.plan, opts_);
-    if (!s.ok()) {
-      nb::gil_scoped_acquire gil;
-      raise(s.status());
+    Status failed;
+    {
+      nb::gil_scoped_release release;
+      if (launch_) {
+        auto s = ProcessRankSession::start(*bundle_.plan, opts_, launch_->rank, launch_->rendezvous);
+        if (s.ok()) process_ = std::move(s).value();
+        else failed = s.status();
+      } else {
+        auto s = RankSession::start(*bundle_.plan, opts_);
+        if (s.ok()) session_ = std::move(s).value();
+        else failed = s.status();
+      }
     }
-    session_ = std::move(s).value();
+    check(failed);
   }
 
   int rank() const { return launch_ ? launch_->rank : -1; }
@@ -386,15 +395,10 @@ class Session {
     std::vector<Tensor> inputs;
     for (int i = 0; i < p.inputs_size(); ++i) inputs.push_back(viewInput(feeds[i], p.inputs(i)));
     StatusOr<std::vector<Tensor>> outs = internalError("no run");
-    if (launch_) {
-      Rendezvous rv = launch_->rendezvous;
-      const std::string suffix = "." + std::to_string(runs_++);
-      rv.runId += suffix;  // a fresh meeting per run: every process runs in the same order
-      if (!rv.dir.empty()) rv.dir += suffix;
-      auto res = runInterruptibly<StatusOr<RunResult>>(
-          [&] { return runPlanRank(*bundle_.plan, inputs, opts_, launch_->rank, rv); }, [] {});
-      if (!res.ok()) raise(res.status());
-      outs = std::move(res->outputs);
+    if (process_) {
+      ProcessRankSession* s = process_.get();
+      outs = runInterruptibly<StatusOr<std::vector<Tensor>>>([&] { return s->run(inputs); },
+                                                              [s] { s->interrupt(); });
     } else {
       if (!session_) raise(invalidInput("the session is closed"));
       RankSession* s = session_.get();
@@ -411,6 +415,8 @@ class Session {
   /// Runs `feeds` `iters` times with every instruction timed (a run of its
   /// own, RunOptions.profile): one dict per instruction of every rank.
   nb::list profile(const std::vector<InArray>& feeds, int iters) {
+    if (launch_) raise(unsupported("profile: a distributed session cannot profile yet; pcc-run --profile under the "
+                                   "same launcher times every rank"));
     const plan::Plan& p = bundle_.proto();
     if (static_cast<int>(feeds.size()) != p.inputs_size())
       raise(invalidInput("the plan takes ", p.inputs_size(), " inputs, ", feeds.size(), " given"));
@@ -451,7 +457,8 @@ class Session {
   /// Generates with a generation plan (runtime/generate.h).
   nb::dict generate(const std::vector<std::vector<int64_t>>& prompts, int maxNewTokens, double temperature, int topK,
                     double topP, uint64_t seed, bool stopAtEos, bool prefill, bool checkAgainstReference) {
-    if (launch_) raise(unsupported("generate: a distributed session (one process per rank) cannot generate yet"));
+    if (launch_) raise(unsupported("generate: a distributed session (one process per rank) cannot generate yet; "
+                                   "generate with every rank a thread of one process (distributed=False)"));
     GenerateOptions g;
     g.prompts = prompts;
     g.maxNewTokens = maxNewTokens;
@@ -487,14 +494,15 @@ class Session {
   void close() {
     nb::gil_scoped_release release;
     session_.reset();
+    process_.reset();
   }
 
  private:
   Bundle bundle_;
   RunOptions opts_;
-  std::unique_ptr<RankSession> session_;
+  std::unique_ptr<RankSession> session_;          // every rank a thread of this process
+  std::unique_ptr<ProcessRankSession> process_;   // distributed: this process's rank
   std::optional<LaunchEnv> launch_;
-  int64_t runs_ = 0;
 };
 
 /// Runs Plan.reference on the reference kernels: the oracle of --check.
@@ -557,8 +565,8 @@ NB_MODULE(_pcc, m) {
       .def("run_reference", &runReferenceProgram, "feeds"_a);
 
   nb::class_<Session>(m, "Session")
-      .def(nb::init<const Bundle&, const std::string&, int, int, bool>(), "bundle"_a, "backend"_a, "threads"_a,
-           "timeout"_a, "distributed"_a)
+      .def(nb::init<const Bundle&, const std::string&, int, int, bool, const std::string&>(), "bundle"_a,
+           "backend"_a, "threads"_a, "timeout"_a, "distributed"_a, "rendezvous"_a)
       .def_prop_ro("rank", &Session::rank)
       .def_prop_ro("world_size", &Session::worldSize)
       .def_prop_ro("launcher", &Session::launcher)

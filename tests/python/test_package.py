@@ -281,3 +281,49 @@ def test_generate_equals_transformers(tmp_path):
         assert res["tokens"] == [want[0], want[1]]
     with pytest.raises(pcc.BadInputError):
         sess.generate([10 ** 9], 2)  # a token outside the vocabulary
+
+
+CTRL_C = r"""
+import os, signal, sys, threading, time
+import numpy as np, pcc
+plan = pcc.compile(sys.argv[1], gpus=2, strategy="tp=2", batch=2048, quiet=True)
+rng = np.random.default_rng(0)
+feeds = {i.name: rng.integers(0, 64, size=i.shape).astype(i.type) for i in plan.inputs}
+sess = pcc.Session(plan, threads=1)
+took = []
+for _ in range(2):
+    t0 = time.perf_counter()
+    sess.run(None, feeds)
+    took.append(time.perf_counter() - t0)
+T = min(took)
+threading.Timer(T / 4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t0 = time.perf_counter()
+try:
+    sess.run(None, feeds)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print(f"interrupted after {time.perf_counter() - t0:.3f} s of a {T:.3f} s run")
+try:
+    sess.run(None, feeds)
+    print("ran after the interrupt")
+except pcc.Error as e:
+    print("then:", e)
+print("alive")
+"""
+
+
+def test_ctrl_c_stops_a_run_and_the_interpreter_lives(tmp_path, bin_dir):
+    """SIGINT a quarter into a run: KeyboardInterrupt well before the run
+    would end (the ranks stop at their next instruction), the session is
+    then closed with a message, and the interpreter goes on."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(bin_dir, "python"))
+    r = subprocess.run([sys.executable, "-c", CTRL_C, os.path.join(MODELS_DIR, "gpt2_tiny.onnx")], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"interrupted after ([0-9.]+) s of a ([0-9.]+) s run", r.stdout)
+    assert m, r.stdout + r.stderr
+    stopped, whole = float(m.group(1)), float(m.group(2))
+    assert whole > 0.2, f"a run of {whole} s is too short to interrupt in the middle"
+    assert stopped < 0.9 * whole, r.stdout
+    assert "then: the session stopped at an earlier error: rank" in r.stdout and "interrupted" in r.stdout
+    assert r.stdout.rstrip().endswith("alive")
