@@ -50,6 +50,13 @@ GPU_BUILD ?= build-gpu
 gpu-check:
 	bash tests/gpu/run.sh $(GPU_BUILD)
 
+# `pip install .` into a fresh virtual environment ($(BUILD)/wheel-venv),
+# reusing what `make` compiled in $(BUILD), then `import pcc` compiles and runs
+# the MLP from outside the checkout (tools/wheel_check.sh; CI runs it).
+.PHONY: wheel-check
+wheel-check: build
+	bash tools/wheel_check.sh $(BUILD)
+
 .PHONY: parity
 parity: build
 	bash tools/parity.sh $(BUILD)
