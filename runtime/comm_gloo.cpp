@@ -707,12 +707,28 @@ std::shared_ptr<GlooStore> GlooStore::inProcess() {
   return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<gloo::rendezvous::HashStore>()));
 }
 
-StatusOr<std::shared_ptr<GlooStore>> GlooStore::inDirectory(const std::string& dir) {
+namespace {
+
+/// gloo's file store with its waits (and so its gets, which wait for their
+/// key) bounded by the run's timeout rather than gloo's default 30 seconds.
+class BoundedFileStore final : public gloo::rendezvous::FileStore {
+ public:
+  BoundedFileStore(const std::string& dir, std::chrono::milliseconds timeout) : FileStore(dir), timeout_(timeout) {}
+  using FileStore::wait;
+  void wait(const std::vector<std::string>& keys) override { FileStore::wait(keys, timeout_); }
+
+ private:
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+StatusOr<std::shared_ptr<GlooStore>> GlooStore::inDirectory(const std::string& dir, std::chrono::milliseconds timeout) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return invalidInput(dir, ": cannot create rendezvous directory: ", ec.message());
   try {
-    return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<gloo::rendezvous::FileStore>(dir)));
+    return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<BoundedFileStore>(dir, timeout)));
   } catch (const std::exception& e) {
     return invalidInput(dir, ": cannot open rendezvous store: ", e.what());
   }

@@ -27,8 +27,10 @@ class GlooStore {
  public:
   /// \returns a store for rank threads of this process.
   static std::shared_ptr<GlooStore> inProcess();
-  /// \returns a store in directory `dir` (created if needed) for rank processes.
-  static StatusOr<std::shared_ptr<GlooStore>> inDirectory(const std::string& dir);
+  /// \returns a store in directory `dir` (created if needed) for rank
+  /// processes. Its waits are bounded by `timeout` (gloo's file store would
+  /// wait its own 30 seconds).
+  static StatusOr<std::shared_ptr<GlooStore>> inDirectory(const std::string& dir, std::chrono::milliseconds timeout);
   /// \returns a store over a client of the TCP rendezvous store
   /// (runtime/tcp_store.h), for rank processes on one or several machines.
   /// Its waits are bounded by the client's request timeout.

@@ -708,7 +708,7 @@ class RankLink {
     const auto timeout = std::chrono::seconds(o.timeoutSeconds);
     std::shared_ptr<GlooStore> store;
     if (!rendezvous.dir.empty()) {
-      ASSIGN_OR_RETURN(store, GlooStore::inDirectory(rendezvous.dir));
+      ASSIGN_OR_RETURN(store, GlooStore::inDirectory(rendezvous.dir, timeout));
       l->liveness_ = std::make_unique<DirLiveness>(rendezvous.dir, rank, n);
     } else {
       if (rank == 0) {
@@ -1038,8 +1038,7 @@ StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>&
     return std::vector<Tensor>{};
   }
   std::vector<std::vector<OutputPiece>> pieces(m.n);
-  pieces[0] = std::move(m.mine);
-  m.mine.clear();
+  pieces[0] = m.mine;  // views: kept for lastOwnParts
   for (int r = 1; r < m.n; ++r) {
     Status got = receivePieces(*m.plan, *m.pr.progs[r], r, *comms.world, &pieces[r]);
     if (!got.ok()) return fail(got);
@@ -1048,6 +1047,37 @@ StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>&
 }
 
 void ProcessRankSession::interrupt() { impl_->stop.store(true); }
+
+StatusOr<std::vector<ProcessRankSession::OwnPart>> ProcessRankSession::lastOwnParts() const {
+  const plan::Plan& plan = impl_->plan->plan;
+  std::vector<std::vector<const OutputPiece*>> byOutput(plan.outputs_size());
+  for (const OutputPiece& p : impl_->mine) byOutput[p.index].push_back(&p);
+  std::vector<OwnPart> parts(plan.outputs_size());
+  for (int k = 0; k < plan.outputs_size(); ++k) {
+    auto& pieces = byOutput[k];
+    if (pieces.empty()) continue;
+    std::sort(pieces.begin(), pieces.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    const OutputPiece& first = *pieces.front();
+    if (pieces.size() == 1 || first.splitDim < 0) {
+      parts[k] = {first.tensor, first.splitDim, first.offset};
+      continue;
+    }
+    // A rank's micro-batches: adjacent slices along one dim, joined.
+    TensorType type = first.tensor.type();
+    int64_t extent = 0;
+    for (const OutputPiece* p : pieces) {
+      if (p->splitDim != first.splitDim || p->offset != first.offset + extent)
+        return internalError("rank ", impl_->rank, ": its pieces of output ", k, " are not adjacent slices");
+      extent += p->length;
+    }
+    type.shape[first.splitDim] = extent;
+    Tensor joined = Tensor::zeros(type);
+    for (const OutputPiece* p : pieces)
+      RETURN_IF_ERROR(insertAlong(joined, p->tensor, first.splitDim, p->offset - first.offset));
+    parts[k] = {std::move(joined), first.splitDim, first.offset};
+  }
+  return parts;
+}
 
 struct RankSession::Impl {
   const LoadedPlan* plan = nullptr;

@@ -266,6 +266,17 @@ class ProcessRankSession {
   /// RankSession::interrupt); the session is then broken.
   void interrupt();
 
+  /// This rank's own part of one output in the last run.
+  struct OwnPart {
+    Tensor tensor;        ///< undefined: the rank computes none of the output
+    int splitDim = -1;    ///< -1: the whole output
+    int64_t offset = 0;   ///< where the part starts along splitDim
+  };
+  /// \returns per Plan.outputs entry what this rank computed of it in the
+  /// last run: the whole output, its slice (its micro-batches' slices
+  /// joined), or nothing.
+  StatusOr<std::vector<OwnPart>> lastOwnParts() const;
+
  private:
   struct Impl;
   explicit ProcessRankSession(std::unique_ptr<Impl> impl);

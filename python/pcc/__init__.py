@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -301,7 +301,8 @@ class Session:
     distributed  one process per rank, started by torchrun, mpirun or srun (or
                  RANK/WORLD_SIZE set by hand): this process runs its rank,
                  the launcher's variables say which (docs/runtime.md#launchers);
-                 run() returns the whole outputs on rank 0, [] elsewhere.
+                 run() returns the whole outputs on rank 0, and elsewhere the
+                 part of each output that rank computed.
                  Every process must make the same runs in the same order.
     rendezvous   where a distributed session's processes meet, as pcc-run's
                  --rendezvous: a directory they all see, or tcp:HOST:PORT
@@ -341,10 +342,11 @@ class Session:
         return self._plan.outputs
 
     def run(self, output_names: Optional[Iterable[str]], feeds: Mapping[str, Any]) -> List[np.ndarray]:
-        """Runs every rank once. \\returns the outputs named (all when None), in that order."""
+        """Runs every rank once. \\returns the outputs named (all when None), in
+        that order. Off rank 0 in a distributed session: this rank's own part of
+        each (its slice of a split output, None where it computes none of it;
+        own_slices() says where each lies)."""
         outs = self._session.run(_feeds_in_order(self.get_inputs(), feeds))
-        if not outs:
-            return []
         names = [o.name for o in self.get_outputs()]
         if output_names is None:
             return list(outs)
@@ -356,9 +358,16 @@ class Session:
         return picked
 
     def run_dict(self, feeds: Mapping[str, Any]) -> Dict[str, np.ndarray]:
-        """Runs every rank once. \\returns {output name: array} ({} off rank 0 when distributed)."""
+        """Runs every rank once. \\returns {output name: array} (off rank 0 in a
+        distributed session: the parts this rank computed, see own_slices)."""
         outs = self.run(None, feeds)
-        return dict(zip((o.name for o in self.get_outputs()), outs)) if outs else {}
+        return {o.name: a for o, a in zip(self.get_outputs(), outs) if a is not None}
+
+    def own_slices(self) -> Dict[str, Optional[Tuple[int, int, int]]]:
+        """A distributed session: where this rank's part of each output of the
+        last run lies, (dim, start, length) with dim -1 for the whole output,
+        None where the rank computes none of it. {} in a threads session."""
+        return dict(zip((o.name for o in self.get_outputs()), self._session.own_slices()))
 
     def profile(self, feeds: Mapping[str, Any], iters: int = 1) -> List[Dict[str, Any]]:
         """Runs `feeds` `iters` times with every instruction timed (ranks

@@ -408,7 +408,33 @@ class Session {
     inputs.clear();
     if (!outs.ok()) raise(outs.status());
     nb::list out;
+    if (process_ && process_->rank() != 0) {
+      // Its own part of each output (None where it computes none of it).
+      auto parts = process_->lastOwnParts();
+      if (!parts.ok()) raise(parts.status());
+      for (const ProcessRankSession::OwnPart& part : *parts) out.append(part.tensor.defined() ? toNumpy(part.tensor) : nb::none());
+      return out;
+    }
     for (const Tensor& t : *outs) out.append(toNumpy(t));
+    return out;
+  }
+
+  /// A distributed session: per output, where this rank's part of the last
+  /// run lies: (split dim, start, length), split dim -1 for the whole
+  /// output; None where the rank computes none of it.
+  nb::list ownSlices() const {
+    nb::list out;
+    if (!process_) return out;
+    auto parts = process_->lastOwnParts();
+    if (!parts.ok()) raise(parts.status());
+    for (const ProcessRankSession::OwnPart& part : *parts) {
+      if (!part.tensor.defined()) {
+        out.append(nb::none());
+        continue;
+      }
+      int64_t length = part.splitDim >= 0 ? part.tensor.shape()[part.splitDim] : 0;
+      out.append(nb::make_tuple(part.splitDim, part.offset, length));
+    }
     return out;
   }
 
@@ -571,6 +597,7 @@ NB_MODULE(_pcc, m) {
       .def_prop_ro("world_size", &Session::worldSize)
       .def_prop_ro("launcher", &Session::launcher)
       .def("run", &Session::run, "feeds"_a)
+      .def("own_slices", &Session::ownSlices)
       .def("profile", &Session::profile, "feeds"_a, "iters"_a)
       .def("generate", &Session::generate, "prompts"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a,
            "seed"_a, "stop_at_eos"_a, "prefill"_a, "check"_a)

@@ -1,17 +1,21 @@
 """pcc.Session(plan, distributed=True): one process per rank, started the way
 each launcher starts them, each process running its rank three times; rank
-0's outputs equal the single-process session's bit for bit (one kernel
+0's outputs equal the single-process session's bit for bit, and every other
+rank's own part of each output (Session.own_slices) equals that output's
+slice (one kernel
 thread per rank in both). torch and Slurm are not in the test environment:
 torchrun's and srun's variables are set by hand exactly as each sets them;
 Open MPI's mpirun starts the processes for real (tools/setup.sh installs it).
 Every rank presents the run's secret (PCC_RDZV_SECRET)."""
 
+import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -66,17 +70,34 @@ def finish(procs, limit=180):
     return out
 
 
-def check_outputs(path, want):
-    with np.load(path) as got:
+def check_outputs(out, want):
+    """Rank 0's outputs equal the single-process run's; every other rank's own
+    part of each output equals that run's output at the place own_slices names."""
+    with np.load(out + ".npz") as got:
         assert set(got.files) == set(want)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k} differs from the single-process run")
+    parts = 0
+    for r in range(1, WORLD):
+        with open(f"{out}.rank{r}.json") as f:
+            slices = json.load(f)
+        assert set(slices) == set(want)
+        with np.load(f"{out}.rank{r}.npz") as got:
+            assert set(got.files) == {k for k, v in slices.items() if v is not None}
+            for k, where in slices.items():
+                if where is None:
+                    continue
+                dim, start, length = where
+                expected = want[k] if dim < 0 else np.take(want[k], range(start, start + length), axis=dim)
+                np.testing.assert_array_equal(got[k], expected, err_msg=f"rank {r}'s part of {k} ({where})")
+                parts += 1
+    assert parts > 0, "no rank but 0 computed any part of an output"
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "srun"])
 def test_launcher_variables(case, launcher):
     d, plan, want = case
-    out = d / f"{launcher}.npz"
+    out = str(d / launcher)
     port = free_port()
     env0 = base_env()
     procs = {}
@@ -89,7 +110,7 @@ def test_launcher_variables(case, launcher):
             env.update(SLURM_PROCID=str(r), SLURM_NTASKS=str(WORLD), SLURM_LOCALID=str(r),
                        SLURM_JOB_NODELIST="localhost", SLURM_STEP_NODELIST="localhost", SLURM_JOB_ID="7",
                        SLURM_STEP_ID="0", PCC_RDZV_PORT=str(port))
-        procs[r] = subprocess.Popen([sys.executable, WORKER, plan.path, str(d / "feeds.npz"), str(out)], env=env,
+        procs[r] = subprocess.Popen([sys.executable, WORKER, plan.path, str(d / "feeds.npz"), out], env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     got = finish(procs)
     for r, (rc, o, e) in got.items():
@@ -102,12 +123,12 @@ def test_mpirun(case, rendezvous):
     mpirun = shutil.which("mpirun")
     assert mpirun, "mpirun not found (tools/setup.sh installs openmpi-bin)"
     d, plan, want = case
-    out = d / f"mpirun_{rendezvous}.npz"
+    out = str(d / f"mpirun_{rendezvous}")
     where = str(d / "rdzv") if rendezvous == "directory" else f"tcp:127.0.0.1:{free_port()}"
     cmd = [mpirun, "--oversubscribe", "-np", str(WORLD), "-x", "PCC_RDZV_SECRET", "-x", "PYTHONPATH"]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
-    cmd += [sys.executable, WORKER, plan.path, str(d / "feeds.npz"), str(out), where]
+    cmd += [sys.executable, WORKER, plan.path, str(d / "feeds.npz"), out, where]
     p = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stdout}\n{p.stderr}"
     assert all(f"rank {r} of {WORLD}: ok" in p.stdout for r in range(WORLD)), p.stdout
@@ -128,3 +149,23 @@ def test_distributed_needs_a_launcher(case, monkeypatch):
         pcc.Session(plan, distributed=True)
     with pytest.raises(pcc.BadInputError, match="only a distributed session"):
         pcc.Session(plan, rendezvous="/tmp/unused")
+
+
+def test_a_peer_that_never_arrives_raises_peer_error(tmp_path, monkeypatch):
+    """Rank 1 of a two-rank plan alone (a directory rendezvous): the session
+    gives up at its timeout with pcc.PeerError naming the rank that never
+    arrived."""
+    plan = pcc.compile(os.path.join(SOURCE_DIR, "models", "mlp.onnx"), gpus=2, strategy="tp=2", batch=4, quiet=True)
+    for k in LAUNCH_VARS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("PCC_RUN_ID", "alone")
+    t0 = time.monotonic()
+    with pytest.raises(pcc.PeerError) as e:
+        pcc.Session(plan, distributed=True, timeout=2, rendezvous=str(tmp_path / "rdzv"))
+    took = time.monotonic() - t0
+    assert "rank 0 never arrived" in str(e.value) and e.value.exit_code == 4
+    # Within the timeout and the moment a failure takes to name the lost peer
+    # (gloo's file store alone would wait 30 s).
+    assert took < 15, f"gave up after {took:.1f} s with a 2 s timeout"

@@ -178,6 +178,27 @@ def test_inputs_are_not_copied_and_strided_ones_work(mlp_plan):
     np.testing.assert_array_equal(sess.run(None, feeds)[0], want)
 
 
+class _DLPackOnly:
+    """An array reachable only through the DLPack protocol (as a torch CPU tensor is)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_feeds(mlp_plan):
+    feeds = _mlp_feeds(mlp_plan)
+    sess = pcc.Session(mlp_plan, threads=1)
+    want = sess.run(None, feeds)[0]
+    (name,) = feeds
+    np.testing.assert_array_equal(sess.run(None, {name: _DLPackOnly(feeds[name])})[0], want)
+
+
 def test_bad_feeds_raise_bad_input_naming_the_input(mlp_plan):
     sess = pcc.Session(mlp_plan)
     (info,) = mlp_plan.inputs
