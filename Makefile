@@ -78,8 +78,11 @@ sanitize-build: setup
 
 # PCC_E2E_SUBSET=sanitize: the e2e loops over the 16 exports take the 8
 # TorchScript ones (tests/e2e/pcc_e2e.py, exporter_subset).
+# test_kernels reuses the plain build's kernel cache when there is one
+# (PCC_E2E_KERNEL_CACHE): the same kernels, compiled by the same compilers.
 sanitize: sanitize-build
-	$(SAN_ENV) PCC_E2E_SUBSET=sanitize ctest --test-dir $(SAN_BUILD) -LE conformance --output-on-failure -j2
+	$(SAN_ENV) PCC_E2E_SUBSET=sanitize $(if $(wildcard $(BUILD)/kernel-cache),PCC_E2E_KERNEL_CACHE=$(abspath $(BUILD))/kernel-cache) \
+	  ctest --test-dir $(SAN_BUILD) -LE conformance --output-on-failure -j2
 
 fuzz: sanitize-build
 	$(SAN_ENV) bash tools/fuzz.sh $(SAN_BUILD) $(FUZZ_SECONDS)

@@ -22,7 +22,7 @@ kernels after every op). With --target cuda, some PTX of the --gpus 1 plans
 must hold the 16-byte vector loads and stores of flat kernels. A recognized Attention is a generated kernel
 (online softmax) unless the plan lists it among the fallbacks with a
 reason, and the plans must launch some. NVRTC and the C++ compiler cache
-under the build folder.
+under the build folder (PCC_E2E_KERNEL_CACHE: elsewhere).
 """
 import glob
 import json
@@ -233,7 +233,12 @@ def main():
     tools = e2e.Tools(args.bin)
     if not e2e.require_tools(suite, tools, ("pcc", "pcc-run", "pcc-report")):
         return suite.finish()
-    os.environ["PCC_CACHE_DIR"] = os.path.join(tools.bin_dir, "kernel-cache")
+    # The kernel cache under the build folder, or PCC_E2E_KERNEL_CACHE: `make
+    # sanitize` points it at the plain build's, whose `make test` compiled the
+    # same kernels with the same compilers (NVRTC and the C++ compiler are not
+    # what the sanitizers check; the cache's lookups still run).
+    os.environ["PCC_CACHE_DIR"] = os.environ.get("PCC_E2E_KERNEL_CACHE") or os.path.join(tools.bin_dir,
+                                                                                         "kernel-cache")
     target = "cuda" if cuda_available(tools, suite) else "cpu"
     ptxas = ptxas_path() if target == "cuda" else None
     print(f"target {target}; ptxas {ptxas or 'not found: PTX not checked by ptxas'}", flush=True)

@@ -288,18 +288,27 @@ def _decoder_case(name, exporter):
     return m["prompts"], m["max_new_tokens"], want
 
 
-def test_generate_equals_transformers(tmp_path):
-    prompts, new_tokens, want = _decoder_case("llama", "ts")
-    plan = pcc.compile(os.path.join(EXPORTED_DIR, "decoders", "llama.ts.onnx"), gpus=2, strategy="tp=2", quiet=True)
+DECODERS = sorted(os.path.basename(p)[:-len(".onnx")]
+                  for p in glob.glob(os.path.join(EXPORTED_DIR, "decoders", "*.onnx")))
+
+
+@pytest.mark.parametrize("export", DECODERS)
+def test_generate_equals_transformers(export):
+    """Every committed decoder export as a generation plan split over two
+    ranks: greedy tokens equal transformers' generate (recorded at export),
+    every step's logits checked against the export's own decode step."""
+    name, exporter = export.split(".")
+    prompts, new_tokens, want = _decoder_case(name, exporter)
+    plan = pcc.compile(os.path.join(EXPORTED_DIR, "decoders", export + ".onnx"), gpus=2, strategy="tp=2",
+                       batch=2, quiet=True)
     g = plan.generation
-    assert g and g["batch"] >= 1 and g["max_context"] > new_tokens
+    assert g and g["batch"] == 2 and g["max_context"] > new_tokens
     sess = pcc.Session(plan)
-    res = sess.generate(prompts[0], new_tokens, stop_at_eos=False, check=True)
-    assert res["tokens"] == [want[0]]
-    assert res["checked_steps"] > 0
-    if g["batch"] >= 2:
-        res = sess.generate(prompts, new_tokens, stop_at_eos=False)
-        assert res["tokens"] == [want[0], want[1]]
+    res = sess.generate(prompts, new_tokens, stop_at_eos=False, check=True)
+    assert res["tokens"] == [want[0], want[1]]
+    assert res["checked_steps"] > 0 and res["decode_tokens"] > 0
+    one = sess.generate(prompts[1], new_tokens, stop_at_eos=False)  # one prompt: a list of ids
+    assert one["tokens"] == [want[1]]
     with pytest.raises(pcc.BadInputError):
         sess.generate([10 ** 9], 2)  # a token outside the vocabulary
 
