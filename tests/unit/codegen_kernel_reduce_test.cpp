@@ -31,12 +31,6 @@ int count(const KernelSpec& spec, ScalarOp op) {
   return n;
 }
 
-std::vector<std::vector<int64_t>> strides(const KernelSpec& spec) {
-  std::vector<std::vector<int64_t>> s;
-  for (const KernelInput& in : spec.inputs) s.push_back(in.strides);
-  return s;
-}
-
 /// \returns the instructions of `prog` other than FREE, one line each, for failure messages.
 std::string listing(const plan::RankProgram& prog) {
   std::string s;
