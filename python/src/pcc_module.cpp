@@ -255,6 +255,24 @@ nb::object toNumpy(const Tensor& t) {
       .cast();
 }
 
+/// \returns one tensor per Plan.inputs entry viewing `feeds` (in that order),
+/// each checked by viewInput.
+std::vector<Tensor> viewInputs(const plan::Plan& p, const std::vector<InArray>& feeds) {
+  if (static_cast<int>(feeds.size()) != p.inputs_size())
+    raise(invalidInput("the plan takes ", p.inputs_size(), " inputs, ", feeds.size(), " given"));
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < p.inputs_size(); ++i) inputs.push_back(viewInput(feeds[i], p.inputs(i)));
+  return inputs;
+}
+
+/// \returns `outs` as numpy arrays, or raises its error.
+nb::list toNumpyList(const StatusOr<std::vector<Tensor>>& outs) {
+  if (!outs.ok()) raise(outs.status());
+  nb::list out;
+  for (const Tensor& t : *outs) out.append(toNumpy(t));
+  return out;
+}
+
 // ---------------------------------------------------------------- plans
 
 /// A plan bundle read from disk, shared by the Plan object and its sessions.
@@ -389,11 +407,7 @@ class Session {
   /// One run on `feeds` (in Plan.inputs order): the outputs, or (a
   /// distributed session's rank other than 0) an empty list.
   nb::list run(const std::vector<InArray>& feeds) {
-    const plan::Plan& p = bundle_.proto();
-    if (static_cast<int>(feeds.size()) != p.inputs_size())
-      raise(invalidInput("the plan takes ", p.inputs_size(), " inputs, ", feeds.size(), " given"));
-    std::vector<Tensor> inputs;
-    for (int i = 0; i < p.inputs_size(); ++i) inputs.push_back(viewInput(feeds[i], p.inputs(i)));
+    std::vector<Tensor> inputs = viewInputs(bundle_.proto(), feeds);
     StatusOr<std::vector<Tensor>> outs = internalError("no run");
     if (process_) {
       ProcessRankSession* s = process_.get();
@@ -407,16 +421,16 @@ class Session {
     }
     inputs.clear();
     if (!outs.ok()) raise(outs.status());
-    nb::list out;
     if (process_ && process_->rank() != 0) {
       // Its own part of each output (None where it computes none of it).
       auto parts = process_->lastOwnParts();
       if (!parts.ok()) raise(parts.status());
-      for (const ProcessRankSession::OwnPart& part : *parts) out.append(part.tensor.defined() ? toNumpy(part.tensor) : nb::none());
+      nb::list out;
+      for (const ProcessRankSession::OwnPart& part : *parts)
+        out.append(part.tensor.defined() ? toNumpy(part.tensor) : nb::none());
       return out;
     }
-    for (const Tensor& t : *outs) out.append(toNumpy(t));
-    return out;
+    return toNumpyList(outs);
   }
 
   /// A distributed session: per output, where this rank's part of the last
@@ -444,10 +458,7 @@ class Session {
     if (launch_) raise(unsupported("profile: a distributed session cannot profile yet; pcc-run --profile under the "
                                    "same launcher times every rank"));
     const plan::Plan& p = bundle_.proto();
-    if (static_cast<int>(feeds.size()) != p.inputs_size())
-      raise(invalidInput("the plan takes ", p.inputs_size(), " inputs, ", feeds.size(), " given"));
-    std::vector<Tensor> inputs;
-    for (int i = 0; i < p.inputs_size(); ++i) inputs.push_back(viewInput(feeds[i], p.inputs(i)));
+    std::vector<Tensor> inputs = viewInputs(p, feeds);
     RunOptions o = opts_;
     o.profile = true;
     o.iters = std::max(1, iters);
@@ -533,21 +544,14 @@ class Session {
 
 /// Runs Plan.reference on the reference kernels: the oracle of --check.
 nb::list runReferenceProgram(const Bundle& b, const std::vector<InArray>& feeds) {
-  const plan::Plan& p = b.proto();
-  if (static_cast<int>(feeds.size()) != p.inputs_size())
-    raise(invalidInput("the plan takes ", p.inputs_size(), " inputs, ", feeds.size(), " given"));
-  std::vector<Tensor> inputs;
-  for (int i = 0; i < p.inputs_size(); ++i) inputs.push_back(viewInput(feeds[i], p.inputs(i)));
+  std::vector<Tensor> inputs = viewInputs(b.proto(), feeds);
   StatusOr<std::vector<Tensor>> outs = internalError("no run");
   {
     nb::gil_scoped_release release;
     outs = runReference(*b.plan, inputs);
   }
   inputs.clear();
-  if (!outs.ok()) raise(outs.status());
-  nb::list out;
-  for (const Tensor& t : *outs) out.append(toNumpy(t));
-  return out;
+  return toNumpyList(outs);
 }
 
 }  // namespace
