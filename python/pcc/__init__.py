@@ -139,7 +139,8 @@ def compile(model, gpus: Optional[int] = None, *, strategy: Union[str, Mapping[s
     shapes    {input name: shape}, a shape as (2, 128) or "2x128"
     freeze    {input name: path of a TensorProto .pb}: the input becomes a constant
     objective "latency" or "throughput"
-    gpu       the device the cost model plans for ("h100", "a100", "h200", "cpu", ...)
+    gpu       the device the cost model plans for: "h100", "h200", "a100-80g",
+              "a100-40g" or "cpu" (CPU ranks)
     cluster   a cluster spec JSON file in place of gpu's
     target    "cpu" or "cuda" kernels
     output    the plan bundle directory to write; default: a temporary one,
