@@ -1019,7 +1019,8 @@ int ProcessRankSession::rank() const { return impl_->rank; }
 
 StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>& inputs) {
   Impl& m = *impl_;
-  if (!m.firstError.ok()) return invalidInput("the session stopped at an earlier error: ", m.firstError.message());
+  if (!m.firstError.ok())
+    return Status(m.firstError.code(), strCat("the session stopped at an earlier error: ", m.firstError.message()));
   RETURN_IF_ERROR(validateInputs(m.plan->plan, inputs));
   cpu::setKernelThreads(m.kernelThreads);  // the calling thread's kernels
   RankComms& comms = m.link->comms();
@@ -1191,7 +1192,8 @@ StatusOr<std::unique_ptr<RankSession>> RankSession::start(const LoadedPlan& p, c
 
 StatusOr<std::vector<Tensor>> RankSession::run(const std::vector<Tensor>& inputs) {
   Impl& m = *impl_;
-  if (m.broken) return invalidInput("the session stopped at an earlier error: ", m.firstError.message());
+  if (m.broken)
+    return Status(m.firstError.code(), strCat("the session stopped at an earlier error: ", m.firstError.message()));
   RETURN_IF_ERROR(validateInputs(m.plan->plan, inputs));
   if (m.runsInline) {
     if (!m.inlineThreadsSet) {

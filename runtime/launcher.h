@@ -210,7 +210,7 @@ class RankSession {
 
   /// Runs every rank once on `inputs` (one per Plan.inputs entry, checked).
   /// \returns the assembled outputs, or the first error; after an error the
-  /// session is broken and every later run fails.
+  /// session is broken and every later run fails with the same code.
   StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
 
   /// Makes every rank's program bind its state pieces to the memory of the
