@@ -176,7 +176,7 @@ def compile(model, gpus: Optional[int] = None, *, strategy: Union[str, Mapping[s
 def _option_help() -> str:
     lines = ["", "Options (keyword: the flag of `pcc --help`):"]
     for key, o in _OPTIONS.items():
-        if key in ("gpus", "strategy", "batch", "shape", "freeze", "objective", "gpu", "cluster", "target"):
+        if key in _NAMED.values():  # compile()'s own parameters, documented above
             continue
         kind = "switch" if not o.takes_value else (o.value_name or "value")
         lines.append(f"    {key} ({kind}): {' '.join(o.help.split())}")

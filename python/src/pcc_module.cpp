@@ -481,7 +481,7 @@ class Session {
         row["index"] = i;
         row["op"] = ins.op().empty() ? plan::Instruction::Kind_Name(ins.kind()) : ins.op();
         row["node"] = ins.node();
-        row["seconds"] = t.calls ? t.seconds / static_cast<double>(std::max<int64_t>(1, t.calls)) : 0.0;
+        row["seconds"] = t.calls ? t.seconds / static_cast<double>(t.calls) : 0.0;
         row["min_seconds"] = t.minSeconds;
         row["calls"] = t.calls;
         row["provider"] = t.provider;
@@ -575,7 +575,6 @@ NB_MODULE(_pcc, m) {
         "The compile options: (flag, takes a value, repeatable, value name, help) per option.");
   m.def("compile", &compileToBundle, "model"_a, "output"_a, "flags"_a, "log"_a.none(),
         "Compiles `model` with `flags` (pcc's command-line flags) into the bundle directory `output`.");
-  m.def("pipeline_passes", &pipelinePasses);
 
   nb::class_<Bundle>(m, "Bundle")
       .def_static("load", &Bundle::load, "dir"_a)
