@@ -12,11 +12,12 @@ all: build
 setup:
 	bash tools/setup.sh $(BUILD)
 
-# The Python package's module is built against the test environment's Python
+# The Python package's module is built (PCC_PYTHON=ON: a missing nanobind or
+# Python header is an error, not a skipped test) against the test environment's Python
 # (nanobind comes from it), and a .pth file there puts $(BUILD)/python, where
 # the package is assembled, on its path: `$(PYTHON) -c "import pcc"` works.
 build: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PYTHON))
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PYTHON)) -DPCC_PYTHON=ON
 	cmake --build $(BUILD) -j$(JOBS)
 	$(PYTHON) -c 'import site, sys; open(site.getsitepackages()[0] + "/pcc-build.pth", "w").write(sys.argv[1] + "\n")' $(abspath $(BUILD))/python
 

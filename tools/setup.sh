@@ -10,6 +10,7 @@ build=${1:-$here/build}
 # runtime, so its CMake package (find_package(dnnl CONFIG)) requires OpenCL.
 # graphviz: its dot program draws pcc-report's HTML graph (and the tests run it).
 # libxtensor-dev (its xnpy.hpp) and libzip-dev: pcc-run's .npy and .npz tensor files.
+# python3-dev: Python's headers, for the Python package's module (nanobind).
 # openmpi-bin: mpirun starts pcc-run processes in tests/e2e/test_launch.py (only
 # as a launcher: gloo carries the collectives).
 debs=(cmake g++ make pkg-config
@@ -19,7 +20,7 @@ debs=(cmake g++ make pkg-config
       libcli11-dev nlohmann-json3-dev libxtensor-dev libzip-dev
       graphviz
       openmpi-bin
-      python3 python3-venv)
+      python3 python3-venv python3-dev)
 # `make sanitize` and `make fuzz` (tools/setup.sh BUILD --sanitize): clang with
 # its sanitizer and libFuzzer runtimes, and the OpenMP header clang reads.
 if [ "${2:-}" = "--sanitize" ]; then
