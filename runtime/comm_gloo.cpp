@@ -766,6 +766,35 @@ std::shared_ptr<GlooStore> GlooStore::overTcp(std::shared_ptr<TcpStoreClient> cl
   return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<TcpGlooStore>(std::move(client))));
 }
 
+namespace {
+
+/// Holds the store an OwningPrefixStore prefixes (a base class, so that it is
+/// built before the PrefixStore that refers to it).
+struct StoreOwner {
+  std::shared_ptr<gloo::rendezvous::Store> owned;
+};
+
+/// gloo's PrefixStore, keeping the store it prefixes alive. A wait without a
+/// timeout is the prefixed store's own (PrefixStore's would be gloo's default
+/// 30 seconds, not the run's bound of BoundedFileStore).
+class OwningPrefixStore final : private StoreOwner, public gloo::rendezvous::PrefixStore {
+ public:
+  OwningPrefixStore(std::shared_ptr<gloo::rendezvous::Store> base, const std::string& prefix)
+      : StoreOwner{std::move(base)}, PrefixStore(prefix, *owned) {}
+  using PrefixStore::wait;
+  void wait(const std::vector<std::string>& keys) override {
+    std::vector<std::string> joined;
+    for (const std::string& k : keys) joined.push_back(joinKey(k));
+    store_.wait(joined);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<GlooStore> GlooStore::withPrefix(const std::string& prefix) const {
+  return std::shared_ptr<GlooStore>(new GlooStore(std::make_shared<OwningPrefixStore>(store_, prefix)));
+}
+
 StatusOr<RankComms> connectGloo(GlooStore& store, int rank, int worldSize,
                                 const std::vector<GlooGroup>& groups, bool withWorld,
                                 const GlooOptions& options) {

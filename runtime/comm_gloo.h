@@ -35,6 +35,10 @@ class GlooStore {
   /// (runtime/tcp_store.h), for rank processes on one or several machines.
   /// Its waits are bounded by the client's request timeout.
   static std::shared_ptr<GlooStore> overTcp(std::shared_ptr<TcpStoreClient> client);
+  /// \returns a store whose keys are this store's under `prefix`: a second
+  /// set of communicators of the same ranks (another program of the same
+  /// session) meets there without mistaking the first set's keys for its own.
+  std::shared_ptr<GlooStore> withPrefix(const std::string& prefix) const;
 
   gloo::rendezvous::Store& store() { return *store_; }
   /// \returns the gloo store, to share with other libraries' rendezvous (a

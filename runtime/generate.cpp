@@ -146,13 +146,103 @@ class ReferenceStepper {
   std::vector<Tensor> inputs_;
 };
 
-/// The generation itself, on started sessions (generateTokens).
+/// The ranks a generation runs on: every rank as a thread of this process
+/// (RankSession), or this process's rank of many (ProcessRankSession).
+class GenerationRanks {
+ public:
+  virtual ~GenerationRanks() = default;
+  /// Runs the decode step; \returns its outputs where this process chooses
+  /// the tokens (chooses()), none elsewhere.
+  virtual StatusOr<std::vector<Tensor>> decode(const std::vector<Tensor>& inputs) = 0;
+  /// Runs the prefill program (only when the plan has one and it is used).
+  virtual StatusOr<std::vector<Tensor>> prefill(const std::vector<Tensor>& inputs) = 0;
+  /// \returns the bytes the last run's communicators moved on this process's ranks.
+  virtual int64_t commBytes() const = 0;
+  /// Sums `v` over the processes (rank 0 tells the others the tokens it
+  /// chose; each adds its ranks' bytes); nothing to do in one process.
+  virtual Status sum(std::vector<int64_t>& v) { (void)v; return Status::OK(); }
+  /// Whether this process has the logits and chooses the tokens.
+  virtual bool chooses() const { return true; }
+};
+
+/// Every rank as a thread of this process.
+class ThreadRanks final : public GenerationRanks {
+ public:
+  ThreadRanks(RankSession& decode, RankSession* prefill) : decode_(decode), prefill_(prefill) {}
+  StatusOr<std::vector<Tensor>> decode(const std::vector<Tensor>& inputs) override { return decode_.run(inputs); }
+  StatusOr<std::vector<Tensor>> prefill(const std::vector<Tensor>& inputs) override { return prefill_->run(inputs); }
+  int64_t commBytes() const override { return decode_.lastRunCommBytes(); }
+
+ private:
+  RankSession& decode_;
+  RankSession* prefill_;
+};
+
+/// This process's rank; the plan's other ranks generate in other processes.
+class ProcessRanks final : public GenerationRanks {
+ public:
+  explicit ProcessRanks(ProcessRankSession& s) : s_(s) {}
+  StatusOr<std::vector<Tensor>> decode(const std::vector<Tensor>& inputs) override { return s_.run(inputs); }
+  StatusOr<std::vector<Tensor>> prefill(const std::vector<Tensor>& inputs) override { return s_.runSecond(inputs); }
+  int64_t commBytes() const override { return s_.lastRunCommBytes(); }
+  Status sum(std::vector<int64_t>& v) override {
+    Tensor t = Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(v.size())}, v);
+    RETURN_IF_ERROR(s_.sumOverRanks(t));
+    std::copy(t.data<int64_t>(), t.data<int64_t>() + v.size(), v.begin());
+    return Status::OK();
+  }
+  bool chooses() const override { return s_.rank() == 0; }
+
+ private:
+  ProcessRankSession& s_;
+};
+
+/// The generation itself, on started ranks (generateTokens).
 StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Generation& gen,
                                       const std::vector<std::vector<int64_t>>& prompts, size_t real,
-                                      const GenerateOptions& g, RankSession& decodeSession, RankSession* prefill,
+                                      const GenerateOptions& g, GenerationRanks& ranks, bool usePrefill,
                                       const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref);
 
+/// The prompts of `g` checked against plan `p` and padded to its batch with
+/// copies of the first. \returns them, or the invalid-input error.
+StatusOr<std::vector<std::vector<int64_t>>> checkedPrompts(const LoadedPlan& p, const GenerateOptions& g);
+
+/// Untimed runs first (RunOptions::warmup): a prefill and a decode step on
+/// the same prompts, unchecked, then the generation. What the warm-ups leave
+/// in the cache is never read: every position a sequence's attention reads is
+/// written again first.
+StatusOr<GenerateResult> warmAndGenerate(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o,
+                                         GenerationRanks& ranks, bool usePrefill, const LoadedPlan& prefillPlan) {
+  const plan::Plan& plan = p.plan;
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> prompts, checkedPrompts(p, g));
+  std::optional<ReferenceStepper> ref;
+  if (g.check && ranks.chooses()) {
+    ASSIGN_OR_RETURN(ReferenceStepper r, ReferenceStepper::make(p));
+    ref.emplace(std::move(r));
+  }
+  for (int w = 0; w < o.warmup; ++w) {
+    GenerateOptions once = g;
+    once.maxNewTokens = std::min(g.maxNewTokens, 2);
+    once.check = false;
+    once.onToken = nullptr;
+    std::optional<ReferenceStepper> none;
+    ASSIGN_OR_RETURN(GenerateResult ignored, generateWith(plan, plan.generation(), prompts, g.prompts.size(), once,
+                                                          ranks, usePrefill, prefillPlan, none));
+    (void)ignored;
+  }
+  return generateWith(plan, plan.generation(), prompts, g.prompts.size(), g, ranks, usePrefill, prefillPlan, ref);
+}
+
 }  // namespace
+
+LoadedPlan prefillPlanOf(const LoadedPlan& p) {
+  LoadedPlan v;
+  v.plan = prefillView(p.plan);
+  v.dir = p.dir;
+  v.files = p.files;
+  v.kernels = p.kernels;
+  return v;
+}
 
 int64_t planCommBytes(const plan::Plan& plan) {
   int64_t n = 0;
@@ -174,6 +264,44 @@ int64_t planCommBytes(const plan::Plan& plan) {
 }
 
 StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o) {
+  RETURN_IF_ERROR(checkedPrompts(p, g).status());
+  ASSIGN_OR_RETURN(std::unique_ptr<RankSession> session, RankSession::start(p, o));
+  // The prefill program: a session of its own on the same ranks' cache.
+  const bool usePrefill = g.prefill && p.plan.generation().has_prefill();
+  LoadedPlan prefillPlan;
+  std::unique_ptr<RankSession> prefill;
+  if (usePrefill) {
+    prefillPlan = prefillPlanOf(p);
+    ASSIGN_OR_RETURN(prefill, RankSession::start(prefillPlan, o));
+    RETURN_IF_ERROR(prefill->shareStates(*session));
+  }
+  ThreadRanks ranks(*session, prefill.get());
+  return warmAndGenerate(p, g, o, ranks, usePrefill, prefillPlan);
+}
+
+StatusOr<GenerateResult> generateTokensRank(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o,
+                                            int rank, const Rendezvous& rendezvous) {
+  RETURN_IF_ERROR(checkedPrompts(p, g).status());
+  // Both programs in one session of this rank, over one rendezvous.
+  LoadedPlan prefillPlan;
+  const bool withPrefill = p.plan.generation().has_prefill();
+  if (withPrefill) prefillPlan = prefillPlanOf(p);
+  ASSIGN_OR_RETURN(std::unique_ptr<ProcessRankSession> session,
+                   ProcessRankSession::start(p, withPrefill ? &prefillPlan : nullptr, o, rank, rendezvous));
+  return generateOn(*session, p, withPrefill ? &prefillPlan : nullptr, g, o);
+}
+
+StatusOr<GenerateResult> generateOn(ProcessRankSession& session, const LoadedPlan& p, const LoadedPlan* prefill,
+                                    const GenerateOptions& g, const RunOptions& o) {
+  // Every process has the same options, so every one decides alike to use the prefill.
+  const bool usePrefill = g.prefill && prefill != nullptr && session.programs() > 1;
+  ProcessRanks ranks(session);
+  return warmAndGenerate(p, g, o, ranks, usePrefill, usePrefill ? *prefill : p);
+}
+
+namespace {
+
+StatusOr<std::vector<std::vector<int64_t>>> checkedPrompts(const LoadedPlan& p, const GenerateOptions& g) {
   const plan::Plan& plan = p.plan;
   if (!plan.has_generation() || plan.generation().states_size() == 0)
     return invalidInput(p.dir, ": the plan does not generate (compile a decoder export with past_key_values inputs "
@@ -200,52 +328,16 @@ StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptio
       if (t < 0 || t >= vocab)
         return invalidInput("prompt ", i, ": token id ", t, " is outside the vocabulary [0, ", vocab, ")");
   }
-  const size_t real = prompts.size();
   while (static_cast<int64_t>(prompts.size()) < batch) prompts.push_back(prompts.front());
-
-  ASSIGN_OR_RETURN(std::unique_ptr<RankSession> session, RankSession::start(p, o));
-  // The prefill program: a session of its own on the same ranks' cache.
-  const bool usePrefill = g.prefill && gen.has_prefill();
-  LoadedPlan prefillPlan;
-  std::unique_ptr<RankSession> prefill;
-  if (usePrefill) {
-    prefillPlan.plan = prefillView(plan);
-    prefillPlan.dir = p.dir;
-    prefillPlan.files = p.files;
-    prefillPlan.kernels = p.kernels;
-    ASSIGN_OR_RETURN(prefill, RankSession::start(prefillPlan, o));
-    RETURN_IF_ERROR(prefill->shareStates(*session));
-  }
-  std::optional<ReferenceStepper> ref;
-  if (g.check) {
-    ASSIGN_OR_RETURN(ReferenceStepper r, ReferenceStepper::make(p));
-    ref.emplace(std::move(r));
-  }
-  // Untimed runs first (RunOptions::warmup): a prefill and a decode step on
-  // the same prompts, unchecked. What they leave in the cache is never read:
-  // every position a sequence's attention reads is written again first.
-  for (int w = 0; w < o.warmup; ++w) {
-    GenerateOptions once = g;
-    once.maxNewTokens = std::min(g.maxNewTokens, 2);
-    once.check = false;
-    once.onToken = nullptr;
-    std::optional<ReferenceStepper> none;
-    ASSIGN_OR_RETURN(GenerateResult ignored,
-                     generateWith(plan, gen, prompts, real, once, *session, prefill.get(), prefillPlan, none));
-    (void)ignored;
-  }
-  return generateWith(plan, gen, prompts, real, g, *session, prefill.get(), prefillPlan, ref);
+  return prompts;
 }
-
-namespace {
 
 StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Generation& gen,
                                       const std::vector<std::vector<int64_t>>& prompts, size_t real,
-                                      const GenerateOptions& g, RankSession& decodeSession, RankSession* prefill,
+                                      const GenerateOptions& g, GenerationRanks& ranks, bool usePrefill,
                                       const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref) {
-  RankSession* session = &decodeSession;
   const int64_t batch = gen.batch(), ctx = gen.max_context();
-  const bool usePrefill = prefill != nullptr;
+  const bool chooses = ranks.chooses();
   // One generator per sequence, seeded by --seed and its index: a sequence's
   // samples depend on nothing else (its neighbours, the mesh, prefill or not).
   const bool greedy = g.temperature <= 0 || g.topK == 1;
@@ -266,9 +358,8 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
   const Clock::time_point t0 = Clock::now();
   Clock::time_point firstAt{};
   bool first = false;
-  // Takes sequence b's token chosen from `row` (after its prompt).
-  auto take = [&](int64_t b, const std::vector<float>& row) {
-    const int64_t t = choose(row, g, rng[b]);
+  // Takes sequence b's new token t (after its prompt).
+  auto take = [&](int64_t b, int64_t t) {
     last[b] = t;
     res.tokens[b].push_back(t);
     if (first) ++res.decodeTokens;
@@ -276,6 +367,16 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
     const bool eos = g.stopAtEos && std::find(gen.eos_token_ids().begin(), gen.eos_token_ids().end(), t) !=
                                         gen.eos_token_ids().end();
     if (eos || static_cast<int>(res.tokens[b].size()) >= g.maxNewTokens) done[b] = true;
+  };
+  // Every process takes the tokens the choosing one chose (`chosen`: per
+  // sequence, its token + 1, or 0 when it takes none this run), and adds up
+  // its ranks' communicators' bytes (chosen[batch]). \returns all ranks' bytes.
+  auto settle = [&](std::vector<int64_t>& chosen) -> StatusOr<int64_t> {
+    chosen[batch] = ranks.commBytes();
+    RETURN_IF_ERROR(ranks.sum(chosen));
+    for (int64_t b = 0; b < batch; ++b)
+      if (chosen[b] > 0) take(b, chosen[b] - 1);
+    return chosen[batch];
   };
   auto noteFirst = [&] {
     if (!first && std::all_of(res.tokens.begin(), res.tokens.end(), [](const auto& v) { return !v.empty(); })) {
@@ -306,10 +407,10 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
       else
         for (int64_t j = 0; j < len[b]; ++j) m[pre.mask_offset() + j] = 1;
     }
-    ASSIGN_OR_RETURN(std::vector<Tensor> outs, prefill->run(pin));
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, ranks.prefill(pin));
     ++res.prefillRuns;
-    const Tensor& logits = outs[pre.logits()];
-    const int64_t V = logits.shape().back();
+    const Tensor logits = chooses ? outs[pre.logits()] : Tensor();
+    const int64_t V = chooses ? logits.shape().back() : 0;
     auto prefillRow = [&](int64_t b) {
       const float* x = logits.data<float>() + (b * P + len[b] - 1) * V;
       return std::vector<float>(x, x + V);
@@ -343,12 +444,14 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
       }
       ++res.checkedSteps;
     }
+    std::vector<int64_t> chosen(batch + 1, 0);
     for (int64_t b = 0; b < batch; ++b) {
       pos[b] = len[b];
       if (static_cast<size_t>(b) < real) res.prefillTokens += len[b];
-      if (done[b] || len[b] < static_cast<int64_t>(prompts[b].size())) continue;
-      take(b, prefillRow(b));
+      if (done[b] || len[b] < static_cast<int64_t>(prompts[b].size()) || !chooses) continue;
+      chosen[b] = choose(prefillRow(b), g, rng[b]) + 1;
     }
+    RETURN_IF_ERROR(settle(chosen).status());
     noteFirst();
   }
   auto allDone = [&] { return std::all_of(done.begin(), done.begin() + static_cast<long>(real), [](bool d) { return d; }); };
@@ -381,33 +484,34 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
     inputs[gen.attention_mask()] = mask;
     inputs[gen.cache_position()] = cpos;
     if (posIds.defined()) inputs[gen.position_ids()] = posIds;
-    ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->run(inputs));
-    const int64_t moved = session->lastRunCommBytes();
-    res.commBytesMin = res.steps == 0 ? moved : std::min(res.commBytesMin, moved);
-    res.commBytesMax = std::max(res.commBytesMax, moved);
-    ++res.steps;
-    const Tensor& logits = outs[gen.logits()];
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, ranks.decode(inputs));
+    const Tensor logits = chooses ? outs[gen.logits()] : Tensor();
     if (ref) {
       ASSIGN_OR_RETURN(Tensor want, ref->run(plan, inputs, stepPos));
       Diff d = compareTensors(logits, want, g.rtol, g.atol);
       res.maxLogitDiff = std::max(res.maxLogitDiff, d.maxAbs);
       ++res.checkedSteps;
       if (!d.ok && res.mismatch.empty())
-        res.mismatch = strCat("step ", res.steps - 1, ": logits differ from the export's own decode step (",
+        res.mismatch = strCat("step ", res.steps, ": logits differ from the export's own decode step (",
                               d.where, ")");
       for (size_t b = 0; greedy && b < real && res.mismatch.empty(); ++b)
         if (!done[b] && stepPos[b] + 1 >= static_cast<int64_t>(prompts[b].size()) &&
             argmax(rowOf(logits, static_cast<int64_t>(b))) != argmax(rowOf(want, static_cast<int64_t>(b))))
-          res.mismatch = strCat("step ", res.steps - 1, ": sequence ", b, " chooses token ",
+          res.mismatch = strCat("step ", res.steps, ": sequence ", b, " chooses token ",
                                 argmax(rowOf(logits, static_cast<int64_t>(b))), ", the export's own step ",
                                 argmax(rowOf(want, static_cast<int64_t>(b))));
     }
+    std::vector<int64_t> chosen(batch + 1, 0);
     for (int64_t b = 0; b < batch; ++b) {
       const bool inPrompt = pos[b] + 1 < static_cast<int64_t>(prompts[b].size());
       ++pos[b];
-      if (done[b] || inPrompt) continue;
-      take(b, rowOf(logits, b));
+      if (done[b] || inPrompt || !chooses) continue;
+      chosen[b] = choose(rowOf(logits, b), g, rng[b]) + 1;
     }
+    ASSIGN_OR_RETURN(const int64_t moved, settle(chosen));
+    res.commBytesMin = res.steps == 0 ? moved : std::min(res.commBytesMin, moved);
+    res.commBytesMax = std::max(res.commBytesMax, moved);
+    ++res.steps;
     noteFirst();
   }
   if (first) res.decodeSeconds = std::chrono::duration<double>(Clock::now() - firstAt).count();

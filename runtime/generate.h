@@ -74,4 +74,26 @@ int64_t planCommBytes(const plan::Plan& plan);
 /// prompt that does not fit the context.
 StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o);
 
+/// Generates on rank `rank` of `p` in this process, its other ranks running
+/// in other processes that call this with the same options and meet through
+/// `rendezvous` (ProcessRankSession: the decode step and the prefill program
+/// in one session). Rank 0 has the logits: it chooses each step's tokens (and
+/// runs --check's reference) and tells the other processes, with one sum over
+/// the ranks per step, which also adds up their communicators' bytes.
+/// \returns on every rank the tokens; the times, the bytes and the check on rank 0.
+StatusOr<GenerateResult> generateTokensRank(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o,
+                                            int rank, const Rendezvous& rendezvous);
+
+/// The same on a started session of this rank (its peers call this too, with
+/// the same options): `session` runs `p`'s decode step and, as its second
+/// program, `prefill` (prefillPlanOf(p); null or a session without a second
+/// program: the prompts go through the decode step). The cache the session
+/// holds from an earlier generation is never read.
+StatusOr<GenerateResult> generateOn(ProcessRankSession& session, const LoadedPlan& p, const LoadedPlan* prefill,
+                                    const GenerateOptions& g, const RunOptions& o);
+
+/// \returns the prefill program of generation plan `p` as a plan of its own
+/// (prefillView), sharing `p`'s files and kernels.
+LoadedPlan prefillPlanOf(const LoadedPlan& p);
+
 }  // namespace pcc

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -721,25 +722,30 @@ class RankLink {
       store = GlooStore::overTcp(client);
       l->liveness_ = std::make_unique<StoreLiveness>(client);
     }
-    GlooOptions gopts;
-    gopts.timeout = timeout;
-    if (!o.glooHost.empty()) gopts.hostname = o.glooHost;
-    gopts.iface = o.glooIface;
+    l->gopts_.timeout = timeout;
+    if (!o.glooHost.empty()) l->gopts_.hostname = o.glooHost;
+    l->gopts_.iface = o.glooIface;
+    l->store_ = store;
+    l->n_ = n;
     RankLink* raw = l.get();
     l->watcher_ = std::thread([raw] { raw->watch(); });
-    auto connected = exec.backend().communicators(store, gopts)->connect(rank, n, groups, /*withWorld=*/n > 1);
-    if (!connected.ok()) return l->failed(connected.status());
-    {
-      std::lock_guard<std::mutex> lock(l->watchMu_);
-      l->comms_ = std::move(connected).value();
-      l->haveComms_ = true;
-    }
+    RETURN_IF_ERROR(l->connect(exec, groups, store));
     return l;
+  }
+
+  /// Connects the communicators of another program of the same ranks (a
+  /// generation plan's prefill), over the same rendezvous under its own key
+  /// prefix, so that its groups never meet the first program's.
+  /// \returns them (the link keeps them; the watcher aborts them too).
+  StatusOr<RankComms*> connectMore(Executor& exec, const std::vector<GlooGroup>& groups) {
+    RETURN_IF_ERROR(connect(exec, groups, store_->withPrefix(strCat("program", comms_.size()))));
+    return &comms_.back();
   }
 
   ~RankLink() { stopWatcher(); }
 
-  RankComms& comms() { return comms_; }
+  /// The first program's communicators.
+  RankComms& comms() { return comms_.front(); }
   /// Set by the watcher once a peer is lost.
   const std::atomic<bool>& lostPeer() const { return lostPeer_; }
 
@@ -762,7 +768,7 @@ class RankLink {
     }
     if (!lostPeer_) live.failed(why.message());
     live.ended();
-    if (haveComms_) comms_.abortAll();
+    abortAll();
     // Rank 0 serves the TCP store: it stays a moment for its peers to read
     // why it gave up before the store closes with it.
     if (server_) live.awaitPeers(std::chrono::seconds(2));
@@ -794,19 +800,37 @@ class RankLink {
       live.beat();
       if (!live.lost(/*arrivals=*/false, stopLimit_).empty()) {
         lostPeer_ = true;
-        if (haveComms_) comms_.abortAll();
+        abortAllLocked();
         if (!wake_.wait_for(lock, std::chrono::seconds(1), [&] { return done_; }) && o_.onStuckAfterPeerLost) {
           live.ended();
           // Rank 0 serves the TCP store: its peers may still be reading it.
           if (server_) live.awaitPeers(std::chrono::seconds(2));
           o_.onStuckAfterPeerLost(live.explain(
-              environmentError("rank ", rank_, haveComms_ ? ": stopped while blocked in a collective or transfer"
+              environmentError("rank ", rank_, !comms_.empty() ? ": stopped while blocked in a collective or transfer"
                                                           : ": stopped while connecting to its peers"),
               blameLimit_));
         }
         return;
       }
     }
+  }
+
+  /// Connects `exec`'s communicators through `store` and keeps them.
+  Status connect(Executor& exec, const std::vector<GlooGroup>& groups, std::shared_ptr<GlooStore> store) {
+    auto connected = exec.backend().communicators(std::move(store), gopts_)->connect(rank_, n_, groups,
+                                                                                     /*withWorld=*/n_ > 1);
+    if (!connected.ok()) return failed(connected.status());
+    std::lock_guard<std::mutex> lock(watchMu_);
+    comms_.push_back(std::move(connected).value());
+    return Status::OK();
+  }
+
+  void abortAll() {
+    std::lock_guard<std::mutex> lock(watchMu_);
+    abortAllLocked();
+  }
+  void abortAllLocked() {
+    for (RankComms& c : comms_) c.abortAll();
   }
 
   void stopWatcher() {
@@ -825,8 +849,12 @@ class RankLink {
   // first, it is closed last.
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<RankLiveness> liveness_;
-  RankComms comms_;
-  bool haveComms_ = false;  // under watchMu_
+  std::shared_ptr<GlooStore> store_;
+  GlooOptions gopts_;
+  int n_ = 1;
+  // Per program, the first one's first; grows under watchMu_ (a deque: the
+  // programs' executors keep pointers to theirs).
+  std::deque<RankComms> comms_;
   std::atomic<bool> lostPeer_{false};
   std::mutex watchMu_;
   std::condition_variable wake_;
@@ -978,14 +1006,25 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 }
 
 struct ProcessRankSession::Impl {
-  const LoadedPlan* plan = nullptr;
-  Prepared pr;
+  /// One program of the session (the plan's; a second's, startWithSecond).
+  struct Program {
+    const LoadedPlan* plan = nullptr;
+    Prepared pr;
+    std::unique_ptr<Executor> exec;
+    RankComms* comms = nullptr;  ///< owned by the link
+    std::vector<OutputPiece> mine;
+  };
+  std::vector<Program> programs;
   int rank = 0, n = 0, kernelThreads = 1, timeoutSeconds = 300;
-  std::unique_ptr<Executor> exec;
   std::unique_ptr<RankLink> link;
   std::atomic<bool> stop{false};
   Status firstError;
-  std::vector<OutputPiece> mine;
+  int lastProgram = 0;
+
+  Status fail(const Status& s) {
+    firstError = link->failed(s);
+    return firstError;
+  }
 };
 
 ProcessRankSession::ProcessRankSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -997,59 +1036,106 @@ ProcessRankSession::~ProcessRankSession() {
 
 StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const LoadedPlan& p, const RunOptions& o,
                                                                          int rank, const Rendezvous& rendezvous) {
+  return start(p, nullptr, o, rank, rendezvous);
+}
+
+StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const LoadedPlan& p, const LoadedPlan* second,
+                                                                         const RunOptions& o, int rank,
+                                                                         const Rendezvous& rendezvous) {
   RunOptions checked = o;
   checked.iters = 1;
   checked.warmup = 0;
   checked.pipeline = nullptr;
   auto impl = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(impl->pr, prepare(p, {}, checked, /*checkInputs=*/false));
-  impl->plan = &p;
   impl->rank = rank;
   impl->timeoutSeconds = o.timeoutSeconds;
-  impl->n = static_cast<int>(impl->pr.progs.size());
-  if (rank < 0 || rank >= impl->n) return invalidInput("rank ", rank, " is outside the plan's ", impl->n, " ranks");
-  ASSIGN_OR_RETURN(impl->exec, makeExecutor(p, *impl->pr.progs[rank], checked));
-  impl->exec->setStopFlag(&impl->stop);
+  for (const LoadedPlan* lp : {&p, second}) {
+    if (!lp) continue;
+    Impl::Program prog;
+    ASSIGN_OR_RETURN(prog.pr, prepare(*lp, {}, checked, /*checkInputs=*/false));
+    prog.plan = lp;
+    const int n = static_cast<int>(prog.pr.progs.size());
+    if (!impl->programs.empty() && n != impl->n)
+      return invalidInput(lp->dir, ": a second program of ", n, " ranks for a session of ", impl->n);
+    impl->n = n;
+    if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
+    ASSIGN_OR_RETURN(prog.exec, makeExecutor(*lp, *prog.pr.progs[rank], checked));
+    prog.exec->setStopFlag(&impl->stop);
+    if (!impl->programs.empty()) RETURN_IF_ERROR(prog.exec->shareStates(*impl->programs.front().exec));
+    impl->programs.push_back(std::move(prog));
+  }
   impl->kernelThreads = o.threadsPerRank > 0 ? o.threadsPerRank : cpu::threadsPerRank(localRanks(impl->n));
-  ASSIGN_OR_RETURN(impl->link, RankLink::open(*impl->exec, impl->pr.groups, checked, rank, impl->n, rendezvous));
+  Impl::Program& first = impl->programs.front();
+  ASSIGN_OR_RETURN(impl->link, RankLink::open(*first.exec, first.pr.groups, checked, rank, impl->n, rendezvous));
+  first.comms = &impl->link->comms();
+  for (size_t k = 1; k < impl->programs.size(); ++k) {
+    Impl::Program& more = impl->programs[k];
+    auto comms = impl->link->connectMore(*more.exec, more.pr.groups);
+    if (!comms.ok()) {
+      impl->firstError = comms.status();
+      return comms.status();
+    }
+    more.comms = *comms;
+  }
   return std::unique_ptr<ProcessRankSession>(new ProcessRankSession(std::move(impl)));
 }
 
 int ProcessRankSession::rank() const { return impl_->rank; }
 
-StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>& inputs) {
+int ProcessRankSession::programs() const { return static_cast<int>(impl_->programs.size()); }
+
+StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>& inputs) { return runProgram(0, inputs); }
+
+StatusOr<std::vector<Tensor>> ProcessRankSession::runSecond(const std::vector<Tensor>& inputs) {
+  if (impl_->programs.size() < 2) return internalError("the session has no second program");
+  return runProgram(1, inputs);
+}
+
+StatusOr<std::vector<Tensor>> ProcessRankSession::runProgram(int k, const std::vector<Tensor>& inputs) {
   Impl& m = *impl_;
   if (!m.firstError.ok())
     return Status(m.firstError.code(), strCat("the session stopped at an earlier error: ", m.firstError.message()));
-  RETURN_IF_ERROR(validateInputs(m.plan->plan, inputs));
+  Impl::Program& prog = m.programs[k];
+  m.lastProgram = k;
+  RETURN_IF_ERROR(validateInputs(prog.plan->plan, inputs));
   cpu::setKernelThreads(m.kernelThreads);  // the calling thread's kernels
-  RankComms& comms = m.link->comms();
-  auto fail = [&](const Status& s) {
-    m.firstError = m.link->failed(s);
-    return m.firstError;
-  };
-  if (m.link->lostPeer()) return fail(environmentError("a peer rank is lost (stopped before this run)"));
-  if (Status st = m.exec->run(inputs, &comms, &m.mine); !st.ok()) return fail(withRank(st, m.rank));
+  RankComms& comms = *prog.comms;
+  if (m.link->lostPeer()) return m.fail(environmentError("a peer rank is lost (stopped before this run)"));
+  if (Status st = prog.exec->run(inputs, &comms, &prog.mine); !st.ok()) return m.fail(withRank(st, m.rank));
   if (m.rank != 0) {
-    for (const OutputPiece& piece : m.mine)
-      if (Status sent = comms.world->send(piece.tensor, 0); !sent.ok()) return fail(sent);
+    for (const OutputPiece& piece : prog.mine)
+      if (Status sent = comms.world->send(piece.tensor, 0); !sent.ok()) return m.fail(sent);
     return std::vector<Tensor>{};
   }
   std::vector<std::vector<OutputPiece>> pieces(m.n);
-  pieces[0] = m.mine;  // views: kept for lastOwnParts
+  pieces[0] = prog.mine;  // views: kept for lastOwnParts
   for (int r = 1; r < m.n; ++r) {
-    Status got = receivePieces(*m.plan, *m.pr.progs[r], r, *comms.world, &pieces[r]);
-    if (!got.ok()) return fail(got);
+    Status got = receivePieces(*prog.plan, *prog.pr.progs[r], r, *comms.world, &pieces[r]);
+    if (!got.ok()) return m.fail(got);
   }
-  return assemble(m.plan->plan, pieces);
+  return assemble(prog.plan->plan, pieces);
+}
+
+Status ProcessRankSession::sumOverRanks(Tensor& t) {
+  Impl& m = *impl_;
+  if (!m.firstError.ok())
+    return Status(m.firstError.code(), strCat("the session stopped at an earlier error: ", m.firstError.message()));
+  if (m.n == 1) return Status::OK();
+  if (Status st = m.programs.front().comms->world->allReduceSum(t); !st.ok()) return m.fail(st);
+  return Status::OK();
+}
+
+int64_t ProcessRankSession::lastRunCommBytes() const {
+  const Executor& e = *impl_->programs[impl_->lastProgram].exec;
+  return e.collectiveTimes().bytes + e.receiveTimes().bytes + e.sentBytes();
 }
 
 void ProcessRankSession::interrupt() { impl_->stop.store(true); }
 
 StatusOr<std::vector<ProcessRankSession::OwnPart>> ProcessRankSession::lastOwnParts() const {
-  const plan::Plan& plan = impl_->plan->plan;
+  const plan::Plan& plan = impl_->programs.front().plan->plan;
   std::vector<std::vector<const OutputPiece*>> byOutput(plan.outputs_size());
-  for (const OutputPiece& p : impl_->mine) byOutput[p.index].push_back(&p);
+  for (const OutputPiece& p : impl_->programs.front().mine) byOutput[p.index].push_back(&p);
   std::vector<OwnPart> parts(plan.outputs_size());
   for (int k = 0; k < plan.outputs_size(); ++k) {
     auto& pieces = byOutput[k];

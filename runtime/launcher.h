@@ -254,13 +254,34 @@ class ProcessRankSession {
   ProcessRankSession(const ProcessRankSession&) = delete;
   ProcessRankSession& operator=(const ProcessRankSession&) = delete;
 
+  /// The same with a second program of the same ranks, `second` (a
+  /// generation plan's prefill, prefillView), prepared beside the first and
+  /// connected over the same rendezvous; its state pieces are bound to the
+  /// first program's (Executor::shareStates). Null: none.
+  static StatusOr<std::unique_ptr<ProcessRankSession>> start(const LoadedPlan& p, const LoadedPlan* second,
+                                                             const RunOptions& o, int rank,
+                                                             const Rendezvous& rendezvous);
+
   int rank() const;
+  /// \returns 1, or 2 with a second program.
+  int programs() const;
 
   /// Runs this rank once on `inputs` (every Plan.inputs entry: each process
   /// passes the whole inputs). \returns on rank 0 the assembled outputs, on
   /// other ranks none; or the first error, after which the session is broken
   /// and its peers stop too.
   StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  /// The same for the second program (an internal error when there is none).
+  StatusOr<std::vector<Tensor>> runSecond(const std::vector<Tensor>& inputs);
+
+  /// Sums `t` (a host tensor) over every rank in place, through the world
+  /// communicator: rank 0 tells the others what it decided (the generation
+  /// loop's chosen tokens). Every rank calls it at the same point.
+  Status sumOverRanks(Tensor& t);
+
+  /// \returns the bytes this rank's last run (of either program) gave its
+  /// collectives, sent and received.
+  int64_t lastRunCommBytes() const;
 
   /// Stops the run in progress at its next instruction, from any thread (as
   /// RankSession::interrupt); the session is then broken.
@@ -273,13 +294,14 @@ class ProcessRankSession {
     int64_t offset = 0;   ///< where the part starts along splitDim
   };
   /// \returns per Plan.outputs entry what this rank computed of it in the
-  /// last run: the whole output, its slice (its micro-batches' slices
-  /// joined), or nothing.
+  /// first program's last run: the whole output, its slice (its
+  /// micro-batches' slices joined), or nothing.
   StatusOr<std::vector<OwnPart>> lastOwnParts() const;
 
  private:
   struct Impl;
   explicit ProcessRankSession(std::unique_ptr<Impl> impl);
+  StatusOr<std::vector<Tensor>> runProgram(int k, const std::vector<Tensor>& inputs);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -610,7 +610,7 @@ StatusOr<std::vector<int64_t>> promptOf(const std::string& text, const std::stri
 /// --generate: writes the prompts with the plan's prefill program, then runs
 /// its decode step token by token (--warmup N: N untimed generations of two
 /// tokens first).
-int runGenerate(const Args& a, const LoadedPlan& lp) {
+int runGenerate(const Args& a, const LoadedPlan& lp, const std::optional<ProcessRank>& proc) {
   GenerateOptions g;
   for (size_t i = 0; i < a.promptIds.size(); ++i) {
     auto ids = promptOf(a.promptIds[i], strCat("--prompt-ids ", i));
@@ -645,8 +645,18 @@ int runGenerate(const Args& a, const LoadedPlan& lp) {
     g.atol = a.atol;
   }
   if (a.topP <= 0 || a.topP > 1) return fail(invalidInput("--top-p expects a number in (0, 1], got ", a.topP));
-  auto res = generateTokens(lp, g, a.run);
+  RunOptions ro = a.run;
+  if (proc) {
+    ro.localRank = proc->localRank;
+    ro.onStuckAfterPeerLost = [](const Status& why) {
+      fail(why);
+      std::cerr.flush();
+      std::_Exit(why.exitCode());
+    };
+  }
+  auto res = proc ? generateTokensRank(lp, g, ro, proc->rank, proc->rendezvous) : generateTokens(lp, g, ro);
   if (!res.ok()) return fail(res.status());
+  if (proc && proc->rank != 0) return 0;  // rank 0 reports for everyone
   for (size_t b = 0; b < res->tokens.size(); ++b) {
     std::printf("tokens[%zu]:", b);
     for (int64_t t : res->tokens[b]) std::printf(" %lld", static_cast<long long>(t));
@@ -692,13 +702,13 @@ int run(const Args& a) {
   if (plan.has_generation()) {
     auto proc = processRank(a);
     if (!proc.ok()) return fail(proc.status());
-    if (*proc)
-      return fail(invalidInput(a.plan, ": generation runs its ranks as threads of one process; one process per "
-                               "rank is not supported for generation plans yet"));
+    if (*proc && (*proc)->worldSize != plan.ranks_size())
+      return fail(invalidInput("the environment starts ", (*proc)->worldSize, " processes but the plan has ",
+                               plan.ranks_size(), " ranks"));
     if (a.batches > 0 || !a.inputs.empty() || !a.expect.empty() || !a.outputs.empty())
       return fail(invalidInput(a.plan, ": a generation plan takes --generate N with --prompt-ids (not --inputs, "
                                "--expect, --outputs or --batches)"));
-    return runGenerate(a, *lp);
+    return runGenerate(a, *lp, *proc);
   }
   if (a.generate > 0)
     return fail(invalidInput(a.plan, ": --generate needs a generation plan (a decoder export with past_key_values "

@@ -388,7 +388,11 @@ class Session {
     {
       nb::gil_scoped_release release;
       if (launch_) {
-        auto s = ProcessRankSession::start(*bundle_.plan, opts_, launch_->rank, launch_->rendezvous);
+        // A generation plan's prefill program joins the session as its second program.
+        const plan::Plan& pp = bundle_.proto();
+        if (pp.has_generation() && pp.generation().has_prefill()) prefill_ = prefillPlanOf(*bundle_.plan);
+        auto s = ProcessRankSession::start(*bundle_.plan, prefill_ ? &*prefill_ : nullptr, opts_, launch_->rank,
+                                           launch_->rendezvous);
         if (s.ok()) process_ = std::move(s).value();
         else failed = s.status();
       } else {
@@ -494,8 +498,6 @@ class Session {
   /// Generates with a generation plan (runtime/generate.h).
   nb::dict generate(const std::vector<std::vector<int64_t>>& prompts, int maxNewTokens, double temperature, int topK,
                     double topP, uint64_t seed, bool stopAtEos, bool prefill, bool checkAgainstReference) {
-    if (launch_) raise(unsupported("generate: a distributed session (one process per rank) cannot generate yet; "
-                                   "generate with every rank a thread of one process (distributed=False)"));
     GenerateOptions g;
     g.prompts = prompts;
     g.maxNewTokens = maxNewTokens;
@@ -511,7 +513,10 @@ class Session {
     StatusOr<GenerateResult> res = internalError("no run");
     {
       nb::gil_scoped_release release;
-      res = generateTokens(*bundle_.plan, g, o);
+      if (process_)
+        res = generateOn(*process_, *bundle_.plan, prefill_ ? &*prefill_ : nullptr, g, o);
+      else
+        res = generateTokens(*bundle_.plan, g, o);
     }
     if (!res.ok()) raise(res.status());
     if (checkAgainstReference && !res->mismatch.empty()) raise(Status(StatusCode::kCheckFailed, res->mismatch));
@@ -538,6 +543,7 @@ class Session {
   Bundle bundle_;
   RunOptions opts_;
   std::unique_ptr<RankSession> session_;          // every rank a thread of this process
+  std::optional<LoadedPlan> prefill_;             // distributed: the prefill program process_ runs too
   std::unique_ptr<ProcessRankSession> process_;   // distributed: this process's rank
   std::optional<LaunchEnv> launch_;
 };

@@ -463,3 +463,22 @@ def finish_processes(procs, limit):
         o, e = p.communicate()
         out[r] = (p.returncode if r in ended else None, o, e, ended.get(r, time.monotonic() - t0))
     return out
+
+
+def run_ranks(tools, plan, world, rendezvous, run_id, extra):
+    """Starts `world` pcc-run processes; \returns their (returncode, stdout, stderr)."""
+    procs = []
+    for r in range(world):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), PCC_RUN_ID=run_id)
+        cmd = [tools.path("pcc-run"), plan, "--rendezvous", rendezvous, "--timeout", "60"] + extra
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    out = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+        out.append((p.returncode, o, e))
+    return out

@@ -16,7 +16,10 @@ which writes the prompts in one run, its weights the decode step's; at
 lives in state bindings written in place by TensorScatter, and no collective,
 send or receive touches a cache buffer (the cache never moves between ranks
 or steps); the communicators' byte counts per decode step equal what the
-plan's collectives and transfers move.
+plan's collectives and transfers move. At tp=2,pp=2 (and the builder model at
+tp=2) the ranks also generate as processes, one pcc-run per rank meeting
+through a directory: the same tokens, the same check and byte counts, and
+(sampling) the same tokens as the ranks as threads.
 """
 
 import json
@@ -110,6 +113,36 @@ def estimate_wrong(rep, batch):
     return "\n".join("  " + p for p in problems) + (f"\n  {e}" if problems else "")
 
 
+COMM_LINE = (r"^communication: (\d+) bytes per decode step on all ranks \(the plan's collectives and "
+             r"transfers: (\d+)\)$")
+
+
+def as_processes(suite, case, tools, bundle, run_args, want, work, sampled, mesh):
+    """The same generation with one pcc-run process per rank: rank 0 chooses
+    each step's tokens and tells the others; it alone prints."""
+    world = len(e2e.read_programs(bundle)[0])
+    extra = [str(a) for a in run_args[1:]]
+    results = e2e.run_ranks(tools, bundle, world, os.path.join(work, "rdzv-greedy"), "greedy", extra)
+    detail = "\n".join(f"  rank {i}: exit {rc}\n{e2e.indent(o + e)}" for i, (rc, o, e) in enumerate(results))
+    if not suite.check(f"{case}: as {world} processes: every rank exits 0", all(rc == 0 for rc, _, _ in results),
+                       detail):
+        return
+    out0 = results[0][1]
+    m = re.search(COMM_LINE, out0, re.M)
+    suite.check(f"{case}: as {world} processes: transformers' tokens, every step matching the export's, the "
+                "communicators moving the plan's bytes", tokens_of(out0) == want and "check: " in out0
+                and m is not None and m.group(1) == m.group(2) and int(m.group(1)) > 0, detail)
+    suite.check(f"{case}: as {world} processes: the other ranks stay quiet",
+                all(o.strip() == "" for _, o, _ in results[1:]), detail)
+    if sampled is not None and mesh in sampled:
+        plain = [a for a in extra if a != "--check"] + SAMPLING
+        results = e2e.run_ranks(tools, bundle, world, os.path.join(work, "rdzv-sampled"), "sampled", plain)
+        detail = "\n".join(f"  rank {i}: exit {rc}\n{e2e.indent(o + e)}" for i, (rc, o, e) in enumerate(results))
+        suite.check(f"{case}: as {world} processes: sampling with --seed 7 gives the threads' tokens",
+                    all(rc == 0 for rc, _, _ in results) and tokens_of(results[0][1]) == sampled[mesh],
+                    f"  threads: {sampled[mesh]}\n{detail}")
+
+
 def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
     case = f"{family}.{export['exporter']} {mesh}"
     work = suite.tempdir("generate")
@@ -187,8 +220,7 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
                     f"  got  {got}\n  want {want}\n" + r.describe(1500))
         # The communicators' traffic per decode step is exactly what the plan's collectives and
         # transfers move, whose buffers are no cache (cache_stays above): no cache byte moves.
-        m = re.search(r"^communication: (\d+) bytes per decode step on all ranks \(the plan's collectives and "
-                      r"transfers: (\d+)\)$", r.stdout, re.M)
+        m = re.search(COMM_LINE, r.stdout, re.M)
         suite.check(f"{case}: the communicators move per decode step exactly the plan's collective bytes "
                     f"({m.group(2) if m else '?'})", m is not None and m.group(1) == m.group(2)
                     and (mesh != "gpus1" or m.group(1) == "0"), r.describe(1500))
@@ -213,6 +245,8 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
                           SAMPLING)
             if suite.check(f"{case}: samples with a seed", r.returncode == 0, r.describe()):
                 sampled[mesh] = tokens_of(r.stdout)
+        if mesh == "tp2pp2" or (export["exporter"] == "genai" and mesh == "tp2"):
+            as_processes(suite, case, tools, bundle, run_args, want, work, sampled, mesh)
     finally:
         if not suite.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -34,25 +34,6 @@ CASES = [  # (model, batch, compile flags)
 ]
 
 
-def run_ranks(tools, plan, world, rendezvous, run_id, extra):
-    """Starts `world` pcc-run processes; \returns their (returncode, stdout, stderr)."""
-    procs = []
-    for r in range(world):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), PCC_RUN_ID=run_id)
-        cmd = [tools.path("pcc-run"), plan, "--rendezvous", rendezvous, "--timeout", "60"] + extra
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    out = []
-    for p in procs:
-        try:
-            o, e = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            o, e = p.communicate()
-        out.append((p.returncode, o, e))
-    return out
-
-
 def case(suite, tools, model, batch, flags):
     name = f"{model} {' '.join(map(str, flags))}"
     d = suite.tempdir("proc")
@@ -63,7 +44,7 @@ def case(suite, tools, model, batch, flags):
     data = os.path.join(d, "data")
     e2e.write_case(data, e2e.model_path(model), batch, seed=3)
     world = 4
-    results = run_ranks(tools, plan, world, os.path.join(d, "rdzv"), "run1",
+    results = e2e.run_ranks(tools, plan, world, os.path.join(d, "rdzv"), "run1",
                         ["--inputs", data, "--expect", data, "--check", "--rtol", "1e-4", "--atol", "1e-5",
                          "--profile"])
     detail = "\n".join(f"  rank {i}: exit {rc}\n{e2e.indent(o + e)}" for i, (rc, o, e) in enumerate(results))

@@ -6,7 +6,9 @@ slice (one kernel
 thread per rank in both). torch and Slurm are not in the test environment:
 torchrun's and srun's variables are set by hand exactly as each sets them;
 Open MPI's mpirun starts the processes for real (tools/setup.sh installs it).
-Every rank presents the run's secret (PCC_RDZV_SECRET)."""
+Every rank presents the run's secret (PCC_RDZV_SECRET). A generation plan
+split tp=2,pp=2 generates under mpirun as four processes: the tokens
+transformers' generate recorded, on every rank, twice in one session."""
 
 import json
 import os
@@ -26,6 +28,8 @@ import pcc
 
 WORLD = 4
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_worker.py")
+GENERATE_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "generate_worker.py")
+DECODERS = os.path.join(SOURCE_DIR, "models", "exported", "decoders")
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
                "PMIX_NAMESPACE", "PCC_RUN_ID", "PCC_RENDEZVOUS", "PCC_RDZV_PORT", "PCC_RDZV_SECRET")
@@ -118,21 +122,50 @@ def test_launcher_variables(case, launcher):
     check_outputs(out, want)
 
 
-@pytest.mark.parametrize("rendezvous", ["directory", "tcp"])
-def test_mpirun(case, rendezvous):
+def mpirun_cmd():
+    """\returns mpirun's command prefix for WORLD local processes."""
     mpirun = shutil.which("mpirun")
     assert mpirun, "mpirun not found (tools/setup.sh installs openmpi-bin)"
-    d, plan, want = case
-    out = str(d / f"mpirun_{rendezvous}")
-    where = str(d / "rdzv") if rendezvous == "directory" else f"tcp:127.0.0.1:{free_port()}"
     cmd = [mpirun, "--oversubscribe", "-np", str(WORLD), "-x", "PCC_RDZV_SECRET", "-x", "PYTHONPATH"]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
-    cmd += [sys.executable, WORKER, plan.path, str(d / "feeds.npz"), out, where]
+    return cmd
+
+
+@pytest.mark.parametrize("rendezvous", ["directory", "tcp"])
+def test_mpirun(case, rendezvous):
+    d, plan, want = case
+    out = str(d / f"mpirun_{rendezvous}")
+    where = str(d / "rdzv") if rendezvous == "directory" else f"tcp:127.0.0.1:{free_port()}"
+    cmd = mpirun_cmd() + [sys.executable, WORKER, plan.path, str(d / "feeds.npz"), out, where]
     p = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stdout}\n{p.stderr}"
     assert all(f"rank {r} of {WORLD}: ok" in p.stdout for r in range(WORLD)), p.stdout
     check_outputs(out, want)
+
+
+def test_mpirun_generates(tmp_path):
+    """Four processes generate at tp=2,pp=2 (a prefill program shorter than
+    the longer prompt, which goes on through the decode step): every rank gets
+    transformers' greedy tokens, each step checked on rank 0, twice."""
+    with open(os.path.join(DECODERS, "manifest.json")) as f:
+        info = json.load(f)["models"]["llama"]
+    export = next(e for _, e in sorted(info["exports"].items()) if e.get("ok"))
+    plan = pcc.compile(os.path.join(DECODERS, export["file"]), gpus=WORLD, strategy="tp=2,pp=2", batch=2,
+                       max_context=64, max_prompt=3, output=str(tmp_path / "plan.pcc"), quiet=True)
+    new_tokens = len(info["generated"][0])
+    with open(tmp_path / "prompts.json", "w") as f:
+        json.dump(info["prompts"], f)
+    out = str(tmp_path / "gen")
+    cmd = mpirun_cmd() + [sys.executable, GENERATE_WORKER, plan.path, str(tmp_path / "prompts.json"),
+                          str(new_tokens), out, str(tmp_path / "rdzv")]
+    p = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    for r in range(WORLD):
+        with open(f"{out}.rank{r}.json") as f:
+            got = json.load(f)
+        assert got["tokens"] == [info["generated"]] * 2, f"rank {r}: {got['tokens']}"
+        assert all(n > 0 for n in got["checked_steps"]) if r == 0 else got["checked_steps"] == [0, 0], got
 
 
 def test_distributed_needs_a_launcher(case, monkeypatch):
