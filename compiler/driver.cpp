@@ -50,7 +50,7 @@ bool pipelineRuns(std::string_view name, const CompileOptions& opts) {
 
 // Run on each rank program after lowering (docs/partitioning.md#fusion):
 // collectives are explicit there, so no group crosses one.
-constexpr const char* kRankPipeline[] = {"fuse"};
+constexpr const char* kRankPipeline[] = {"fuse", "unit-transposes"};
 
 /// The pattern names report.json always lists (missing ones count 0).
 constexpr const char* kFusionPatterns[] = {"LayerNormalization", "RMSNormalization", "Gelu",

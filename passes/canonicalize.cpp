@@ -24,6 +24,14 @@
 //     broadcast changes nothing).
 // A value that is a graph output is only forwarded where the value replacing
 // it can take over its name (PatternRewriter::canReplace).
+//
+// unit-transposes, run on each rank program after fusion (compiler/driver.cpp):
+// a Transpose that moves only dims of size 1 (the others keep their order:
+// the elements stay where they are, [B,1,H,D] -> [B,H,1,D] of a decode step's
+// one position) becomes a Reshape to its output shape, which the memory plan
+// makes a view; with step 2 the Reshapes around it collapse into one. It runs
+// on rank programs only, after partitioning: the partitioner's dim maps see
+// the exporter's Transposes, whose dims it splits by name.
 
 #include <memory>
 #include <numeric>
@@ -190,6 +198,38 @@ class TransposeThroughMerge : public RewritePattern {
   }
 };
 
+/// A Transpose that only moves dims of size 1 (unit-transposes).
+class UnitDimTranspose : public RewritePattern {
+ public:
+  OpKind rootOp() const override { return OpKind::Transpose; }
+  std::string_view name() const override { return "unit-transpose"; }
+  StatusOr<bool> matchAndRewrite(Node& n, PatternRewriter& rw) const override {
+    Value* x = n.input(0);
+    if (!x) return false;
+    const Dims& xs = x->type().shape;
+    const std::vector<int64_t> perm = permOf(n);
+    if (perm.size() != xs.size()) return false;
+    // The dims above 1, in the order the output takes them, must be in
+    // ascending input order; a 0-sized dim leaves nothing to move.
+    int64_t last = -1;
+    for (int64_t j : perm) {
+      if (j < 0 || j >= static_cast<int64_t>(xs.size())) return false;
+      const int64_t d = xs[static_cast<size_t>(j)];
+      if (d <= 0) return false;
+      if (d == 1) continue;
+      if (j < last) return false;
+      last = j;
+    }
+    const TensorType& ot = n.output()->type();
+    Value* shape = rw.constant(n.output()->name() + "_shape",
+                               Tensor::fromVector<int64_t>(DType::kI64, {ot.rank()}, ot.shape));
+    ASSIGN_OR_RETURN(Node * r, rw.create(OpKind::Reshape, {x, shape}));
+    if (r->output()->type() != ot) return internalError("reshape typed ", r->output()->type().str(), ", not ", ot.str());
+    rw.replace(n.output(), r->output());
+    return true;
+  }
+};
+
 /// \returns the input of `v`'s producer if it is a Transpose swapping the two
 /// dims of a 2-D tensor, else nullptr.
 Value* transposed2d(const Value* v) {
@@ -330,8 +370,23 @@ class CanonicalizePass : public Pass {
   PatternList patterns_;
 };
 
+class UnitTransposesPass : public Pass {
+ public:
+  UnitTransposesPass() {
+    for (OpKind op : {OpKind::Reshape, OpKind::Squeeze, OpKind::Unsqueeze, OpKind::Flatten})
+      patterns_.push_back(std::make_unique<CollapseReshapes>(op));
+    patterns_.push_back(std::make_unique<UnitDimTranspose>());
+  }
+  std::string_view name() const override { return "unit-transposes"; }
+  StatusOr<bool> run(Graph& g, PassContext& ctx) override { return applyPatterns(g, patterns_, ctx); }
+
+ private:
+  PatternList patterns_;
+};
+
 }  // namespace
 
 std::unique_ptr<Pass> createCanonicalizePass() { return std::make_unique<CanonicalizePass>(); }
+std::unique_ptr<Pass> createUnitTransposesPass() { return std::make_unique<UnitTransposesPass>(); }
 
 }  // namespace pcc

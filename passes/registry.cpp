@@ -19,6 +19,7 @@ const PassEntry kPasses[] = {
     {"fold-constants", [] { return createFoldConstantsPass(); }},
     {"recognize", [] { return createRecognizePass(); }},
     {"fuse", [] { return createFusePass(); }},
+    {"unit-transposes", [] { return createUnitTransposesPass(); }},
 };
 }  // namespace
 

@@ -26,6 +26,7 @@ std::unique_ptr<Pass> createFoldConstantsPass(FoldLimits limits = {});
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createUnitTransposesPass();  // passes/canonicalize.cpp
 std::unique_ptr<Pass> createFoldBatchNormPass();
 std::unique_ptr<Pass> createRecognizePass();
 /// Fuse groups epilogues and elementwise chains into Fused nodes (passes/fuse.cpp).

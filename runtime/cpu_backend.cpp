@@ -71,8 +71,7 @@ class GeneratedKernel : public DeviceKernel {
     }
     for (const Tensor& t : outputs) {
       if (t.dtype() == DType::kUndefined) return internalError(where_, ": a generated kernel writes every output");
-      Tensor o = t;
-      out_.push_back(o.mutableData());
+      out_.push_back(const_cast<void*>(t.raw()));  // a planned output: writable memory
     }
     entry_(in_.data(), out_.data());
     return Status::OK();

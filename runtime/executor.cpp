@@ -671,7 +671,21 @@ Status Executor::runAll(const RunInputs& inputs, RankComms* comms, std::vector<O
 
 Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<OutputPiece>* outputs, bool last) {
   const int64_t m = microbatch_;
-  std::vector<Tensor> bufs = weights_;  // views: copying them copies no data
+  // The weights' views, every other slot undefined: each slot's tensor is
+  // reset, not destroyed, so assigning it later allocates no shape.
+  std::vector<Tensor>& bufs = bufs_;
+  auto clearActivations = [&] {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      if (!weights_[i].defined())
+        bufs[i].reset();
+      else if (!bufs[i].defined() || bufs[i].raw() != weights_[i].raw())
+        bufs[i] = weights_[i];  // a FREE made it unreadable
+    }
+  };
+  if (bufs.size() != weights_.size())
+    bufs = weights_;
+  else
+    clearActivations();
   for (size_t i = 0; i < inputSlots_.size(); ++i) {
     const plan::IoBinding& b = prog_.inputs(static_cast<int>(i));
     ASSIGN_OR_RETURN(Tensor host, boundInput(inputs, i, m));
@@ -737,6 +751,7 @@ Status Executor::runOnce(const RunInputs& inputs, RankComms* comms, std::vector<
     const int64_t offset = b.offset() + (b.per_microbatch() ? m * b.length() : 0);
     outputs->push_back({b.index(), b.split_dim(), offset, b.length(), std::move(host).value()});
   }
+  clearActivations();  // what the run allocated is released now, not at the next run
   return Status::OK();
 }
 
@@ -804,7 +819,7 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
       for (size_t k = 0; k < s.out.size(); ++k) {
         const int slot = s.out[k];
         if (slot < 0) {
-          s.outs[k] = Tensor();
+          s.outs[k].reset();
         } else if (homes_[slot] == Home::kArena) {
           bufs[slot] = arenaViews_[slot];
           s.outs[k] = arenaViews_[slot];
@@ -823,7 +838,7 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
         record(provider.empty() ? ins.op() : strCat(ins.op(), " (", provider, ")"), t0);
       }
       for (size_t k = 0; k < s.out.size(); ++k)
-        if (s.out[k] >= 0 && homes_[s.out[k]] != Home::kArena) s.outs[k] = Tensor();
+        if (s.out[k] >= 0 && homes_[s.out[k]] != Home::kArena) s.outs[k].reset();
       if (!st.ok()) return st.withContext(where(s));
       return Status::OK();
     }
@@ -885,7 +900,7 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
     case plan::Instruction::FREE:
       // The memory stays where the plan put it; the slot only stops being readable.
       for (int slot : s.in)
-        if (slot >= 0) bufs[slot] = Tensor();
+        if (slot >= 0) bufs[slot].reset();
       return Status::OK();
     default:
       return invalidInput(where(s), ": unknown instruction kind");

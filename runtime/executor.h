@@ -264,6 +264,9 @@ class Executor {
   std::vector<Tensor> weights_;       // per slot: the weight on the device, or undefined
   std::vector<Tensor> hostWeights_;   // per slot: the mapped weight, or undefined
   std::vector<Tensor> arenaViews_;    // per slot: its view into the arena, or undefined
+  // per slot: the run's tensor (runOnce). Kept between runs so that a run
+  // allocates no shapes: the weights stay, the other slots are reset.
+  std::vector<Tensor> bufs_;
   std::vector<Step> steps_;
   std::vector<int> inputSlots_, outputSlots_;  // per binding
   bool profiling_ = false;

@@ -78,6 +78,8 @@ void ShapeKey::set(std::initializer_list<const Dims*> shapes, double scalar) {
 
 void BoundPrimitive::bind(int arg, const dnnl::memory::desc& d) {
   args_[arg] = dnnl::memory(d, cpuEngine(), DNNL_MEMORY_NONE);
+  execArgs_.clear();
+  for (const auto& [a, m] : args_) execArgs_.push_back({a, m.get()});
 }
 
 void BoundPrimitive::set(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
@@ -97,7 +99,7 @@ ScopedThreads::~ScopedThreads() {
 Status BoundPrimitive::run(const char* what) const {
   ScopedThreads threads(threads_);
   try {
-    prim_.execute(threadStream(), args_);
+    enqueueArgs();
     threadStream().wait();
   } catch (const dnnl::error& e) {
     return dnnlError(what, e);
@@ -107,7 +109,13 @@ Status BoundPrimitive::run(const char* what) const {
 
 void BoundPrimitive::enqueue() const {
   ScopedThreads threads(threads_);
-  prim_.execute(threadStream(), args_);
+  enqueueArgs();
+}
+
+void BoundPrimitive::enqueueArgs() const {
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), threadStream().get(),
+                                                 static_cast<int>(execArgs_.size()), execArgs_.data()),
+                          "could not execute a primitive");
 }
 
 void* threadScratch(int slot, size_t bytes) {

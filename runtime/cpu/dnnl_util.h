@@ -107,9 +107,13 @@ class BoundPrimitive {
   void enqueue() const;
 
  private:
+  void enqueueArgs() const;
   dnnl::primitive prim_;
   int threads_ = 0;
   std::unordered_map<int, dnnl::memory> args_;
+  // The same arguments as the C API takes them, built by bind: a run passes
+  // them as they are (the C++ execute would build this list on every call).
+  std::vector<dnnl_exec_arg_t> execArgs_;
 };
 
 /// \returns this thread's scratch block `slot` (0 or 1), at least `bytes`

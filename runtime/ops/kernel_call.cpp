@@ -181,9 +181,11 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
                     inputs);
   }
   std::vector<Tensor>& got = got_;
-  struct Empty {  // every return below leaves got_ holding no tensor
+  struct Empty {  // every return below leaves got_ holding no tensor (their shapes' storage kept)
     std::vector<Tensor>& v;
-    ~Empty() { v.clear(); }
+    ~Empty() {
+      for (Tensor& t : v) t.reset();
+    }
   } empty{got};
   RETURN_IF_ERROR(dispatch(inputs, outputs, got));
   lastCopied_ = false;
@@ -191,7 +193,7 @@ Status OpKernel::runInto(const std::vector<const Tensor*>& given, const std::vec
     return fail(internalError("the kernel made ", got.size(), " outputs, the caller planned ", outputs.size()), inputs);
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (!outputs[k].defined()) continue;  // a result the caller drops
-    if (got[k].type() != outputs[k].type())
+    if (got[k].dtype() != outputs[k].dtype() || got[k].shape() != outputs[k].shape())
       return fail(internalError("kernel output ", k, " is ", got[k].type().str(), " but the caller planned ",
                                 outputs[k].type().str()),
                   inputs);

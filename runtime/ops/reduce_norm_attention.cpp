@@ -18,6 +18,7 @@
 // Their type inference is runtime/schema/reduce_norm_attention.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/ops/reduce_norm.h"
 #include "runtime/schema/reduce_norm_attention.h"
@@ -128,7 +129,10 @@ Status computeRotary(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   const Tensor* pos = in.size() > 3 && in[3] && in[3]->defined() ? in[3] : nullptr;
   bool interleaved = attrs.getInt("interleaved", 0) != 0;
   int64_t half = r.rot / 2, maxPos = pos ? in[1]->shape()[0] : 0;
-  Tensor y = x.clone();  // dims past rot stay as they are
+  // The planned output (possibly over x itself: each pair is read before it
+  // is written); the dims past rot stay as they are.
+  Tensor y = output(out, 0, x.dtype(), x.shape());
+  if (y.raw() != x.raw() && x.nbytes()) std::memcpy(y.mutableData(), x.raw(), x.nbytes());
   RETURN_IF_ERROR(visitFloat(x.dtype(), [&]<typename T>() -> Status {
     const T *px = x.data<T>(), *pc = in[1]->data<T>(), *ps = in[2]->data<T>();
     T* py = y.mutableData<T>();
@@ -152,7 +156,6 @@ Status computeRotary(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       }
     return Status::OK();
   }));
-  out.push_back(std::move(y));
   return Status::OK();
 }
 
@@ -160,7 +163,7 @@ Status computeRotary(const std::vector<const Tensor*>& in, const AttrMap& attrs,
 
 void registerAttentionOps(OpRegistry& r) {
   r.add(OpKind::Attention, &computeAttention);
-  r.add(OpKind::RotaryEmbedding, &computeRotary);
+  r.add(OpKind::RotaryEmbedding, &computeRotary, kWritesOutputs);
 }
 
 }  // namespace pcc

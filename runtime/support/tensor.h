@@ -55,6 +55,17 @@ class Tensor {
   template <typename T> T* mutableData() { return static_cast<T*>(mutableData()); }
 
   /// \returns a deep copy that owns its buffer.
+  /// Makes this tensor undefined, dropping its buffer but keeping its shape's
+  /// storage, so that a tensor assigned to it later needs no allocation (the
+  /// executor's per-instruction path).
+  void reset() {
+    dtype_ = DType::kUndefined;
+    shape_.clear();
+    owner_.reset();
+    data_ = nullptr;
+    mapped_ = false;
+  }
+
   Tensor clone() const;
   /// \returns a tensor with the same buffer and a new shape of equal element count.
   Tensor reshaped(Dims shape) const;

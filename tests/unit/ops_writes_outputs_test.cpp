@@ -68,6 +68,10 @@ std::map<OpKind, Call> specialCalls() {
       {x, valuesOf({DType::kF32, {3}}, 7), valuesOf({DType::kF32, {3}}, 8), valuesOf({DType::kF32, {3}}, 9),
        valuesOf({DType::kF32, {3}}, 10)},
       {}};
+  // X [B, H, S, D] = [2, 2, 3, 4], the caches [max_position 5, D / 2] read at position_ids.
+  m[OpKind::RotaryEmbedding] = {{valuesOf({DType::kF32, {2, 2, 3, 4}}, 15), valuesOf({DType::kF32, {5, 2}}, 16),
+                                 valuesOf({DType::kF32, {5, 2}}, 17), i64({2, 3}, {0, 1, 2, 4, 3, 1})},
+                                {}};
   return m;
 }
 

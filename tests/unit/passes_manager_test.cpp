@@ -39,7 +39,7 @@ std::unique_ptr<Graph> sample() {
 
 TEST(PassesManager, RegistryKnowsEveryPass) {
   EXPECT_EQ(passNames(), (std::vector<std::string>{"canonicalize", "cse", "dce", "fold-batchnorm", "fold-constants",
-                                                  "fuse", "recognize"}));
+                                                  "fuse", "recognize", "unit-transposes"}));
   for (const std::string& n : passNames()) {
     std::unique_ptr<Pass> p = createPass(n);
     ASSERT_NE(p, nullptr) << n;

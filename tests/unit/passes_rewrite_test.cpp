@@ -1,4 +1,4 @@
-// The pattern-rewrite passes (canonicalize, fold-batchnorm, recognize) and
+// The pattern-rewrite passes (canonicalize, unit-transposes, fold-batchnorm, recognize) and
 // their driver: numbers before and after on every lit case, statistics,
 // convergence, and the committed models.
 #include <fstream>
@@ -49,6 +49,7 @@ void checkLitCasesNumerically(const std::string& name) {
 TEST(PassesRewrite, CanonicalizeKeepsNumbers) { checkLitCasesNumerically("canonicalize"); }
 TEST(PassesRewrite, FoldBatchNormKeepsNumbers) { checkLitCasesNumerically("fold-batchnorm"); }
 TEST(PassesRewrite, RecognizeKeepsNumbers) { checkLitCasesNumerically("recognize"); }
+TEST(PassesRewrite, UnitTransposesKeepNumbers) { checkLitCasesNumerically("unit-transposes"); }
 
 /// Runs `name` on the lit case of `pass` whose graph is `graphName`. \returns the statistics.
 std::map<std::string, int64_t> statsOf(const std::string& pass, const std::string& graphName) {
