@@ -23,9 +23,20 @@ void broadcastMap(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   const TA* pa = a.data<TA>();
   const TB* pb = b.data<TB>();
   TO* po = out.mutableData<TO>();
-  int64_t n = out.numel();
-  if (a.shape() == out.shape() && b.shape() == out.shape()) {  // no broadcast: one flat loop
+  // An operand with the output's element count has its element i at output
+  // element i (a broadcast can only have added dims of 1 to it); one of a
+  // single element is that element everywhere: flat loops, no walker.
+  const int64_t n = out.numel(), na = a.numel(), nb = b.numel();
+  if (na == n && nb == n) {
     for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    return;
+  }
+  if (na == n && nb == 1) {
+    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[0]);
+    return;
+  }
+  if (na == 1 && nb == n) {
+    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[0], pb[i]);
     return;
   }
   BroadcastWalker w(out.shape(), {a.shape(), b.shape()});

@@ -77,20 +77,34 @@ Status computeReduce(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       return Status::OK();
     }
     const T* px = x.data<T>();
+    // body(i, o) for each input element i in order, o its output slot. When
+    // the reduced dims come last (kept dims of 1 aside), slot o holds the
+    // run of `count` elements from o * count: no walker.
+    bool trailing = true, seenReduced = false;
+    for (size_t d = 0; d < red.size(); ++d) {
+      if (red[d]) seenReduced = true;
+      else if (seenReduced && x.shape()[d] != 1) trailing = false;
+    }
+    auto each = [&](auto&& body) {
+      if (trailing) {
+        for (int64_t o = 0, i = 0; o < outN; ++o)
+          for (int64_t j = 0; j < count; ++j, ++i) body(i, o);
+        return;
+      }
+      BroadcastWalker w(x.shape(), {kept});
+      for (int64_t i = 0; i < x.numel(); ++i, w.next()) body(i, w.offset(0));
+    };
     // LogSumExp subtracts each slot's (finite) max before exponentiating.
     std::vector<double> shift(outN, 0.0);
     if constexpr (kRed == Red::kLogSumExp) {
       std::vector<double> mx(outN, -INFINITY);
-      BroadcastWalker w(x.shape(), {kept});
-      for (int64_t i = 0; i < x.numel(); ++i, w.next())
-        if (std::isfinite(static_cast<double>(px[i])))
-          mx[w.offset(0)] = std::max(mx[w.offset(0)], static_cast<double>(px[i]));
+      each([&](int64_t i, int64_t o) {
+        if (std::isfinite(static_cast<double>(px[i]))) mx[o] = std::max(mx[o], static_cast<double>(px[i]));
+      });
       for (int64_t i = 0; i < outN; ++i) shift[i] = std::isfinite(mx[i]) ? mx[i] : 0.0;
     }
     std::vector<double> acc(outN, kRed == Red::kProd ? 1.0 : 0.0);
-    BroadcastWalker w(x.shape(), {kept});
-    for (int64_t i = 0; i < x.numel(); ++i, w.next()) {
-      int64_t o = w.offset(0);
+    each([&](int64_t i, int64_t o) {
       double v = static_cast<double>(px[i]);
       switch (kRed) {
         case Red::kProd: acc[o] *= v; break;
@@ -100,7 +114,7 @@ Status computeReduce(const std::vector<const Tensor*>& in, const AttrMap& attrs,
         case Red::kLogSumExp: acc[o] += std::exp(v - shift[o]); break;
         default: acc[o] += v; break;
       }
-    }
+    });
     for (int64_t i = 0; i < outN; ++i) {
       double a = acc[i];
       switch (kRed) {
