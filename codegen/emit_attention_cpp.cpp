@@ -10,6 +10,9 @@
 //     to key i only): the scores s_j = (q_i . k_j) * scale, the float mask
 //     added or the bool mask's false keys and keys past the mask's length
 //     set to -inf, and the tile's max mt. A tile with mt = -inf adds nothing.
+//     A key the bool mask drops (or past its length) gets -inf without its
+//     dot product: a decode step's keys past its position cost nothing but
+//     the mask read.
 //  3. Online softmax: m' = max(m, mt), alpha = exp(m - m') (0 while m is
 //     -inf); p_j = exp(s_j - m'); l = l * alpha + sum p_j;
 //     acc = acc * alpha + sum p_j v_j; m = m'.
@@ -54,15 +57,20 @@ std::string emitAttentionCpp(const std::string& name, const AttentionDesc& d) {
   s += strCat("      const int n = (int)(jEnd - j0 < ", d.keyTile, " ? jEnd - j0 : ", d.keyTile, ");\n");
   s += "      float mt = NEG;\n";
   s += "      for (int jj = 0; jj < n; ++jj) {\n        const long long j = j0 + jj;\n";
+  if (d.mask == AttentionMask::kBool) {
+    // A dropped key is -inf whatever its score: its dot product is skipped.
+    s += strCat("        if (j >= ", d.maskLen, "LL || !mask[b * ", d.maskStrides[0], "LL + h * ", d.maskStrides[1],
+                "LL + i * ", d.maskStrides[2], "LL + j * ", d.maskStrides[3], "LL]) {\n");
+    s += "          sc[jj] = NEG;\n          continue;\n        }\n";
+  }
   s += strCat("        const float* kj = kb + j * ", d.k[2], "LL;\n");
   s += "        float dot = 0.0f;\n#pragma omp simd reduction(+:dot)\n";
   s += strCat("        for (int c = 0; c < ", d.headSize, "; ++c) dot += qi[c] * kj[c];\n");
   s += "        float x = dot * scale;\n";
-  if (d.mask != AttentionMask::kNone) {
+  if (d.mask == AttentionMask::kFloat) {
     s += strCat("        if (j >= ", d.maskLen, "LL) {\n          x = NEG;\n        } else {\n");
-    s += strCat("          const long long off = b * ", d.maskStrides[0], "LL + h * ", d.maskStrides[1], "LL + i * ",
-                d.maskStrides[2], "LL + j * ", d.maskStrides[3], "LL;\n");
-    s += d.mask == AttentionMask::kFloat ? "          x += mask[off];\n" : "          if (!mask[off]) x = NEG;\n";
+    s += strCat("          x += mask[b * ", d.maskStrides[0], "LL + h * ", d.maskStrides[1], "LL + i * ",
+                d.maskStrides[2], "LL + j * ", d.maskStrides[3], "LL];\n");
     s += "        }\n";
   }
   s += "        sc[jj] = x;\n        mt = x > mt ? x : mt;\n      }\n";
