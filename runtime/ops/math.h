@@ -39,8 +39,21 @@ void broadcastMap(const Tensor& a, const Tensor& b, Tensor& out, F f) {
     for (int64_t i = 0; i < n; ++i) po[i] = f(pa[0], pb[i]);
     return;
   }
-  BroadcastWalker w(out.shape(), {a.shape(), b.shape()});
-  for (int64_t i = 0; i < n; ++i, w.next()) po[i] = f(pa[w.offset(0)], pb[w.offset(1)]);
+  // Otherwise row by row along the last dim, where each operand either runs
+  // (its last dim is the output's) or stays (a last dim of 1): the walker
+  // only steps over the rows (a causal mask's [S, 1] against [T]).
+  const Dims& os = out.shape();
+  const int64_t inner = os.back(), la = a.rank() ? a.shape().back() : 1, lb = b.rank() ? b.shape().back() : 1;
+  auto outerOf = [](const Dims& d) { return d.empty() ? d : Dims(d.begin(), d.end() - 1); };
+  const Dims outer = outerOf(os);
+  const int64_t rows = numElements(outer), sa = la == 1 ? 0 : 1, sb = lb == 1 ? 0 : 1;
+  BroadcastWalker w(outer, {outerOf(a.shape()), outerOf(b.shape())});
+  for (int64_t r = 0; r < rows; ++r, w.next()) {
+    const TA* ra = pa + w.offset(0) * la;
+    const TB* rb = pb + w.offset(1) * lb;
+    TO* ro = po + r * inner;
+    for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * sa], rb[j * sb]);
+  }
 }
 
 
