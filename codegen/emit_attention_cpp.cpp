@@ -41,8 +41,9 @@ std::string emitAttentionCpp(const std::string& name, const AttentionDesc& d) {
   s += strCat("  const long long S = ", d.qLen, "LL, T = ", d.kvLen, "LL, HQ = ", d.qHeads, "LL, G = ",
               d.qHeads / d.kvHeads, "LL;\n");
   s += strCat("  const float scale = ", attentionFloatLiteral(d.scale), ", NEG = -1.0f / 0.0f;\n");
-  s += strCat("#pragma omp parallel for schedule(static) if (", rows * d.kvLen * (d.headSize + d.valueSize),
-              "LL >= ", kParallelWork, "LL)\n");
+  // Only where the work pays for the threads: a region with a false `if`
+  // still calls into the OpenMP runtime on every run.
+  if (rows * d.kvLen * (d.headSize + d.valueSize) >= kParallelWork) s += "#pragma omp parallel for schedule(static)\n";
   s += strCat("  for (long long r = 0; r < ", rows, "LL; ++r) {\n");
   s += "    const long long i = r % S, h = (r / S) % HQ, b = r / (S * HQ), kh = h / G;\n";
   s += strCat("    const float* qi = q + b * ", d.q[0], "LL + h * ", d.q[1], "LL + i * ", d.q[2], "LL;\n");

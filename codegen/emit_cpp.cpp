@@ -91,11 +91,20 @@ std::string rowLoad(const KernelSpec& spec, int k) {
   return strCat("in", k, "[b", k, " + c * ", last, "LL]");
 }
 
+/// \returns the pragma sharing the loop that follows over the OpenMP threads
+/// when `elements` pay for waking them, else nothing: the sizes are known
+/// here, and a parallel region whose `if` is false still costs a call into
+/// the OpenMP runtime on every run (most of a small kernel's time).
+std::string parallelFor(int64_t elements) {
+  if (elements < kParallelElements) return "";
+  return "#pragma omp parallel for schedule(static)\n";
+}
+
 /// Steps 5 and 6: a reduction kernel.
 std::string emitReduction(const std::string& name, const KernelSpec& spec) {
   std::string s = opening(name, spec);
   s += strCat("  const long long R = ", spec.rows(), "LL, C = ", spec.rowLength(), "LL;\n");
-  s += strCat("#pragma omp parallel for schedule(static) if (R * C >= ", kParallelElements, "LL)\n");
+  s += parallelFor(spec.rows() * spec.rowLength());
   s += "  for (long long r = 0; r < R; ++r) {\n";
   s += rowBases(spec, "    ");
   auto load = [&](int k) { return rowLoad(spec, k); };
@@ -154,7 +163,7 @@ std::string emitOne(const std::string& name, const KernelSpec& spec) {
   std::string s = opening(name, spec);
   s += strCat("  const long long R = ", R, "LL, C = ", C, "LL, NB = (C + ", kBlock - 1, "LL) / ", kBlock, "LL;\n");
   // Step 2.
-  s += strCat("#pragma omp parallel for schedule(static) if (R * C >= ", kParallelElements, "LL)\n");
+  s += parallelFor(R * C);
   s += "  for (long long t = 0; t < R * NB; ++t) {\n";
   s += strCat("    const long long r = t / NB, c0 = (t % NB) * ", kBlock, "LL, c1 = c0 + ", kBlock, "LL < C ? c0 + ",
               kBlock, "LL : C;\n");
