@@ -83,6 +83,9 @@ class DeviceKernel {
   /// \returns the name of the kernel provider that ran the last call
   /// ("reference", "onednn": see Provider), or "" where the backend has none.
   virtual std::string_view provider() const { return {}; }
+  /// \returns true for a reshape-like op planned over its input: its output
+  /// already holds the bytes, and the executor need not call it.
+  virtual bool computesNothing() const { return false; }
 };
 
 /// A kernel that also computes instructions following its own

@@ -37,6 +37,7 @@ class NoOpKernel : public DeviceKernel {
  public:
   Status run(const std::vector<const Tensor*>&, const std::vector<Tensor>&) override { return Status::OK(); }
   std::string_view provider() const override { return "none"; }
+  bool computesNothing() const override { return true; }
 };
 
 /// An instruction on the shared kernel entry (runtime/ops/kernel_call.h):

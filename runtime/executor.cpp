@@ -151,13 +151,15 @@ class WatchedCall {
   WatchedCall(const RunLimit& limit, int rank, const plan::Instruction& ins)
       : slot_(limit.seconds > 0 ? &KernelWatchdog::mine() : nullptr) {
     if (!slot_) return;
-    slot_->deadline.store(limit.deadline.time_since_epoch().count());
-    slot_->seconds.store(limit.seconds);
-    slot_->rank.store(rank);
-    slot_->ins.store(&ins);
+    // The fields first, then the instruction that publishes them (release;
+    // the watchdog reads the instruction with acquire, then the fields).
+    slot_->deadline.store(limit.deadline.time_since_epoch().count(), std::memory_order_relaxed);
+    slot_->seconds.store(limit.seconds, std::memory_order_relaxed);
+    slot_->rank.store(rank, std::memory_order_relaxed);
+    slot_->ins.store(&ins, std::memory_order_release);
   }
   ~WatchedCall() {
-    if (slot_) slot_->ins.store(nullptr);
+    if (slot_) slot_->ins.store(nullptr, std::memory_order_release);
   }
   WatchedCall(const WatchedCall&) = delete;
   WatchedCall& operator=(const WatchedCall&) = delete;
@@ -400,6 +402,10 @@ Status Executor::prepare(bool verifyChecksums) {
   for (size_t slot = 0; slot < buffers_.size(); ++slot)
     if (homes_[slot] == Home::kArena)
       arenaViews_[slot] = arena_.view(static_cast<uint64_t>(buffers_[slot]->arena_offset()), types_[slot]);
+  for (Step& s : steps_) {
+    s.view = s.kernel && s.kernel->computesNothing();
+    for (int slot : s.out) s.view = s.view && slot >= 0 && homes_[slot] == Home::kArena;
+  }
   return Status::OK();
 }
 
@@ -809,6 +815,12 @@ Status Executor::execute(Step& s, std::vector<Tensor>& bufs, RankComms* comms) {
   switch (ins.kind()) {
     case plan::Instruction::KERNEL:
     case plan::Instruction::LAUNCH: {
+      if (s.view) {  // nothing to compute: its inputs must be readable, its outputs become so
+        for (size_t k = 0; k < s.in.size(); ++k) RETURN_IF_ERROR(input(k).status());
+        for (int slot : s.out) bufs[slot] = arenaViews_[slot];
+        if (profiling_) record(strCat(ins.op(), " (", s.kernel->provider(), ")"), std::chrono::steady_clock::now());
+        return Status::OK();
+      }
       // The per-instruction path: the step's own operand lists, no strings
       // unless profiling or failing.
       s.args.resize(s.in.size());

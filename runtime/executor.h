@@ -184,6 +184,9 @@ class Executor {
     // (Backend::prepareFolded): it does not run.
     bool folded = false;
     int foldedInto = -1;  // that instruction's index
+    // A kernel that computes nothing (DeviceKernel::computesNothing) whose
+    // outputs are arena views: running it only makes them readable.
+    bool view = false;
     // The memory it reads and writes (for the wait rule).
     std::vector<int> reads, writes;  // slots
   };

@@ -87,6 +87,7 @@ class NoOpKernel : public DeviceKernel {
  public:
   Status run(const std::vector<const Tensor*>&, const std::vector<Tensor>&) override { return Status::OK(); }
   std::string_view provider() const override { return "none"; }
+  bool computesNothing() const override { return true; }
 };
 
 /// A kernel that waits for the device after each run (BackendOptions::synchronize).
