@@ -167,23 +167,29 @@ class AttentionKernel : public KernelOverride {
     for (int64_t r = 0; r < m; ++r) {
       float* row = s + r * T;
       const int64_t i = i0 + r;
+      // Keys from `lim` on are -inf (past the mask's length, after the query
+      // when causal); the mask applies before it, and the max is over it.
+      int64_t lim = causal_ ? std::min(T, i + 1) : T;
       if (maskF || maskB) {
+        lim = std::min(lim, maskLen_);
         const int64_t base = b * maskStrides_[0] + h * maskStrides_[1] + i * maskStrides_[2], js = maskStrides_[3];
-        const int64_t n = std::min(T, maskLen_);
         if (maskF) {
 #pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] += maskF[base + j * js];
+          for (int64_t j = 0; j < lim; ++j) row[j] += maskF[base + j * js];
+        } else if (js == 1) {
+          const uint8_t* keep = maskB + base;
+#pragma omp simd
+          for (int64_t j = 0; j < lim; ++j) row[j] = keep[j] ? row[j] : -INFINITY;
         } else {
-          for (int64_t j = 0; j < n; ++j)
+          for (int64_t j = 0; j < lim; ++j)
             if (!maskB[base + j * js]) row[j] = -INFINITY;
         }
-        for (int64_t j = n; j < T; ++j) row[j] = -INFINITY;
       }
-      if (causal_)
-        for (int64_t j = i + 1; j < T; ++j) row[j] = -INFINITY;
+      lim = std::max<int64_t>(lim, 0);
+      std::fill(row + lim, row + T, -INFINITY);
       float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < T; ++j) mx = std::max(mx, row[j]);
+      for (int64_t j = 0; j < lim; ++j) mx = row[j] > mx ? row[j] : mx;
       if (mx == -INFINITY) {
         dead[r] = 1;
         std::fill(row, row + T, 0.0f);

@@ -92,6 +92,9 @@ TEST(CpuAttention, MatchesReference) {
       {"oneDNN path, bool mask [B, 1, 1, T]", {2, 2, 64, 64}, {2, 2, 70, 64}, {2, 2, 70, 48}, {}, DType::kBool,
        {2, 1, 1, 70}},
       {"oneDNN path, tail tile, causal", {1, 1, 301, 16}, {1, 1, 301, 16}, {1, 1, 301, 16}, attrs({{"is_causal", 1}})},
+      // A prefill's: causal and a bool mask shorter than the keys (keys past it and after each query are -inf).
+      {"oneDNN path, causal, short bool mask", {1, 2, 64, 64}, {1, 2, 80, 64}, {1, 2, 80, 64},
+       attrs({{"is_causal", 1}}), DType::kBool, {1, 1, 64, 50}},
   };
   uint64_t seed = 100;
   for (const AttentionCase& c : cases) {
