@@ -49,6 +49,20 @@ constexpr int64_t kGemmWork = 1 << 18;
 /// The most scores one tile holds (a thread's scratch: 256 KiB).
 constexpr int64_t kTileFloats = 1 << 16;
 
+/// \returns the largest of row[0, n) (NaNs ignored), -inf when n = 0. Eight
+/// running maxima, kept in registers: the simd reduction inlined into the
+/// kernel's parallel body kept its accumulator on the stack.
+[[gnu::noinline]] float rowMax(const float* row, int64_t n) {
+  float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = row[j + k] > m[k] ? row[j + k] : m[k];
+  for (; j < n; ++j) m[0] = row[j] > m[0] ? row[j] : m[0];
+  float mx = m[0];
+  for (int k = 1; k < 8; ++k) mx = m[k] > mx ? m[k] : mx;
+  return mx;
+}
+
 class AttentionKernel : public KernelOverride {
  public:
   AttentionKernel(const AttrMap& attrs, bool largeOnly)
@@ -187,9 +201,7 @@ class AttentionKernel : public KernelOverride {
       }
       lim = std::max<int64_t>(lim, 0);
       std::fill(row + lim, row + T, -INFINITY);
-      float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < lim; ++j) mx = row[j] > mx ? row[j] : mx;
+      const float mx = rowMax(row, lim);
       if (mx == -INFINITY) {
         dead[r] = 1;
         std::fill(row, row + T, 0.0f);

@@ -145,14 +145,21 @@ Status computeRotary(const std::vector<const Tensor*>& in, const AttrMap& attrs,
           if (row < 0 || row >= maxPos)
             return invalidInput("position id ", row, " is out of range for a cache of ", maxPos, " positions");
         }
-        for (int64_t h = 0; h < v.h; ++h)
+        const T *cr = pc + row * half, *sr = ps + row * half;
+        // Pair k is (k, k + half), or (2k, 2k + 1) interleaved.
+        const int64_t step = interleaved ? 2 : 1, other = interleaved ? 1 : half;
+        for (int64_t h = 0; h < v.h; ++h) {
+          const int64_t base = v.at(b, h, s, 0);
+          const T* xr = px + base;
+          T* yr = py + base;
           for (int64_t k = 0; k < half; ++k) {
-            int64_t i1 = interleaved ? 2 * k : k, i2 = interleaved ? 2 * k + 1 : k + half;
-            double c = pc[row * half + k], sn = ps[row * half + k];
-            double x1 = px[v.at(b, h, s, i1)], x2 = px[v.at(b, h, s, i2)];
-            py[v.at(b, h, s, i1)] = static_cast<T>(c * x1 - sn * x2);
-            py[v.at(b, h, s, i2)] = static_cast<T>(sn * x1 + c * x2);
+            const int64_t i1 = k * step, i2 = i1 + other;
+            const double c = cr[k], sn = sr[k];
+            const double x1 = xr[i1], x2 = xr[i2];
+            yr[i1] = static_cast<T>(c * x1 - sn * x2);
+            yr[i2] = static_cast<T>(sn * x1 + c * x2);
           }
+        }
       }
     return Status::OK();
   }));
