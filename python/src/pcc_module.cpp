@@ -8,7 +8,10 @@
 // subclasses.
 #include <chrono>
 #include <condition_variable>
+#include <exception>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <cstring>
 #include <memory>
@@ -325,46 +328,81 @@ RunOptions runOptions(const std::string& backend, int threads, int timeout) {
   return o;
 }
 
-/// Runs `body` without the GIL on a worker thread while this thread checks
-/// for signals every 50 ms: a KeyboardInterrupt (Ctrl-C) calls `interrupt`,
-/// waits for `body` to return, and is raised.
-template <typename T>
-T runInterruptibly(const std::function<T()>& body, const std::function<void()>& interrupt) {
-  std::optional<T> result;
-  std::exception_ptr failure;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  std::thread worker([&] {
-    try {
-      result.emplace(body());
-    } catch (...) {
-      failure = std::current_exception();
+/// A thread that runs a session's calls without the GIL while the calling
+/// thread checks for signals every 50 ms (Python runs its signal handlers on
+/// the main thread only): a KeyboardInterrupt (Ctrl-C) calls the call's
+/// `interrupt`, waits for it to return, and is raised. The thread lives as
+/// long as the session, so a call costs two hand-offs, not a thread's start.
+class Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
     }
-    std::lock_guard<std::mutex> lock(mu);
-    finished = true;
-    cv.notify_all();
-  });
-  bool interrupted = false;
-  {
-    nb::gil_scoped_release release;
-    std::unique_lock<std::mutex> lock(mu);
-    while (!cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished; })) {
-      if (interrupted) continue;
-      lock.unlock();
-      {
-        nb::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) interrupted = true;
+    wake_.notify_all();
+    thread_.join();
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  template <typename T>
+  T run(const std::function<T()>& body, const std::function<void()>& interrupt) {
+    std::optional<T> result;
+    std::exception_ptr failure;
+    bool interrupted = false;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> one(callMu_);  // calls from several Python threads take turns
+      std::unique_lock<std::mutex> lock(mu_);
+      job_ = [&] {
+        try {
+          result.emplace(body());
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      };
+      done_ = false;
+      wake_.notify_all();
+      while (!finished_.wait_for(lock, std::chrono::milliseconds(50), [&] { return done_; })) {
+        if (interrupted) continue;
+        lock.unlock();
+        {
+          nb::gil_scoped_acquire gil;
+          if (PyErr_CheckSignals() != 0) interrupted = true;
+        }
+        if (interrupted) interrupt();
+        lock.lock();
       }
-      if (interrupted) interrupt();
+    }
+    if (interrupted) throw nb::python_error();  // the KeyboardInterrupt PyErr_CheckSignals set
+    if (failure) std::rethrow_exception(failure);
+    return std::move(*result);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [&] { return quit_ || job_; });
+      if (!job_) return;  // quit with nothing to do
+      std::function<void()> job = std::move(job_);
+      job_ = nullptr;
+      lock.unlock();
+      job();
       lock.lock();
+      done_ = true;
+      finished_.notify_all();
     }
   }
-  worker.join();
-  if (interrupted) throw nb::python_error();  // the KeyboardInterrupt PyErr_CheckSignals set
-  if (failure) std::rethrow_exception(failure);
-  return std::move(*result);
-}
+
+  std::mutex callMu_, mu_;
+  std::condition_variable wake_, finished_;
+  std::function<void()> job_;  // under mu_
+  bool done_ = true, quit_ = false;
+  std::thread thread_;  // last: started once the rest is built
+};
 
 class Session {
  public:
@@ -415,13 +453,11 @@ class Session {
     StatusOr<std::vector<Tensor>> outs = internalError("no run");
     if (process_) {
       ProcessRankSession* s = process_.get();
-      outs = runInterruptibly<StatusOr<std::vector<Tensor>>>([&] { return s->run(inputs); },
-                                                              [s] { s->interrupt(); });
+      outs = worker_.run<StatusOr<std::vector<Tensor>>>([&] { return s->run(inputs); }, [s] { s->interrupt(); });
     } else {
       if (!session_) raise(invalidInput("the session is closed"));
       RankSession* s = session_.get();
-      outs = runInterruptibly<StatusOr<std::vector<Tensor>>>([&] { return s->run(inputs); },
-                                                              [s] { s->interrupt(); });
+      outs = worker_.run<StatusOr<std::vector<Tensor>>>([&] { return s->run(inputs); }, [s] { s->interrupt(); });
     }
     inputs.clear();
     if (!outs.ok()) raise(outs.status());
@@ -546,6 +582,7 @@ class Session {
   std::optional<LoadedPlan> prefill_;             // distributed: the prefill program process_ runs too
   std::unique_ptr<ProcessRankSession> process_;   // distributed: this process's rank
   std::optional<LaunchEnv> launch_;
+  Worker worker_;                                 // runs `run`'s calls (Ctrl-C seen meanwhile)
 };
 
 /// Runs Plan.reference on the reference kernels: the oracle of --check.
