@@ -1006,7 +1006,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 }
 
 struct ProcessRankSession::Impl {
-  /// One program of the session (the plan's; a second's, startWithSecond).
+  /// One program of the session: the plan, then the second program, if start was given one.
   struct Program {
     const LoadedPlan* plan = nullptr;
     Prepared pr;
