@@ -197,6 +197,10 @@ struct PrefillSetup {
   int64_t batch = 1, maxContext = 0, maxPrompt = 0;
 };
 
+/// The fewest prompt tokens a further prefill program is built for
+/// (CompileOptions::prefillPrograms).
+constexpr int64_t kMinPrefillTokens = 8;
+
 /// A prefill program, partitioned as its decode step and lowered.
 struct PrefillBuild {
   std::unique_ptr<Graph> graph;
@@ -657,13 +661,32 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
     if (n.rfind("overlap scheduling", 0) == 0) say(n);
 
   std::optional<PrefillBuild> prefill;
+  std::vector<PrefillBuild> shorter;  // for fewer prompt tokens, ascending
   if (p.generation && p.prefill && p.prefill->maxPrompt > 0) {
     Stopwatch pt;
     StatusOr<PrefillBuild> built = buildPrefill(*p.prefill, p.states, *c.partitioned, c.partition, po, opts, cost);
     if (built.ok()) {
       prefill = std::move(built).value();
-      say(strCat("generation: prefill program for ", prefill->maxPrompt, " prompt tokens per sequence in one run: ",
-                 "estimated ", sig3(prefill->seconds * 1e3), " ms (time to first token), ",
+      // The same program for half the tokens, and half again: a short prompt
+      // then computes fewer padded positions. Each is built like the first,
+      // on the same weights and cache pieces; one that cannot be is left out.
+      PrefillSetup less = *p.prefill;
+      for (int k = 1; k < opts.prefillPrograms && less.maxPrompt / 2 >= kMinPrefillTokens; ++k) {
+        less.maxPrompt /= 2;
+        StatusOr<PrefillBuild> half = buildPrefill(less, p.states, *c.partitioned, c.partition, po, opts, cost);
+        if (!half.ok()) {
+          c.partition.notes.push_back(strCat("no prefill program for ", less.maxPrompt, " prompt tokens: ",
+                                             half.status().message()));
+          break;
+        }
+        shorter.insert(shorter.begin(), std::move(half).value());
+      }
+      std::string lengths;
+      for (const PrefillBuild& b : shorter)
+        lengths += strCat(b.maxPrompt, " (", sig3(b.seconds * 1e3), " ms), ");
+      say(strCat("generation: prefill program", shorter.empty() ? "" : "s", " for ", lengths, prefill->maxPrompt,
+                 " prompt tokens per sequence in one run: estimated ", sig3(prefill->seconds * 1e3),
+                 " ms (time to first token", shorter.empty() ? "" : " at the longest", "), ",
                  bytesText(prefill->peakMemory), " per device at most (", sig3(pt.seconds()), " s)"));
       if (prefill->peakMemory > cost.memoryCapacity())
         c.partition.notes.push_back(strCat("the prefill program needs ", bytesText(prefill->peakMemory),
@@ -686,13 +709,17 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
     plan::Generation& g = *e.plan.mutable_generation();
     RETURN_IF_ERROR(setRoles(*p.interface, e.plan.inputs(), e.plan.outputs(), g, "generation plan"));
     if (!prefill) return e;
-    plan::Prefill& pre = *g.mutable_prefill();
-    RETURN_IF_ERROR(emitPrefill(*prefill->graph, prefill->partition, prefill->ranks, kt, e, pre));
-    RETURN_IF_ERROR(setRoles(*p.interface, pre.inputs(), pre.outputs(), pre, "prefill program"));
-    pre.set_max_prompt(prefill->maxPrompt);
-    pre.set_mask_offset(prefill->placeholderPast ? 1 : 0);
-    pre.set_mask_whole_window(!prefill->placeholderPast);
-    pre.set_estimate_ms(prefill->seconds * 1e3);
+    auto emitOne = [&](const PrefillBuild& b, plan::Prefill& pre) -> Status {
+      RETURN_IF_ERROR(emitPrefill(*b.graph, b.partition, b.ranks, kt, e, pre));
+      RETURN_IF_ERROR(setRoles(*p.interface, pre.inputs(), pre.outputs(), pre, "prefill program"));
+      pre.set_max_prompt(b.maxPrompt);
+      pre.set_mask_offset(b.placeholderPast ? 1 : 0);
+      pre.set_mask_whole_window(!b.placeholderPast);
+      pre.set_estimate_ms(b.seconds * 1e3);
+      return Status::OK();
+    };
+    RETURN_IF_ERROR(emitOne(*prefill, *g.mutable_prefill()));
+    for (const PrefillBuild& b : shorter) RETURN_IF_ERROR(emitOne(b, *g.add_shorter_prefills()));
     return e;
   };
   KernelTable kernels;

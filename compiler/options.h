@@ -85,6 +85,10 @@ struct CompileOptions {
   /// Tokens per sequence the prefill program writes in one run
   /// (--max-prompt); -1: min(256, max_context / 2); 0: no prefill program.
   int64_t maxPrompt = -1;
+  /// Prefill programs (--prefill-programs): one for maxPrompt tokens, and
+  /// each further one for half the tokens of the one before (at least
+  /// kMinPrefillTokens), so that a short prompt runs a short program.
+  int prefillPrograms = 3;
   /// Generate a kernel for each fused group of elementwise ops (docs/kernels.md);
   /// --no-kernels keeps every group on the reference kernels.
   bool generateKernels = true;

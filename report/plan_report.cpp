@@ -328,6 +328,13 @@ std::string planReportJson(const plan::Plan& p) {
                                           {"estimate_ms", f.estimate_ms()},
                                           {"extra_weight_bytes", f.extra_weight_bytes()},
                                           {"arena_bytes", arena}};
+      Json shorter = Json::array();
+      for (const plan::Prefill& s : g.shorter_prefills()) {
+        int64_t a = 0;
+        for (const plan::RankProgram& r : s.ranks()) a = std::max<int64_t>(a, static_cast<int64_t>(r.arena_bytes()));
+        shorter.push_back(Json{{"max_prompt", s.max_prompt()}, {"estimate_ms", s.estimate_ms()}, {"arena_bytes", a}});
+      }
+      doc["generation"]["prefill"]["shorter"] = std::move(shorter);
     }
   }
   doc["ranks"] = std::move(ranks);
@@ -401,6 +408,12 @@ std::string planReportText(const plan::Plan& p) {
         << " per rank at most; weights shared with the decode step"
         << (f.extra_weight_bytes() > 0 ? strCat(" but ", humanBytes(f.extra_weight_bytes()), " of its own") : "")
         << "\n";
+      if (g.shorter_prefills_size() > 0) {
+        o << "prefill: also for shorter prompts (a run takes the shortest that holds its longest prompt):";
+        for (const plan::Prefill& s : g.shorter_prefills())
+          o << " " << s.max_prompt() << " tokens, estimated " << sig3(s.estimate_ms()) << " ms;";
+        o << "\n";
+      }
     } else {
       o << "prefill: none (prompts go through the decode step, one token per run)\n";
     }

@@ -154,8 +154,9 @@ class GenerationRanks {
   /// Runs the decode step; \returns its outputs where this process chooses
   /// the tokens (chooses()), none elsewhere.
   virtual StatusOr<std::vector<Tensor>> decode(const std::vector<Tensor>& inputs) = 0;
-  /// Runs the prefill program (only when the plan has one and it is used).
-  virtual StatusOr<std::vector<Tensor>> prefill(const std::vector<Tensor>& inputs) = 0;
+  /// Runs prefill program `k` (prefillPlansOf's order; only when the plan has
+  /// them and they are used).
+  virtual StatusOr<std::vector<Tensor>> prefill(int k, const std::vector<Tensor>& inputs) = 0;
   /// \returns the bytes the last run's communicators moved on this process's ranks.
   virtual int64_t commBytes() const = 0;
   /// Sums `v` over the processes (rank 0 tells the others the tokens it
@@ -163,19 +164,28 @@ class GenerationRanks {
   virtual Status sum(std::vector<int64_t>& v) { (void)v; return Status::OK(); }
   /// Whether this process has the logits and chooses the tokens.
   virtual bool chooses() const { return true; }
+  /// With RunOptions::profile: this process's first rank's time per op in
+  /// prefill program `k`, or with k = -1 the decode step.
+  virtual std::map<std::string, RunResult::OpTime> profile(int k) const = 0;
 };
 
 /// Every rank as a thread of this process.
 class ThreadRanks final : public GenerationRanks {
  public:
-  ThreadRanks(RankSession& decode, RankSession* prefill) : decode_(decode), prefill_(prefill) {}
+  ThreadRanks(RankSession& decode, const std::vector<std::unique_ptr<RankSession>>& prefills)
+      : decode_(decode), prefills_(prefills) {}
   StatusOr<std::vector<Tensor>> decode(const std::vector<Tensor>& inputs) override { return decode_.run(inputs); }
-  StatusOr<std::vector<Tensor>> prefill(const std::vector<Tensor>& inputs) override { return prefill_->run(inputs); }
+  StatusOr<std::vector<Tensor>> prefill(int k, const std::vector<Tensor>& inputs) override {
+    return prefills_[k]->run(inputs);
+  }
   int64_t commBytes() const override { return decode_.lastRunCommBytes(); }
+  std::map<std::string, RunResult::OpTime> profile(int k) const override {
+    return k < 0 ? decode_.opProfile() : prefills_[k]->opProfile();
+  }
 
  private:
   RankSession& decode_;
-  RankSession* prefill_;
+  const std::vector<std::unique_ptr<RankSession>>& prefills_;
 };
 
 /// This process's rank; the plan's other ranks generate in other processes.
@@ -183,7 +193,9 @@ class ProcessRanks final : public GenerationRanks {
  public:
   explicit ProcessRanks(ProcessRankSession& s) : s_(s) {}
   StatusOr<std::vector<Tensor>> decode(const std::vector<Tensor>& inputs) override { return s_.run(inputs); }
-  StatusOr<std::vector<Tensor>> prefill(const std::vector<Tensor>& inputs) override { return s_.runSecond(inputs); }
+  StatusOr<std::vector<Tensor>> prefill(int k, const std::vector<Tensor>& inputs) override {
+    return s_.runProgram(k + 1, inputs);
+  }
   int64_t commBytes() const override { return s_.lastRunCommBytes(); }
   Status sum(std::vector<int64_t>& v) override {
     Tensor t = Tensor::fromVector<int64_t>(DType::kI64, {static_cast<int64_t>(v.size())}, v);
@@ -192,6 +204,7 @@ class ProcessRanks final : public GenerationRanks {
     return Status::OK();
   }
   bool chooses() const override { return s_.rank() == 0; }
+  std::map<std::string, RunResult::OpTime> profile(int k) const override { return s_.opProfile(k + 1); }
 
  private:
   ProcessRankSession& s_;
@@ -200,19 +213,20 @@ class ProcessRanks final : public GenerationRanks {
 /// The generation itself, on started ranks (generateTokens).
 StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Generation& gen,
                                       const std::vector<std::vector<int64_t>>& prompts, size_t real,
-                                      const GenerateOptions& g, GenerationRanks& ranks, bool usePrefill,
-                                      const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref);
+                                      const GenerateOptions& g, GenerationRanks& ranks,
+                                      const std::vector<LoadedPlan>& prefills, std::optional<ReferenceStepper>& ref);
 
 /// The prompts of `g` checked against plan `p` and padded to its batch with
 /// copies of the first. \returns them, or the invalid-input error.
 StatusOr<std::vector<std::vector<int64_t>>> checkedPrompts(const LoadedPlan& p, const GenerateOptions& g);
 
 /// Untimed runs first (RunOptions::warmup): a prefill and a decode step on
-/// the same prompts, unchecked, then the generation. What the warm-ups leave
-/// in the cache is never read: every position a sequence's attention reads is
-/// written again first.
+/// the same prompts, unchecked, then the generation (`prefills`: the prefill
+/// programs it may use, none to feed the prompts through the decode step).
+/// What the warm-ups leave in the cache is never read: every position a
+/// sequence's attention reads is written again first.
 StatusOr<GenerateResult> warmAndGenerate(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o,
-                                         GenerationRanks& ranks, bool usePrefill, const LoadedPlan& prefillPlan) {
+                                         GenerationRanks& ranks, const std::vector<LoadedPlan>& prefills) {
   const plan::Plan& plan = p.plan;
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> prompts, checkedPrompts(p, g));
   std::optional<ReferenceStepper> ref;
@@ -227,21 +241,38 @@ StatusOr<GenerateResult> warmAndGenerate(const LoadedPlan& p, const GenerateOpti
     once.onToken = nullptr;
     std::optional<ReferenceStepper> none;
     ASSIGN_OR_RETURN(GenerateResult ignored, generateWith(plan, plan.generation(), prompts, g.prompts.size(), once,
-                                                          ranks, usePrefill, prefillPlan, none));
+                                                          ranks, prefills, none));
     (void)ignored;
   }
-  return generateWith(plan, plan.generation(), prompts, g.prompts.size(), g, ranks, usePrefill, prefillPlan, ref);
+  ASSIGN_OR_RETURN(GenerateResult res, generateWith(plan, plan.generation(), prompts, g.prompts.size(), g, ranks,
+                                                    prefills, ref));
+  if (o.profile) {
+    for (size_t k = 0; k < prefills.size(); ++k)
+      for (const auto& [op, t] : ranks.profile(static_cast<int>(k))) {
+        RunResult::OpTime& sum = res.prefillProfile[op];
+        sum.seconds += t.seconds;
+        sum.calls += t.calls;
+      }
+    res.decodeProfile = ranks.profile(-1);
+  }
+  return res;
 }
 
 }  // namespace
 
-LoadedPlan prefillPlanOf(const LoadedPlan& p) {
-  LoadedPlan v;
-  v.plan = prefillView(p.plan);
-  v.dir = p.dir;
-  v.files = p.files;
-  v.kernels = p.kernels;
-  return v;
+std::vector<LoadedPlan> prefillPlansOf(const LoadedPlan& p) {
+  std::vector<LoadedPlan> out;
+  if (!p.plan.has_generation() || !p.plan.generation().has_prefill()) return out;
+  const int shorter = p.plan.generation().shorter_prefills_size();
+  for (int k = 0; k <= shorter; ++k) {
+    LoadedPlan v;
+    v.plan = prefillView(p.plan, k < shorter ? k : -1);
+    v.dir = p.dir;
+    v.files = p.files;
+    v.kernels = p.kernels;
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 int64_t planCommBytes(const plan::Plan& plan) {
@@ -266,37 +297,38 @@ int64_t planCommBytes(const plan::Plan& plan) {
 StatusOr<GenerateResult> generateTokens(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o) {
   RETURN_IF_ERROR(checkedPrompts(p, g).status());
   ASSIGN_OR_RETURN(std::unique_ptr<RankSession> session, RankSession::start(p, o));
-  // The prefill program: a session of its own on the same ranks' cache.
-  const bool usePrefill = g.prefill && p.plan.generation().has_prefill();
-  LoadedPlan prefillPlan;
-  std::unique_ptr<RankSession> prefill;
-  if (usePrefill) {
-    prefillPlan = prefillPlanOf(p);
-    ASSIGN_OR_RETURN(prefill, RankSession::start(prefillPlan, o));
-    RETURN_IF_ERROR(prefill->shareStates(*session));
+  // Each prefill program: a session of its own on the same ranks' cache.
+  const std::vector<LoadedPlan> prefills = g.prefill ? prefillPlansOf(p) : std::vector<LoadedPlan>{};
+  std::vector<std::unique_ptr<RankSession>> sessions;
+  for (const LoadedPlan& pre : prefills) {
+    ASSIGN_OR_RETURN(std::unique_ptr<RankSession> s, RankSession::start(pre, o));
+    RETURN_IF_ERROR(s->shareStates(*session));
+    sessions.push_back(std::move(s));
   }
-  ThreadRanks ranks(*session, prefill.get());
-  return warmAndGenerate(p, g, o, ranks, usePrefill, prefillPlan);
+  ThreadRanks ranks(*session, sessions);
+  return warmAndGenerate(p, g, o, ranks, prefills);
 }
 
 StatusOr<GenerateResult> generateTokensRank(const LoadedPlan& p, const GenerateOptions& g, const RunOptions& o,
                                             int rank, const Rendezvous& rendezvous) {
   RETURN_IF_ERROR(checkedPrompts(p, g).status());
-  // Both programs in one session of this rank, over one rendezvous.
-  LoadedPlan prefillPlan;
-  const bool withPrefill = p.plan.generation().has_prefill();
-  if (withPrefill) prefillPlan = prefillPlanOf(p);
+  // The decode step and the prefill programs in one session of this rank, over one rendezvous.
+  const std::vector<LoadedPlan> prefills = g.prefill ? prefillPlansOf(p) : std::vector<LoadedPlan>{};
+  std::vector<const LoadedPlan*> more;
+  for (const LoadedPlan& pre : prefills) more.push_back(&pre);
   ASSIGN_OR_RETURN(std::unique_ptr<ProcessRankSession> session,
-                   ProcessRankSession::start(p, withPrefill ? &prefillPlan : nullptr, o, rank, rendezvous));
-  return generateOn(*session, p, withPrefill ? &prefillPlan : nullptr, g, o);
+                   ProcessRankSession::start(p, more, o, rank, rendezvous));
+  return generateOn(*session, p, prefills, g, o);
 }
 
-StatusOr<GenerateResult> generateOn(ProcessRankSession& session, const LoadedPlan& p, const LoadedPlan* prefill,
-                                    const GenerateOptions& g, const RunOptions& o) {
+StatusOr<GenerateResult> generateOn(ProcessRankSession& session, const LoadedPlan& p,
+                                    const std::vector<LoadedPlan>& prefills, const GenerateOptions& g,
+                                    const RunOptions& o) {
   // Every process has the same options, so every one decides alike to use the prefill.
-  const bool usePrefill = g.prefill && prefill != nullptr && session.programs() > 1;
+  const bool usePrefill =
+      g.prefill && !prefills.empty() && session.programs() == 1 + static_cast<int>(prefills.size());
   ProcessRanks ranks(session);
-  return warmAndGenerate(p, g, o, ranks, usePrefill, usePrefill ? *prefill : p);
+  return warmAndGenerate(p, g, o, ranks, usePrefill ? prefills : std::vector<LoadedPlan>{});
 }
 
 namespace {
@@ -334,8 +366,8 @@ StatusOr<std::vector<std::vector<int64_t>>> checkedPrompts(const LoadedPlan& p, 
 
 StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Generation& gen,
                                       const std::vector<std::vector<int64_t>>& prompts, size_t real,
-                                      const GenerateOptions& g, GenerationRanks& ranks, bool usePrefill,
-                                      const LoadedPlan& prefillPlan, std::optional<ReferenceStepper>& ref) {
+                                      const GenerateOptions& g, GenerationRanks& ranks,
+                                      const std::vector<LoadedPlan>& prefills, std::optional<ReferenceStepper>& ref) {
   const int64_t batch = gen.batch(), ctx = gen.max_context();
   const bool chooses = ranks.chooses();
   // One generator per sequence, seeded by --seed and its index: a sequence's
@@ -385,12 +417,26 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
       res.firstTokenSeconds = since(t0);
     }
   };
-  if (usePrefill) {
-    // One run writes up to max_prompt tokens of every prompt into the cache;
-    // a longer prompt goes on through the decode step.
-    const plan::Prefill& pre = gen.prefill();
-    const plan::Plan& pv = prefillPlan.plan;
+  if (!prefills.empty()) {
+    // One run of the shortest prefill program that holds the longest prompt
+    // (else the longest program) writes up to its max_prompt tokens of every
+    // prompt into the cache; a longer prompt goes on through the decode step.
+    size_t longestPrompt = 0;
+    for (const std::vector<int64_t>& pr : prompts) longestPrompt = std::max(longestPrompt, pr.size());
+    // Program k's description: shorter_prefills(k), the last one prefill.
+    auto described = [&](int k) -> const plan::Prefill& {
+      return k < gen.shorter_prefills_size() ? gen.shorter_prefills(k) : gen.prefill();
+    };
+    int which = static_cast<int>(prefills.size()) - 1;
+    for (int k = 0; k < which; ++k)
+      if (described(k).max_prompt() >= static_cast<int64_t>(longestPrompt)) {
+        which = k;
+        break;
+      }
+    const plan::Plan& pv = prefills[which].plan;
+    const plan::Prefill& pre = described(which);
     const int64_t P = pre.max_prompt();
+    res.prefillLength = P;
     std::vector<Tensor> pin(pv.inputs_size());
     for (int k = 0; k < pv.inputs_size(); ++k) pin[k] = Tensor::zeros(fromDesc(pv.inputs(k).desc()));
     const int64_t maskLen = pin[pre.attention_mask()].shape().back();
@@ -407,7 +453,7 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
       else
         for (int64_t j = 0; j < len[b]; ++j) m[pre.mask_offset() + j] = 1;
     }
-    ASSIGN_OR_RETURN(std::vector<Tensor> outs, ranks.prefill(pin));
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, ranks.prefill(which, pin));
     ++res.prefillRuns;
     const Tensor logits = chooses ? outs[pre.logits()] : Tensor();
     const int64_t V = chooses ? logits.shape().back() : 0;

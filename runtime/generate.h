@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,9 @@ struct GenerateOptions {
   uint64_t seed = 0;
   /// Stop a sequence at one of Plan.generation.eos_token_ids (when it has any).
   bool stopAtEos = true;
-  /// Write the prompts with the plan's prefill program (Generation.prefill)
-  /// when it has one; false: through the decode step, one token per run.
+  /// Write the prompts with the plan's prefill program when it has one (the
+  /// shortest of Generation.shorter_prefills and Generation.prefill that holds
+  /// the longest prompt); false: through the decode step, one token per run.
   bool prefill = true;
   /// Also run Plan.reference, the export's own decode step, with its past and
   /// present tensors kept here, and compare every step's logits (and, when
@@ -47,6 +49,7 @@ struct GenerateResult {
   int steps = 0;                ///< decode-step runs
   int prefillRuns = 0;          ///< prefill-program runs (0 or 1)
   int64_t prefillTokens = 0;    ///< prompt tokens they wrote, all sequences
+  int64_t prefillLength = 0;    ///< the max_prompt of the prefill program that ran
   double firstTokenSeconds = 0; ///< until every sequence had its first new token
   double decodeSeconds = 0;     ///< the steps after that
   int64_t decodeTokens = 0;     ///< new tokens chosen in those steps
@@ -61,6 +64,10 @@ struct GenerateResult {
   int checkedSteps = 0;
   double maxLogitDiff = 0;
   std::string mismatch;
+  /// With RunOptions::profile: rank 0's seconds and calls per op and kernel
+  /// provider in the prefill program and in the decode step, over every run
+  /// (the warm-up generations included).
+  std::map<std::string, RunResult::OpTime> prefillProfile, decodeProfile;
 };
 
 /// \returns the bytes the collectives, sends and receives of `plan`'s rank
@@ -85,15 +92,18 @@ StatusOr<GenerateResult> generateTokensRank(const LoadedPlan& p, const GenerateO
                                             int rank, const Rendezvous& rendezvous);
 
 /// The same on a started session of this rank (its peers call this too, with
-/// the same options): `session` runs `p`'s decode step and, as its second
-/// program, `prefill` (prefillPlanOf(p); null or a session without a second
-/// program: the prompts go through the decode step). The cache the session
+/// the same options): `session` runs `p`'s decode step and, as its programs
+/// 1, 2, ..., `prefills` (prefillPlansOf(p); none, or a session without
+/// them: the prompts go through the decode step). The cache the session
 /// holds from an earlier generation is never read.
-StatusOr<GenerateResult> generateOn(ProcessRankSession& session, const LoadedPlan& p, const LoadedPlan* prefill,
-                                    const GenerateOptions& g, const RunOptions& o);
+StatusOr<GenerateResult> generateOn(ProcessRankSession& session, const LoadedPlan& p,
+                                    const std::vector<LoadedPlan>& prefills, const GenerateOptions& g,
+                                    const RunOptions& o);
 
-/// \returns the prefill program of generation plan `p` as a plan of its own
-/// (prefillView), sharing `p`'s files and kernels.
-LoadedPlan prefillPlanOf(const LoadedPlan& p);
+/// \returns the prefill programs of generation plan `p`, each as a plan of
+/// its own (prefillView) sharing `p`'s files and kernels, by max_prompt
+/// ascending (Generation.shorter_prefills, then Generation.prefill); none
+/// when the plan has no prefill program.
+std::vector<LoadedPlan> prefillPlansOf(const LoadedPlan& p);
 
 }  // namespace pcc

@@ -1006,7 +1006,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 }
 
 struct ProcessRankSession::Impl {
-  /// One program of the session: the plan, then the second program, if start was given one.
+  /// One program of the session: the plan, then the ones start was given as `more`.
   struct Program {
     const LoadedPlan* plan = nullptr;
     Prepared pr;
@@ -1036,10 +1036,11 @@ ProcessRankSession::~ProcessRankSession() {
 
 StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const LoadedPlan& p, const RunOptions& o,
                                                                          int rank, const Rendezvous& rendezvous) {
-  return start(p, nullptr, o, rank, rendezvous);
+  return start(p, {}, o, rank, rendezvous);
 }
 
-StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const LoadedPlan& p, const LoadedPlan* second,
+StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const LoadedPlan& p,
+                                                                         const std::vector<const LoadedPlan*>& more,
                                                                          const RunOptions& o, int rank,
                                                                          const Rendezvous& rendezvous) {
   RunOptions checked = o;
@@ -1049,8 +1050,10 @@ StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const Lo
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->timeoutSeconds = o.timeoutSeconds;
-  for (const LoadedPlan* lp : {&p, second}) {
-    if (!lp) continue;
+  std::vector<const LoadedPlan*> all{&p};
+  all.insert(all.end(), more.begin(), more.end());
+  for (const LoadedPlan* lp : all) {
+    if (!lp) return internalError("a session's program is missing");
     Impl::Program prog;
     ASSIGN_OR_RETURN(prog.pr, prepare(*lp, {}, checked, /*checkInputs=*/false));
     prog.plan = lp;
@@ -1061,6 +1064,7 @@ StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const Lo
     if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
     ASSIGN_OR_RETURN(prog.exec, makeExecutor(*lp, *prog.pr.progs[rank], checked));
     prog.exec->setStopFlag(&impl->stop);
+    prog.exec->setProfiling(o.profile);
     if (!impl->programs.empty()) RETURN_IF_ERROR(prog.exec->shareStates(*impl->programs.front().exec));
     impl->programs.push_back(std::move(prog));
   }
@@ -1086,13 +1090,10 @@ int ProcessRankSession::programs() const { return static_cast<int>(impl_->progra
 
 StatusOr<std::vector<Tensor>> ProcessRankSession::run(const std::vector<Tensor>& inputs) { return runProgram(0, inputs); }
 
-StatusOr<std::vector<Tensor>> ProcessRankSession::runSecond(const std::vector<Tensor>& inputs) {
-  if (impl_->programs.size() < 2) return internalError("the session has no second program");
-  return runProgram(1, inputs);
-}
-
 StatusOr<std::vector<Tensor>> ProcessRankSession::runProgram(int k, const std::vector<Tensor>& inputs) {
   Impl& m = *impl_;
+  if (k < 0 || k >= static_cast<int>(m.programs.size()))
+    return internalError("the session has no program ", k, " (", m.programs.size(), ")");
   if (!m.firstError.ok())
     return Status(m.firstError.code(), strCat("the session stopped at an earlier error: ", m.firstError.message()));
   Impl::Program& prog = m.programs[k];
@@ -1128,6 +1129,13 @@ Status ProcessRankSession::sumOverRanks(Tensor& t) {
 int64_t ProcessRankSession::lastRunCommBytes() const {
   const Executor& e = *impl_->programs[impl_->lastProgram].exec;
   return e.collectiveTimes().bytes + e.receiveTimes().bytes + e.sentBytes();
+}
+
+std::map<std::string, RunResult::OpTime> ProcessRankSession::opProfile(int k) const {
+  std::map<std::string, RunResult::OpTime> out;
+  if (k < 0 || k >= static_cast<int>(impl_->programs.size())) return out;
+  for (const auto& [op, t] : impl_->programs[k].exec->opProfile()) out[op] = {t.seconds, t.calls};
+  return out;
 }
 
 void ProcessRankSession::interrupt() { impl_->stop.store(true); }
@@ -1249,6 +1257,7 @@ StatusOr<std::unique_ptr<RankSession>> RankSession::start(const LoadedPlan& p, c
   for (int r = 0; r < n; ++r) {
     ASSIGN_OR_RETURN(impl->execs[r], makeExecutor(p, *pr.progs[r], checked));
     impl->execs[r]->setStopFlag(&impl->stop);
+    impl->execs[r]->setProfiling(o.profile);
   }
   const bool withWorld = hasTransfers(p.plan);
   const bool needComms = withWorld || !pr.groups.empty();
@@ -1320,6 +1329,12 @@ int64_t RankSession::lastRunCommBytes() const {
   for (const auto& e : impl_->execs)
     n += e->collectiveTimes().bytes + e->receiveTimes().bytes + e->sentBytes();
   return n;
+}
+
+std::map<std::string, RunResult::OpTime> RankSession::opProfile() const {
+  std::map<std::string, RunResult::OpTime> out;
+  for (const auto& [op, t] : impl_->execs.front()->opProfile()) out[op] = {t.seconds, t.calls};
+  return out;
 }
 
 Status RankSession::shareStates(const RankSession& other) {

@@ -202,7 +202,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
 class RankSession {
  public:
   /// Prepares every rank and connects the communicators (RunOptions: backend,
-  /// kernels, timeout, threads; not iters, warmup, pipeline or profile).
+  /// kernels, timeout, threads, profile (opProfile); not iters, warmup or pipeline).
   static StatusOr<std::unique_ptr<RankSession>> start(const LoadedPlan& p, const RunOptions& o);
   ~RankSession();
   RankSession(const RankSession&) = delete;
@@ -230,6 +230,10 @@ class RankSession {
   /// received, summed over the ranks (the communicators' traffic).
   int64_t lastRunCommBytes() const;
 
+  /// With RunOptions::profile at start: rank 0's seconds and calls per op and
+  /// kernel provider over every run so far (as RunResult::profile).
+  std::map<std::string, RunResult::OpTime> opProfile() const;
+
  private:
   struct Impl;
   explicit RankSession(std::unique_ptr<Impl> impl);
@@ -244,8 +248,8 @@ class RankSession {
 class ProcessRankSession {
  public:
   /// Prepares rank `rank` and meets the other ranks through `rendezvous`
-  /// (RunOptions: backend, kernels, timeout, threads, gloo's address; not
-  /// iters, warmup, pipeline or profile).
+  /// (RunOptions: backend, kernels, timeout, threads, gloo's address, profile
+  /// (opProfile); not iters, warmup or pipeline).
   static StatusOr<std::unique_ptr<ProcessRankSession>> start(const LoadedPlan& p, const RunOptions& o, int rank,
                                                              const Rendezvous& rendezvous);
   /// Ends this rank (rank 0, which may serve the TCP store, first waits a
@@ -254,16 +258,17 @@ class ProcessRankSession {
   ProcessRankSession(const ProcessRankSession&) = delete;
   ProcessRankSession& operator=(const ProcessRankSession&) = delete;
 
-  /// The same with a second program of the same ranks, `second` (a
-  /// generation plan's prefill, prefillView), prepared beside the first and
-  /// connected over the same rendezvous; its state pieces are bound to the
-  /// first program's (Executor::shareStates). Null: none.
-  static StatusOr<std::unique_ptr<ProcessRankSession>> start(const LoadedPlan& p, const LoadedPlan* second,
+  /// The same with more programs of the same ranks, `more` (a generation
+  /// plan's prefill programs, prefillView), each prepared beside the first and
+  /// connected over the same rendezvous; their state pieces are bound to the
+  /// first program's (Executor::shareStates).
+  static StatusOr<std::unique_ptr<ProcessRankSession>> start(const LoadedPlan& p,
+                                                             const std::vector<const LoadedPlan*>& more,
                                                              const RunOptions& o, int rank,
                                                              const Rendezvous& rendezvous);
 
   int rank() const;
-  /// \returns 1, or 2 with a second program.
+  /// \returns 1 + the programs given as `more`.
   int programs() const;
 
   /// Runs this rank once on `inputs` (every Plan.inputs entry: each process
@@ -271,8 +276,9 @@ class ProcessRankSession {
   /// other ranks none; or the first error, after which the session is broken
   /// and its peers stop too.
   StatusOr<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
-  /// The same for the second program (an internal error when there is none).
-  StatusOr<std::vector<Tensor>> runSecond(const std::vector<Tensor>& inputs);
+  /// The same for program `k` (0: the first; k: more[k - 1]; an internal
+  /// error when there is none).
+  StatusOr<std::vector<Tensor>> runProgram(int k, const std::vector<Tensor>& inputs);
 
   /// Sums `t` (a host tensor) over every rank in place, through the world
   /// communicator: rank 0 tells the others what it decided (the generation
@@ -282,6 +288,10 @@ class ProcessRankSession {
   /// \returns the bytes this rank's last run (of either program) gave its
   /// collectives, sent and received.
   int64_t lastRunCommBytes() const;
+
+  /// With RunOptions::profile at start: this rank's seconds and calls per op
+  /// and kernel provider in program `k` (as runProgram) over every run so far.
+  std::map<std::string, RunResult::OpTime> opProfile(int k) const;
 
   /// Stops the run in progress at its next instruction, from any thread (as
   /// RankSession::interrupt); the session is then broken.
@@ -301,7 +311,6 @@ class ProcessRankSession {
  private:
   struct Impl;
   explicit ProcessRankSession(std::unique_ptr<Impl> impl);
-  StatusOr<std::vector<Tensor>> runProgram(int k, const std::vector<Tensor>& inputs);
   std::unique_ptr<Impl> impl_;
 };
 

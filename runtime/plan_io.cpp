@@ -248,6 +248,9 @@ Status writeBundleFiles(const fs::path& dir, const std::string& shownDir, plan::
   if (plan.has_generation() && plan.generation().has_prefill())
     for (plan::RankProgram& prog : *plan.mutable_generation()->mutable_prefill()->mutable_ranks())
       fillWeightCrcs(prog, weightFiles, crcs);
+  if (plan.has_generation())
+    for (plan::Prefill& shorter : *plan.mutable_generation()->mutable_shorter_prefills())
+      for (plan::RankProgram& prog : *shorter.mutable_ranks()) fillWeightCrcs(prog, weightFiles, crcs);
   if (plan.has_reference()) fillWeightCrcs(*plan.mutable_reference(), weightFiles, crcs);
   std::string bytes;
   {
@@ -790,9 +793,10 @@ static Status checkCollectivesMatch(const plan::Plan& plan) {
   return Status::OK();
 }
 
-plan::Plan prefillView(const plan::Plan& plan) {
+plan::Plan prefillView(const plan::Plan& plan, int shorter) {
   plan::Plan v = plan;
-  plan::Prefill* pre = v.mutable_generation()->mutable_prefill();
+  plan::Prefill* pre = shorter < 0 ? v.mutable_generation()->mutable_prefill()
+                                   : v.mutable_generation()->mutable_shorter_prefills(shorter);
   v.mutable_inputs()->Swap(pre->mutable_inputs());
   v.mutable_outputs()->Swap(pre->mutable_outputs());
   v.mutable_groups()->Swap(pre->mutable_groups());
@@ -805,17 +809,26 @@ plan::Plan prefillView(const plan::Plan& plan) {
   g->set_cache_position(pre->cache_position());
   g->set_logits(pre->logits());
   g->clear_prefill();
+  g->clear_shorter_prefills();
   return v;
 }
 
 namespace {
 
-/// The prefill program of a generation plan (Plan.generation.prefill): a plan
-/// of its own on the same mesh, binding exactly the state pieces the decode
-/// programs bind.
-Status checkPrefill(const plan::Plan& plan) {
-  const plan::Prefill& pre = plan.generation().prefill();
+/// A prefill program of a generation plan (Plan.generation.prefill, or
+/// shorter_prefills(shorter)): a plan of its own on the same mesh, binding
+/// exactly the state pieces the decode programs bind.
+Status checkPrefill(const plan::Plan& plan, int shorter) {
+  const plan::Prefill& pre = shorter < 0 ? plan.generation().prefill() : plan.generation().shorter_prefills(shorter);
   if (pre.max_prompt() < 1) return invalidInput("prefill: max_prompt ", pre.max_prompt(), " is below 1");
+  if (shorter >= 0) {
+    const int64_t below = shorter + 1 < plan.generation().shorter_prefills_size()
+                              ? plan.generation().shorter_prefills(shorter + 1).max_prompt()
+                              : plan.generation().prefill().max_prompt();
+    if (pre.max_prompt() >= below)
+      return invalidInput("shorter prefill ", shorter, ": max_prompt ", pre.max_prompt(), " is not below the next's ",
+                          below);
+  }
   if (pre.ranks_size() != plan.ranks_size())
     return invalidInput("prefill: ", pre.ranks_size(), " rank programs for ", plan.ranks_size(), " ranks");
   auto role = [&](int32_t i, int n, const char* what, bool optional) -> Status {
@@ -828,8 +841,9 @@ Status checkPrefill(const plan::Plan& plan) {
   RETURN_IF_ERROR(role(pre.cache_position(), pre.inputs_size(), "cache_position", false));
   RETURN_IF_ERROR(role(pre.logits(), pre.outputs_size(), "logits", false));
   if (pre.mask_offset() < 0) return invalidInput("prefill: mask_offset ", pre.mask_offset(), " is negative");
-  plan::Plan view = prefillView(plan);
-  RETURN_IF_ERROR(validatePlan(view).withContext("prefill"));
+  plan::Plan view = prefillView(plan, shorter);
+  RETURN_IF_ERROR(validatePlan(view).withContext(shorter < 0 ? std::string("prefill")
+                                                             : strCat("shorter prefill ", shorter)));
   std::vector<const plan::RankProgram*> decode(plan.ranks_size());
   for (const plan::RankProgram& r : plan.ranks()) decode[r.rank()] = &r;
   for (const plan::RankProgram& r : view.ranks()) {
@@ -980,7 +994,14 @@ Status validatePlan(const plan::Plan& plan) {
     if (!r.empty() && !sends.count(pair))
       return invalidInput("transfers from ", pairName(pair), ": ", r.size(), " RECV(s) but no SEND");
   RETURN_IF_ERROR(checkCollectivesMatch(plan));
-  return plan.generation().has_prefill() ? checkPrefill(plan) : Status::OK();
+  if (!plan.generation().has_prefill()) {
+    if (plan.generation().shorter_prefills_size() > 0)
+      return invalidInput("generation: shorter prefill programs without a prefill program");
+    return Status::OK();
+  }
+  RETURN_IF_ERROR(checkPrefill(plan, -1));
+  for (int k = 0; k < plan.generation().shorter_prefills_size(); ++k) RETURN_IF_ERROR(checkPrefill(plan, k));
+  return Status::OK();
 }
 
 namespace {
@@ -1098,6 +1119,9 @@ StatusOr<LoadedPlan> loadPlanBundle(const std::string& dir) {
     RETURN_IF_ERROR(openFile(prog, strCat("rank ", prog.rank())));
   for (const plan::RankProgram& prog : lp.plan.generation().prefill().ranks())
     RETURN_IF_ERROR(openFile(prog, strCat("prefill rank ", prog.rank())));
+  for (const plan::Prefill& shorter : lp.plan.generation().shorter_prefills())
+    for (const plan::RankProgram& prog : shorter.ranks())
+      RETURN_IF_ERROR(openFile(prog, strCat("prefill (", shorter.max_prompt(), " tokens) rank ", prog.rank())));
   if (lp.plan.has_reference()) RETURN_IF_ERROR(openFile(lp.plan.reference(), "the reference program"));
   if (lp.plan.kernels_size() > 0) {
     ASSIGN_OR_RETURN(lp.kernels, KernelLibrary::read(dir, lp.plan));

@@ -129,11 +129,12 @@ struct LoadedPlan {
   std::shared_ptr<KernelLibrary> kernels;
 };
 
-/// \returns the prefill program of a generation plan (Plan.generation.prefill)
-/// as a plan of its own: its inputs, outputs, groups and ranks in Plan's
-/// fields, Generation's roles set from it, no reference and no prefill; the
+/// \returns the prefill program of a generation plan (Plan.generation.prefill,
+/// or with `shorter` >= 0 Plan.generation.shorter_prefills(shorter)) as a plan
+/// of its own: its inputs, outputs, groups and ranks in Plan's fields,
+/// Generation's roles set from it, no reference and no prefill programs; the
 /// mesh, kernels and states as in `plan`.
-plan::Plan prefillView(const plan::Plan& plan);
+plan::Plan prefillView(const plan::Plan& plan, int shorter = -1);
 
 /// Reads DIR/plan.pb, checks its checksum, validates it (validatePlan) and maps
 /// the weight files its programs name (confined to DIR: no absolute path, no

@@ -51,6 +51,11 @@ void addCompileFlags(CLI::App& app, CompileOptions& opts) {
                   "prefill program writes in one run; longer prompts\n"
                   "go on through the decode step (default: 256, at\n"
                   "most half of --max-context; 0: no prefill program)");
+  cli::addInteger(app, "--prefill-programs", 1, 8, [&](int64_t n) { opts.prefillPrograms = static_cast<int>(n); },
+                  "generation plans: prefill programs, for --max-prompt\n"
+                  "tokens and for half as many as the one before, down\n"
+                  "to 8; a run takes the shortest that holds its\n"
+                  "longest prompt (default 3; 1: --max-prompt only)");
   app.add_flag_function("--no-generation", [&](int64_t) { opts.generation = false; },
                         "compile a decoder with a KV cache as the plain\n"
                         "graph it is (past and present as inputs and\n"

@@ -457,6 +457,18 @@ void printCommProfile(const RunResult& res) {
   for (size_t r = 0; r < res.rankReceives.size(); ++r) line(r, "receives", res.rankReceives[r]);
 }
 
+/// With --profile: a line per op and kernel provider, the slowest first:
+/// `label: OP  time  share of the total  calls`.
+void printOpProfile(const char* label, const std::map<std::string, RunResult::OpTime>& profile) {
+  std::vector<std::pair<std::string, RunResult::OpTime>> ops(profile.begin(), profile.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
+  double total = 0;
+  for (const auto& [op, t] : ops) total += t.seconds;
+  for (const auto& [op, t] : ops)
+    std::printf("%s: %-32s %10.3f ms %6.1f%% %6lld calls\n", label, op.c_str(), t.seconds * 1e3,
+                total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+}
+
 /// With --profile: every rank's memory, rank 0's time per op and provider,
 /// the communication's overlap and the pipeline stages.
 void printProfile(const Args& a, const plan::Plan& plan, const RunResult& res) {
@@ -469,13 +481,7 @@ void printProfile(const Args& a, const plan::Plan& plan, const RunResult& res) {
     std::printf("\n");
   }
   if (!a.run.profile) return;
-  std::vector<std::pair<std::string, RunResult::OpTime>> ops(res.profile.begin(), res.profile.end());
-  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
-  double total = 0;
-  for (const auto& [op, t] : ops) total += t.seconds;
-  for (const auto& [op, t] : ops)
-    std::printf("profile rank 0: %-32s %10.3f ms %6.1f%% %6lld calls\n", op.c_str(), t.seconds * 1e3,
-                total > 0 ? 100.0 * t.seconds / total : 0.0, static_cast<long long>(t.calls));
+  printOpProfile("profile rank 0", res.profile);
   printCommProfile(res);
   printPipelineProfile(plan, res);
 }
@@ -665,9 +671,10 @@ int runGenerate(const Args& a, const LoadedPlan& lp, const std::optional<Process
   size_t longest = 0;
   for (const auto& pr : g.prompts) longest = std::max(longest, pr.size());
   if (res->prefillRuns > 0)
-    std::printf("time to first token: %.3f ms (the prefill program wrote %lld prompt tokens in %d run%s)\n",
-                res->firstTokenSeconds * 1e3, static_cast<long long>(res->prefillTokens), res->prefillRuns,
-                res->prefillRuns == 1 ? "" : "s");
+    std::printf("time to first token: %.3f ms (the prefill program for %lld tokens wrote %lld prompt tokens in %d "
+                "run%s)\n",
+                res->firstTokenSeconds * 1e3, static_cast<long long>(res->prefillLength),
+                static_cast<long long>(res->prefillTokens), res->prefillRuns, res->prefillRuns == 1 ? "" : "s");
   else
     std::printf("time to first token: %.3f ms (the prompts fed one token per step: %zu steps)\n",
                 res->firstTokenSeconds * 1e3, longest);
@@ -682,6 +689,10 @@ int runGenerate(const Args& a, const LoadedPlan& lp, const std::optional<Process
                     ? ""
                     : strCat(", ", res->commBytesMin, " at the fewest").c_str(),
                 static_cast<long long>(res->planCommBytes));
+  if (a.run.profile) {
+    printOpProfile("profile prefill rank 0", res->prefillProfile);
+    printOpProfile("profile decode rank 0", res->decodeProfile);
+  }
   std::fflush(stdout);
   if (!res->overflow.empty()) return fail(invalidInput(res->overflow));
   if (a.check) {

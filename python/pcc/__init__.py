@@ -246,7 +246,8 @@ class Plan:
 
     @property
     def generation(self) -> Optional[Dict[str, Any]]:
-        """A generation plan's batch, max_context, prefill length and end tokens; None otherwise."""
+        """A generation plan's batch, max_context, prefill length (the longest prefill program's prompt
+        tokens), prefill_lengths (every prefill program's, ascending) and end tokens; None otherwise."""
         g = self._bundle.generation
         return dict(g) if g else None
 
@@ -387,8 +388,9 @@ class Session:
                     step's logits (CheckError on a mismatch)
 
         \\returns {"tokens": new tokens per prompt, "steps", "prefill_tokens",
-        "first_token_seconds", "decode_seconds", "decode_tokens", "overflow",
-        "checked_steps", "max_logit_diff"}.
+        "prefill_length" (the prompt tokens of the prefill program that ran, 0: none),
+        "first_token_seconds", "decode_seconds", "decode_tokens", "overflow", "checked_steps",
+        "max_logit_diff"}.
         """
         prompts = [list(map(int, p)) for p in prompt_ids] if len(prompt_ids) and not np.isscalar(prompt_ids[0]) \
             else [list(map(int, prompt_ids))]

@@ -306,6 +306,10 @@ nb::dict generationInfo(const plan::Plan& p) {
   g["batch"] = gen.batch();
   g["max_context"] = gen.max_context();
   g["prefill"] = gen.has_prefill() ? nb::cast(gen.prefill().max_prompt()) : nb::none();
+  std::vector<int64_t> lengths;
+  for (const plan::Prefill& f : gen.shorter_prefills()) lengths.push_back(f.max_prompt());
+  if (gen.has_prefill()) lengths.push_back(gen.prefill().max_prompt());
+  g["prefill_lengths"] = lengths;
   g["eos_token_ids"] = std::vector<int64_t>(gen.eos_token_ids().begin(), gen.eos_token_ids().end());
   return g;
 }
@@ -426,11 +430,11 @@ class Session {
     {
       nb::gil_scoped_release release;
       if (launch_) {
-        // A generation plan's prefill program joins the session as its second program.
-        const plan::Plan& pp = bundle_.proto();
-        if (pp.has_generation() && pp.generation().has_prefill()) prefill_ = prefillPlanOf(*bundle_.plan);
-        auto s = ProcessRankSession::start(*bundle_.plan, prefill_ ? &*prefill_ : nullptr, opts_, launch_->rank,
-                                           launch_->rendezvous);
+        // A generation plan's prefill programs join the session as its programs 1, 2, ...
+        prefills_ = prefillPlansOf(*bundle_.plan);
+        std::vector<const LoadedPlan*> more;
+        for (const LoadedPlan& pre : prefills_) more.push_back(&pre);
+        auto s = ProcessRankSession::start(*bundle_.plan, more, opts_, launch_->rank, launch_->rendezvous);
         if (s.ok()) process_ = std::move(s).value();
         else failed = s.status();
       } else {
@@ -550,7 +554,7 @@ class Session {
     {
       nb::gil_scoped_release release;
       if (process_)
-        res = generateOn(*process_, *bundle_.plan, prefill_ ? &*prefill_ : nullptr, g, o);
+        res = generateOn(*process_, *bundle_.plan, prefills_, g, o);
       else
         res = generateTokens(*bundle_.plan, g, o);
     }
@@ -560,6 +564,7 @@ class Session {
     d["tokens"] = res->tokens;
     d["steps"] = res->steps;
     d["prefill_tokens"] = res->prefillTokens;
+    d["prefill_length"] = res->prefillLength;
     d["first_token_seconds"] = res->firstTokenSeconds;
     d["decode_seconds"] = res->decodeSeconds;
     d["decode_tokens"] = res->decodeTokens;
@@ -579,7 +584,7 @@ class Session {
   Bundle bundle_;
   RunOptions opts_;
   std::unique_ptr<RankSession> session_;          // every rank a thread of this process
-  std::optional<LoadedPlan> prefill_;             // distributed: the prefill program process_ runs too
+  std::vector<LoadedPlan> prefills_;              // distributed: the prefill programs process_ runs too
   std::unique_ptr<ProcessRankSession> process_;   // distributed: this process's rank
   std::optional<LaunchEnv> launch_;
   Worker worker_;                                 // runs `run`'s calls (Ctrl-C seen meanwhile)

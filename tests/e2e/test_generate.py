@@ -8,9 +8,12 @@ produced when the exports were made (manifest.json), and every step's logits
 must match the export's own decode step run by the reference evaluator with its
 past and present tensors (`pcc-run --check`). Meshes: --gpus 1, tp=2 (the two
 kv heads split), tp=4 (fewer kv heads than ranks: replicated), pp=2, dp=2 (one
-sequence per replica), tp=2,pp=2 (with a prefill program shorter than the
-prompts). Each plan carries a prefill program partitioned as its decode step,
-which writes the prompts in one run, its weights the decode step's; at
+sequence per replica, one prefill program only), tp=2,pp=2 (with a prefill
+program shorter than the prompts). Each plan carries prefill programs
+partitioned as its decode step, for --max-prompt tokens and for half and a
+quarter as many; the shortest that holds the prompts writes them in one run,
+its weights the decode step's (at --gpus 1 the first prompt alone takes a
+shorter program than both, with the same tokens); at
 --gpus 1 and tp=2 the prompts also go through the decode step
 (--no-prefill), with the same tokens. Each plan is also read back: its cache
 lives in state bindings written in place by TensorScatter, and no collective,
@@ -41,10 +44,31 @@ NEW_TOKENS = 32
 MESHES = [("gpus1", ["--gpus", "1"]), ("tp2", ["--gpus", "2", "--strategy", "tp=2"])]
 MORE_MESHES = [("tp4", ["--gpus", "4", "--strategy", "tp=4"]),
                ("pp2", ["--gpus", "2", "--strategy", "pp=2"]),
-               ("dp2", ["--gpus", "2", "--strategy", "dp=2"]),
+               # one prefill program, for --max-prompt tokens (the default adds shorter ones)
+               ("dp2", ["--gpus", "2", "--strategy", "dp=2", "--prefill-programs", "1"]),
                # a prefill program shorter than the prompts: they go on through the decode step
                ("tp2pp2", ["--gpus", "4", "--strategy", "tp=2,pp=2", "--max-prompt", "3"])]
 DEFAULT_MAX_PROMPT = MAX_CONTEXT // 2  # min(256, max_context / 2)
+
+
+def prefill_lengths(args):
+    """\returns the prompt tokens of the prefill programs pcc compiles with
+    `args`, ascending: --max-prompt's, then half of the one before while at
+    least 8, --prefill-programs in all (default 3)."""
+    longest = int(args[args.index("--max-prompt") + 1]) if "--max-prompt" in args else DEFAULT_MAX_PROMPT
+    programs = int(args[args.index("--prefill-programs") + 1]) if "--prefill-programs" in args else 3
+    lengths = [longest]
+    while len(lengths) < programs and lengths[-1] // 2 >= 8:
+        lengths.append(lengths[-1] // 2)
+    return lengths[::-1]
+
+
+def prefill_ran(args, prompts):
+    """\returns the prompt tokens of the prefill program a run on `prompts`
+    takes: the shortest that holds the longest prompt, else the longest."""
+    lengths = prefill_lengths(args)
+    longest = max(len(p) for p in prompts)
+    return next((n for n in lengths if n >= longest), lengths[-1])
 
 KERNEL, ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV, FREE, REGION, LAUNCH, ALL_TO_ALL = range(10)
 MOVES = {ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV, ALL_TO_ALL}
@@ -198,11 +222,13 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
                             f"  {comm}")
             # The prefill program: partitioned as the decode step, its weights the decode step's.
             pre = gen.get("prefill")
-            max_prompt = int(args[args.index("--max-prompt") + 1]) if "--max-prompt" in args else DEFAULT_MAX_PROMPT
+            lengths = prefill_lengths(args)
             weights = sum(rk["weight_bytes"] for rk in rep["ranks"])
-            suite.check(f"{case}: a prefill program for {max_prompt} prompt tokens, its weights shared with the "
-                        "decode step (at most 5% of its own: constants folded at the prompt's shapes)",
-                        pre is not None and pre["max_prompt"] == max_prompt and pre["estimate_ms"] > 0
+            suite.check(f"{case}: prefill programs for {lengths} prompt tokens, their weights shared with the "
+                        "decode step (at most 5% of their own: constants folded at the prompt's shapes)",
+                        pre is not None and pre["max_prompt"] == lengths[-1] and pre["estimate_ms"] > 0
+                        and [s["max_prompt"] for s in pre["shorter"]] == lengths[:-1]
+                        and all(s["estimate_ms"] > 0 for s in pre["shorter"])
                         and 0 <= pre["extra_weight_bytes"] <= 0.05 * weights,
                         f"  prefill {pre}, decode weights {weights} bytes\n  notes {rep.get('notes')}")
             why = estimate_wrong(rep, batch=2)
@@ -225,10 +251,21 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
         suite.check(f"{case}: the communicators move per decode step exactly the plan's collective bytes "
                     f"({m.group(2) if m else '?'})", m is not None and m.group(1) == m.group(2)
                     and (mesh != "gpus1" or m.group(1) == "0"), r.describe(1500))
-        max_prompt = int(args[args.index("--max-prompt") + 1]) if "--max-prompt" in args else DEFAULT_MAX_PROMPT
-        written = sum(min(len(p), max_prompt) for p in info["prompts"])
-        suite.check(f"{case}: the prefill program wrote {written} prompt tokens in one run",
-                    f"the prefill program wrote {written} prompt tokens in 1 run" in r.stdout, r.describe(1500))
+        ran = prefill_ran(args, info["prompts"])
+        written = sum(min(len(p), ran) for p in info["prompts"])
+        suite.check(f"{case}: the prefill program for {ran} tokens (the shortest holding the prompts) wrote "
+                    f"{written} prompt tokens in one run",
+                    f"the prefill program for {ran} tokens wrote {written} prompt tokens in 1 run" in r.stdout,
+                    r.describe(1500))
+        if mesh == "gpus1" and prefill_ran(args, info["prompts"][:1]) != ran:
+            # The first prompt alone takes a shorter prefill program: its tokens are the same.
+            one = run_args[:run_args.index("--prompt-ids")] + ["--prompt-ids", ",".join(map(str, info["prompts"][0]))]
+            r = tools.run("pcc-run", one)
+            short = prefill_ran(args, info["prompts"][:1])
+            suite.check(f"{case}: the first prompt alone: the prefill program for {short} tokens, the same "
+                        "tokens, every step matching the export's",
+                        r.returncode == 0 and tokens_of(r.stdout) == {0: want[0]} and
+                        f"the prefill program for {short} tokens wrote" in r.stdout, r.describe(1500))
         if mesh in ("gpus1", "tp2"):
             # The same tokens with the prompts fed through the decode step, one token per run.
             r = tools.run("pcc-run", run_args + ["--no-prefill"])
