@@ -540,6 +540,9 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
   ASSIGN_OR_RETURN(bool folded, pre.run(g, ctx));
   (void)folded;
   ASSIGN_OR_RETURN(std::vector<KvCacheState> mine, rewriteKvCachePrefill(g, s.interface->pairs, states, opts.modelPath));
+  // A GroupQueryAttention prefill reads the whole cache, all of it masked
+  // past the prompt's positions: its attention reads those only.
+  if (!b.placeholderPast) RETURN_IF_ERROR(limitPrefillAttention(g, s.maxPrompt).status());
   RETURN_IF_ERROR(verifyGraph(g).withContext("after the KV cache rewrite"));
   PassManager pm;
   for (const char* name : kPipeline)

@@ -181,6 +181,53 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCache(Graph& g, const std::vector<K
   return rewrite(g, pairs, nullptr, modelPath);
 }
 
+StatusOr<int> limitPrefillAttention(Graph& g, int64_t keys) {
+  int changed = 0;
+  for (Node* n : g.nodes()) {
+    if (n->op() != OpKind::Attention || n->inputs().size() != 4) continue;
+    Value *k = n->input(1), *v = n->input(2), *m = n->input(3);
+    auto written = [](const Value* x) { return x && x->producer() && x->producer()->op() == OpKind::TensorScatter; };
+    if (!written(k) || !written(v) || !m || m->type().dtype != DType::kBool) continue;
+    const Dims& ks = k->type().shape;
+    if (ks.size() != 4 || ks[2] <= keys || v->type().rank() != 4 || v->type().shape[2] != ks[2] ||
+        m->type().rank() != 4 || m->type().shape[3] != ks[2])
+      continue;
+    // Each Slice goes right before the Attention: its input is computed by then.
+    auto first = [&](Value* x, int64_t axis, const char* what) -> StatusOr<Value*> {
+      const std::string base = g.uniqueName(n->name() + "/" + what + "_prompt");
+      std::vector<Value*> ins = {
+          x, g.addConstant(g.uniqueName(base + "/starts"), Tensor::fromVector<int64_t>(DType::kI64, {1}, {0})),
+          g.addConstant(g.uniqueName(base + "/ends"), Tensor::fromVector<int64_t>(DType::kI64, {1}, {keys})),
+          g.addConstant(g.uniqueName(base + "/axes"), Tensor::fromVector<int64_t>(DType::kI64, {1}, {axis}))};
+      ASSIGN_OR_RETURN(std::vector<TensorType> types, inferOutputTypes(OpKind::Slice, ins, {}, base));
+      return g.addNode(OpKind::Slice, ins, types, {}, base, {}, g.indexOf(n))->output();
+    };
+    ASSIGN_OR_RETURN(Value* k2, first(k, 2, "keys"));
+    ASSIGN_OR_RETURN(Value* v2, first(v, 2, "values"));
+    // A mask compared from constant key positions (GroupQueryAttention's):
+    // compare the first `keys` positions, a Slice of the constant that
+    // constant folding computes once, rather than slicing each run's mask.
+    Value* m2 = nullptr;
+    if (const Node* cmp = m->producer();
+        cmp && cmp->inputs().size() == 2 && (cmp->op() == OpKind::LessOrEqual || cmp->op() == OpKind::Less) &&
+        cmp->input(0)->isConstant() && cmp->input(0)->type().rank() == 4 && cmp->input(0)->type().shape[3] == ks[2] &&
+        cmp->input(1)->type().rank() == 4 && cmp->input(1)->type().shape[3] == 1) {
+      ASSIGN_OR_RETURN(Value* cols, first(cmp->input(0), 3, "key_positions"));
+      std::vector<Value*> ins = {cols, cmp->input(1)};
+      const std::string base = g.uniqueName(n->name() + "/mask_prompt");
+      ASSIGN_OR_RETURN(std::vector<TensorType> types, inferOutputTypes(cmp->op(), ins, {}, base));
+      m2 = g.addNode(cmp->op(), ins, types, {}, base, {}, g.indexOf(n))->output();
+    } else {
+      ASSIGN_OR_RETURN(m2, first(m, 3, "mask"));
+    }
+    n->setInput(1, k2);
+    n->setInput(2, v2);
+    n->setInput(3, m2);
+    ++changed;
+  }
+  return changed;
+}
+
 StatusOr<std::vector<KvCacheState>> rewriteKvCachePrefill(Graph& g, const std::vector<KvCachePair>& pairs,
                                                           const std::vector<KvCacheState>& decode,
                                                           const std::string& modelPath) {

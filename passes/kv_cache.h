@@ -62,4 +62,14 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCachePrefill(Graph& g, const std::v
                                                           const std::vector<KvCacheState>& decode,
                                                           const std::string& modelPath);
 
+/// For a prefill program that starts from an empty cache (GroupQueryAttention
+/// form: its `max_prompt` new positions written from position 0): makes each
+/// Attention that reads the written caches (TensorScatter outputs, positions
+/// on axis 2, a bool mask [.., .., queries, positions]) read only their first
+/// `keys` positions: Slices of the keys, values and mask (of a mask compared
+/// from constant key positions, a Slice of the constant). Exact when no
+/// query sees a key past `keys` (a prefill run: query i sees keys [0, i]);
+/// the rest of the cache is all masked. \returns the Attentions changed.
+StatusOr<int> limitPrefillAttention(Graph& g, int64_t keys);
+
 }  // namespace pcc
