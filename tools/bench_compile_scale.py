@@ -102,6 +102,10 @@ class Builder:
         self.inits.append(helper.make_tensor(name, dtype, [len(values)] if values is not None else [], values))
         return name
 
+    def scalar(self, name, value, dtype):
+        self.inits.append(helper.make_tensor(name, dtype, [], [value]))
+        return name
+
     def node(self, op, inputs, name, **attrs):
         self.count += 1
         out = f"{name}_out"
@@ -111,10 +115,12 @@ class Builder:
 
 def build_llama(b, c):
     """The LLaMA structure; with c["decode"], its decode step as the PyTorch
-    exporters write it: `input_ids`, `attention_mask` and per layer
-    `past_key_values.N.key/value` [batch, heads, past, head width] in,
+    exporters write it: `input_ids`, `attention_mask`, `position_ids` and per
+    layer `past_key_values.N.key/value` [batch, heads, past, head width] in,
     `logits` and `present.N.key/value` (Concat(past, new) along the
-    positions) out, the mask added to the scores."""
+    positions) out; rotary embeddings (half rotation) of q and k at
+    `position_ids`, and a causal mask (query i of the new positions sees the
+    keys up to past + i) with the padding mask added to the scores."""
     w, h, f = c["width"], c["heads"], c["ffn"]
     decode = c.get("decode", False)
     eps = b.const("eps", [1e-5], F16)
@@ -131,7 +137,38 @@ def build_llama(b, c):
         m = b.node("Cast", ["attention_mask"], "mask/cast", to=F16)
         m = b.node("Mul", [b.node("Sub", [one, m], "mask/sub"), lowest], "mask/mul")
         mask = b.node("Unsqueeze", [m, axes], "mask/unsqueeze")
+        # causal: key j is seen by new position i when j <= (total - seq) + i
+        zero_i = b.scalar("zero_i", 0, TensorProto.INT64)
+        one_i = b.scalar("one_i", 1, TensorProto.INT64)
+        at1 = b.scalar("at1", 1, TensorProto.INT64)
+        total = b.node("Gather", [b.node("Shape", ["attention_mask"], "mask/shape"), at1], "mask/total")
+        seq = b.node("Gather", [b.node("Shape", ["input_ids"], "ids/shape"), at1], "ids/seq")
+        kpos = b.node("Unsqueeze", [b.node("Range", [zero_i, total, one_i], "mask/keys"),
+                                    b.const("axis0", [0], TensorProto.INT64)], "mask/keys_row")
+        qpos = b.node("Unsqueeze", [b.node("Range", [b.node("Sub", [total, seq], "mask/past"), total, one_i],
+                                           "mask/queries"), b.const("axis1", [1], TensorProto.INT64)],
+                      "mask/queries_col")
+        causal = b.node("Where", [b.node("LessOrEqual", [kpos, qpos], "mask/causal"), b.const("zero_h", [0.0], F16),
+                                  lowest], "mask/causal_add")
+        mask = b.node("Add", [mask, causal], "mask/full")
+        # rotary tables [positions, head width], gathered at position_ids -> [batch, 1, seq, head width]
+        hd = w // h
+        axes_1 = b.const("axes_1", [1], TensorProto.INT64)
+        cos_table = b.weight("rotary.cos", [c.get("positions", 4096), hd])
+        sin_table = b.weight("rotary.sin", [c.get("positions", 4096), hd])
+        halves = b.const("rotary_halves", [hd // 2, hd // 2], TensorProto.INT64)
         b.presents = []
+
+    def rotary(x, p):
+        # each layer gathers its own rows of the tables
+        cos = b.node("Unsqueeze", [b.node("Gather", [cos_table, "position_ids"], f"{p}/cos_rows"), axes_1],
+                     f"{p}/cos_heads")
+        sin = b.node("Unsqueeze", [b.node("Gather", [sin_table, "position_ids"], f"{p}/sin_rows"), axes_1],
+                     f"{p}/sin_heads")
+        x1, x2 = f"{p}/x1", f"{p}/x2"
+        b.nodes.append(helper.make_node("Split", [x, halves], [x1, x2], name=f"{p}/split", axis=-1))
+        rot = b.node("Concat", [b.node("Neg", [x2], f"{p}/neg"), x1], f"{p}/rotate_half", axis=-1)
+        return b.node("Add", [b.node("Mul", [x, cos], f"{p}/cos"), b.node("Mul", [rot, sin], f"{p}/sin")], f"{p}/rotary")
 
     def rmsnorm(x, p):
         sq = b.node("Pow", [x, two], f"{p}/pow")
@@ -147,6 +184,7 @@ def build_llama(b, c):
                                                                   f"{p}/{t}_proj"), heads_shape], f"{p}/{t}_heads")],
                           f"{p}/{t}_t", perm=[0, 2, 1, 3]) for t in "qkv")
         if decode:
+            q, k = rotary(q, f"{p}/q_rotary"), rotary(k, f"{p}/k_rotary")
             for t, new in (("key", "k"), ("value", "v")):
                 present = f"present.{i}.{t}"
                 b.nodes.append(helper.make_node("Concat", [f"past_key_values.{i}.{t}", k if new == "k" else v],
@@ -246,6 +284,7 @@ def write_structure(directory, name):
         b.nodes.append(helper.make_node("Identity", [out], ["logits"], name="logits"))
         outs = [helper.make_tensor_value_info("logits", F16, ["batch", "seq", c["vocab"]])]
         ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]))
+        ins.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]))
         cache = ["batch", c["heads"], "past", c["width"] // c["heads"]]
         for present in b.presents:
             past = "past_key_values." + present[len("present."):]

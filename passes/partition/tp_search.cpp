@@ -21,9 +21,12 @@
 //     layouts already materialized for it; the cost of a state is the least
 //     cost of the nodes so far that reaches it. Each node extends each state
 //     by each of its choices; states that agree are merged, keeping the
-//     cheaper. The live values are the same for every state of a step, so the
-//     frontier stays small on the graphs models make (the residual stream and
-//     the branch being computed).
+//     cheaper, and a state is dropped where another with the same layouts,
+//     at least its materialized ones and no more cost dominates it (a value
+//     every layer reads, such as a rotary table, would otherwise multiply
+//     the frontier by the sets of layouts made of it). The live values are
+//     the same for every state of a step, so the frontier stays small on the
+//     graphs models make (the residual stream and the branch being computed).
 //  4. A pass capped at 64 states first gives the cost of one assignment; the
 //     exact pass then drops every state that cannot beat it: more weight
 //     bytes already (when they count first), or time so far plus the least
@@ -57,6 +60,10 @@ namespace {
 // Layout ids at or above this are never counted as materialized (the
 // cost then counts their conversion again: an overestimate, never a miss).
 constexpr int kMaxCached = 56;
+
+// States with the same layouts compared pair by pair for dominance at most
+// (dropDominated).
+constexpr size_t kMaxDominanceGroup = 512;
 
 struct Layouts {
   std::vector<std::optional<Sharding>> req;  // per input; nullopt: absent
@@ -299,6 +306,7 @@ class Search {
         }
       }
       if (next.empty()) return internalError("tp search: every state was dropped at ", nodes_[i]->describe());
+      dropDominated(next, origin);
       result.maxStates = std::max(result.maxStates, next.size());
       if (next.size() > beam) {
         result.exact = false;
@@ -378,6 +386,53 @@ class Search {
   };
 
   static uint64_t bit(int layout) { return layout < kMaxCached ? uint64_t{1} << (8 + layout) : 0; }
+
+  /// Whether `a` is at least as good as `b` for every way the search may
+  /// go on: the same layouts, at least the materialized ones of `b` (every
+  /// later conversion costs `a` no more: convert takes the cheapest source),
+  /// and no more of anything so far.
+  static bool dominates(const State& a, const State& b) {
+    if (a.movesState > b.movesState || a.seconds > b.seconds || a.bytes > b.bytes || a.matrixBytes > b.matrixBytes)
+      return false;
+    for (size_t k = 0; k < a.entries.size(); ++k)
+      if ((b.entries[k] & ~a.entries[k]) != 0) return false;  // layouts equal (grouped), masks a ⊇ b
+    return true;
+  }
+
+  /// Drops the states another dominates (step 3's merge, for states whose
+  /// layouts agree but whose materialized layouts differ): a value read by
+  /// every layer (a rotary table) otherwise multiplies the frontier by the
+  /// sets of layouts made of it.
+  static void dropDominated(std::vector<State>& states, std::vector<std::pair<int, int>>& origin) {
+    std::unordered_map<std::string, std::vector<int>> groups;
+    for (size_t k = 0; k < states.size(); ++k) {
+      std::string key;
+      key.reserve(states[k].entries.size());
+      for (uint64_t e : states[k].entries) key.push_back(static_cast<char>(e & 0xff));
+      groups[key].push_back(static_cast<int>(k));
+    }
+    if (groups.size() == states.size()) return;
+    std::vector<bool> drop(states.size(), false);
+    for (auto& [key, members] : groups) {
+      // Keeping a state is always right; a large group is left whole rather
+      // than compared pair by pair.
+      if (members.size() < 2 || members.size() > kMaxDominanceGroup) continue;
+      for (int a : members)
+        for (int b : members)
+          if (a != b && !drop[a] && !drop[b] && dominates(states[a], states[b])) drop[b] = true;
+    }
+    size_t w = 0;
+    for (size_t k = 0; k < states.size(); ++k)
+      if (!drop[k]) {
+        if (w != k) {
+          states[w] = std::move(states[k]);
+          origin[w] = origin[k];
+        }
+        ++w;
+      }
+    states.resize(w);
+    origin.resize(w);
+  }
   static int layoutOf(uint64_t e) { return static_cast<int>(e & 0xff); }
 
   bool better(const State& a, const State& b) const {
@@ -464,18 +519,29 @@ class Search {
     }
     int from = layoutOf(e);
     // As lowering does: a layout materialized already that reaches the
-    // target by slices alone is sliced from.
+    // target by slices alone is sliced from; of several, the cheapest (and
+    // the value's own layout when its path costs less, which a collective
+    // never does against slices): so more layouts materialized never cost
+    // more (dropDominated relies on it).
     auto local = [&](int k) {
       for (const Hop& h : hops(r.value, k, r.layout))
         if (!h.local) return false;
       return true;
     };
-    if (!local(from))
+    auto cost = [&](int k) {
+      double t = 0;
+      for (const Hop& h : hops(r.value, k, r.layout))
+        if (!(e & bit(h.layout))) t += h.seconds;
+      return t;
+    };
+    if (!local(from)) {
+      double best = cost(from);
       for (int k = 0; k < kMaxCached && k < static_cast<int>(layouts_[r.value].size()); ++k)
-        if ((e & bit(k)) && k != from && local(k)) {
+        if ((e & bit(k)) && k != from && local(k) && cost(k) < best) {
+          best = cost(k);
           from = k;
-          break;
         }
+    }
     for (const Hop& h : hops(r.value, from, r.layout)) {
       if (e & bit(h.layout)) continue;
       st.seconds += h.seconds;
