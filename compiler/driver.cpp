@@ -208,6 +208,7 @@ struct PrefillBuild {
   std::vector<RankGraph> ranks;
   int64_t maxPrompt = 0;
   bool placeholderPast = false;
+  bool logitsLastOnly = false;  ///< lastPositionLogits applied
   double seconds = 0;       ///< the cost model's time for one run (before fusion, as the search costs)
   int64_t peakMemory = 0;   ///< the largest rank's estimate
 };
@@ -543,6 +544,9 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
   // A GroupQueryAttention prefill reads the whole cache, all of it masked
   // past the prompt's positions: its attention reads those only.
   if (!b.placeholderPast) RETURN_IF_ERROR(limitPrefillAttention(g, s.maxPrompt).status());
+  // Only each sequence's last prompt position gives a token: the vocabulary's
+  // product runs on that row alone.
+  ASSIGN_OR_RETURN(b.logitsLastOnly, lastPositionLogits(g, s.interface->logits));
   RETURN_IF_ERROR(verifyGraph(g).withContext("after the KV cache rewrite"));
   PassManager pm;
   for (const char* name : kPipeline)
@@ -550,9 +554,11 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
   ASSIGN_OR_RETURN(bool changed, pm.run(g, ctx));
   (void)changed;
   const Value* logits = g.findValue(s.interface->logits);
-  if (!logits || logits->type().rank() != 3 || logits->type().shape[1] != s.maxPrompt)
-    return invalidInput("its logits are ", logits ? logits->type().str() : std::string("missing"),
-                        ", not one row per prompt position [batch, ", s.maxPrompt, ", vocab]");
+  const int64_t rows = b.logitsLastOnly ? 1 : s.maxPrompt;
+  if (!logits || logits->type().rank() != 3 || logits->type().shape[1] != rows)
+    return invalidInput("its logits are ", logits ? logits->type().str() : std::string("missing"), ", not ",
+                        b.logitsLastOnly ? "one row per sequence [batch, 1, " : "one row per prompt position [batch, ",
+                        b.logitsLastOnly ? std::string() : strCat(s.maxPrompt, ", "), "vocab]");
   std::map<std::string, int> stages;
   if (decode.mesh.pp > 1)
     for (const Node* n : decodeGraph.nodes()) stages[partitionKey(*n)] = n->stage();
@@ -719,6 +725,14 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       pre.set_mask_offset(b.placeholderPast ? 1 : 0);
       pre.set_mask_whole_window(!b.placeholderPast);
       pre.set_estimate_ms(b.seconds * 1e3);
+      if (b.logitsLastOnly) {
+        int at = -1;
+        for (int i = 0; i < pre.inputs_size(); ++i)
+          if (pre.inputs(i).name() == kLastPositionInput) at = i;
+        if (at < 0) return internalError("prefill program: its input '", kLastPositionInput, "' vanished");
+        pre.set_logits_last_only(true);
+        pre.set_last_position(at);
+      }
       return Status::OK();
     };
     RETURN_IF_ERROR(emitOne(*prefill, *g.mutable_prefill()));

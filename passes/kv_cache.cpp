@@ -228,6 +228,37 @@ StatusOr<int> limitPrefillAttention(Graph& g, int64_t keys) {
   return changed;
 }
 
+StatusOr<bool> lastPositionLogits(Graph& g, const std::string& logits) {
+  Value* out = g.findValue(logits);
+  Node* mm = out ? out->producer() : nullptr;
+  if (!mm || mm->op() != OpKind::MatMul || mm->inputs().size() != 2) return false;
+  Value* hidden = mm->input(0);
+  Value* w = mm->input(1);
+  const Dims& hs = hidden->type().shape;
+  if (hs.size() != 3 || !w->isConstant() || w->type().rank() != 2 || out->type().rank() != 3) return false;
+  if (g.users(hidden).size() != 1) return false;  // the positions' hidden states feed something else too
+  if (g.findValue(kLastPositionInput))
+    return invalidInput("the model already has a value named '", kLastPositionInput, "'");
+  Value* at = g.addInput(kLastPositionInput, {DType::kI64, {hs[0], 1, hs[2]}});
+  AttrMap a;
+  a.set("axis", int64_t{1});
+  const std::string name = g.uniqueName(mm->name() + "/last_position");
+  std::vector<Value*> ins = {hidden, at};
+  ASSIGN_OR_RETURN(std::vector<TensorType> types, inferOutputTypes(OpKind::GatherElements, ins, a, name));
+  Node* gather = g.addNode(OpKind::GatherElements, ins, types, a, name, {}, g.indexOf(mm));
+  mm->setInput(0, gather->output());
+  ASSIGN_OR_RETURN(std::vector<TensorType> now, inferOutputTypes(OpKind::MatMul, mm->inputs(), mm->attrs(), mm->name()));
+  out->setType(now[0]);
+  // The input goes before pcc_cache_position and the caches (which the KV
+  // cache rewrite put last), after the export's own inputs.
+  std::vector<Value*> inputs = g.inputs();
+  inputs.erase(std::find(inputs.begin(), inputs.end(), at));
+  auto pos = std::find_if(inputs.begin(), inputs.end(), [](const Value* v) { return v->name() == kCachePositionInput; });
+  inputs.insert(pos, at);
+  g.setInputs(std::move(inputs));
+  return true;
+}
+
 StatusOr<std::vector<KvCacheState>> rewriteKvCachePrefill(Graph& g, const std::vector<KvCachePair>& pairs,
                                                           const std::vector<KvCacheState>& decode,
                                                           const std::string& modelPath) {

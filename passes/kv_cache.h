@@ -72,4 +72,20 @@ StatusOr<std::vector<KvCacheState>> rewriteKvCachePrefill(Graph& g, const std::v
 /// the rest of the cache is all masked. \returns the Attentions changed.
 StatusOr<int> limitPrefillAttention(Graph& g, int64_t keys);
 
+/// The input of a prefill program that reads only each sequence's last
+/// prompt position (lastPositionLogits): int64 [batch, 1, hidden], every
+/// element the sequence's last prompt index.
+inline constexpr const char* kLastPositionInput = "pcc_last_position";
+
+/// For a prefill program: makes the logits `logits` ([batch, positions,
+/// vocab], a MatMul of hidden states [batch, positions, hidden] by a
+/// constant [hidden, vocab]) the logits of each sequence's last prompt
+/// position only ([batch, 1, vocab]): the hidden states are gathered at
+/// kLastPositionInput (GatherElements along the positions) before the
+/// MatMul, so the vocabulary's product runs on one row per sequence, not
+/// on every position. The input goes after the export's own inputs, before
+/// pcc_cache_position and the caches.
+/// \returns false, the graph unchanged, when the logits are not such a MatMul.
+StatusOr<bool> lastPositionLogits(Graph& g, const std::string& logits);
+
 }  // namespace pcc

@@ -327,7 +327,8 @@ std::string planReportJson(const plan::Plan& p) {
       doc["generation"]["prefill"] = Json{{"max_prompt", f.max_prompt()},
                                           {"estimate_ms", f.estimate_ms()},
                                           {"extra_weight_bytes", f.extra_weight_bytes()},
-                                          {"arena_bytes", arena}};
+                                          {"arena_bytes", arena},
+                                          {"logits_last_only", f.logits_last_only()}};
       Json shorter = Json::array();
       for (const plan::Prefill& s : g.shorter_prefills()) {
         int64_t a = 0;
@@ -404,7 +405,9 @@ std::string planReportText(const plan::Plan& p) {
       int64_t arena = 0;
       for (const plan::RankProgram& r : f.ranks()) arena = std::max<int64_t>(arena, static_cast<int64_t>(r.arena_bytes()));
       o << "prefill: up to " << f.max_prompt() << " prompt tokens per sequence in one run, estimated "
-        << sig3(f.estimate_ms()) << " ms (time to first token); arena " << humanBytes(arena)
+        << sig3(f.estimate_ms()) << " ms (time to first token)"
+        << (f.logits_last_only() ? "; logits of each sequence's last prompt position only" : "") << "; arena "
+        << humanBytes(arena)
         << " per rank at most; weights shared with the decode step"
         << (f.extra_weight_bytes() > 0 ? strCat(" but ", humanBytes(f.extra_weight_bytes()), " of its own") : "")
         << "\n";

@@ -447,6 +447,11 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
         pin[pre.input_ids()].mutableData<int64_t>()[b * P + j] = j < len[b] ? prompts[b][j] : 0;
         if (pre.position_ids() >= 0) pin[pre.position_ids()].mutableData<int64_t>()[b * P + j] = j;
       }
+      if (pre.logits_last_only()) {
+        Tensor& at = pin[pre.last_position()];
+        const int64_t per = at.numel() / batch;
+        std::fill_n(at.mutableData<int64_t>() + b * per, per, len[b] - 1);
+      }
       int64_t* m = pin[pre.attention_mask()].mutableData<int64_t>() + b * maskLen;
       if (pre.mask_whole_window())
         for (int64_t j = 0; j < P; ++j) m[j] = 1;
@@ -458,7 +463,7 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
     const Tensor logits = chooses ? outs[pre.logits()] : Tensor();
     const int64_t V = chooses ? logits.shape().back() : 0;
     auto prefillRow = [&](int64_t b) {
-      const float* x = logits.data<float>() + (b * P + len[b] - 1) * V;
+      const float* x = logits.data<float>() + (pre.logits_last_only() ? b : b * P + len[b] - 1) * V;
       return std::vector<float>(x, x + V);
     };
     if (ref) {

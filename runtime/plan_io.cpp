@@ -841,6 +841,12 @@ Status checkPrefill(const plan::Plan& plan, int shorter) {
   RETURN_IF_ERROR(role(pre.cache_position(), pre.inputs_size(), "cache_position", false));
   RETURN_IF_ERROR(role(pre.logits(), pre.outputs_size(), "logits", false));
   if (pre.mask_offset() < 0) return invalidInput("prefill: mask_offset ", pre.mask_offset(), " is negative");
+  if (pre.logits_last_only()) {
+    RETURN_IF_ERROR(role(pre.last_position(), pre.inputs_size(), "last_position", false));
+    const plan::TensorDesc& lp = pre.inputs(pre.last_position()).desc();
+    if (lp.dtype() != static_cast<int>(DType::kI64) || lp.shape_size() != 3)
+      return invalidInput("prefill: last_position must be int64 [batch, 1, hidden]");
+  }
   plan::Plan view = prefillView(plan, shorter);
   RETURN_IF_ERROR(validatePlan(view).withContext(shorter < 0 ? std::string("prefill")
                                                              : strCat("shorter prefill ", shorter)));

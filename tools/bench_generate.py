@@ -198,7 +198,7 @@ def main():
           "onnxruntime first token ms |")
     print("|---|---|---|---|---|---|")
     for name, p, pf, o, of in rows:
-        print(f"| {name} | {p:.1f} | {o:.1f} | {p / o:.2f} | {pf:.2f} | {of:.2f} |")
+        print(f"| {name} | {p:.1f} | {o:.1f} | {p / o:.2f} | {pf:.3f} | {of:.3f} |")
     return 0
 
 

@@ -186,6 +186,21 @@ void splitMap(const Node& n, OpDimMap& m) {
   m.links[0] = identityExcept(r, {normAxis(n.attrs().getInt("axis", 0), r)});
 }
 
+// GatherElements: the indices have the output's shape, every dimension
+// linked; a data dimension but the gathered axis is the output's where the
+// two extents agree (a smaller index extent reads a prefix, which a split
+// would misalign). The gathered axis of the data stays whole.
+void gatherElementsMap(const Node& n, OpDimMap& m) {
+  const Dims& data = shapeOf(n, 0);
+  const Dims& out = n.output()->type().shape;
+  const int64_t axis = normAxis(n.attrs().getInt("axis", 0), data.size());
+  for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
+    m.links[1][static_cast<size_t>(d)].outDim = static_cast<int>(d);
+    if (d != axis && data[static_cast<size_t>(d)] == out[static_cast<size_t>(d)])
+      m.links[0][static_cast<size_t>(d)].outDim = static_cast<int>(d);
+  }
+}
+
 // TensorScatter (a KV cache written at each sequence's position): the cache,
 // the update and the output share every dimension but the written axis; the
 // write positions follow the batch.
@@ -288,6 +303,7 @@ DimMapRule dimMapRule(OpKind op) {
     case OpKind::Split: return &splitMap;
     case OpKind::Slice: return &sliceMap;
     case OpKind::Gather: return &gatherMap;
+    case OpKind::GatherElements: return &gatherElementsMap;
     case OpKind::Tile: return &tileMap;
     case OpKind::RotaryEmbedding: return &rotaryMap;
     case OpKind::Attention: return &attentionMap;

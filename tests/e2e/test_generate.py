@@ -225,10 +225,13 @@ def run_case(suite, tools, family, info, export, mesh, args, sampled=None):
             lengths = prefill_lengths(args)
             weights = sum(rk["weight_bytes"] for rk in rep["ranks"])
             suite.check(f"{case}: prefill programs for {lengths} prompt tokens, their weights shared with the "
-                        "decode step (at most 5% of their own: constants folded at the prompt's shapes)",
+                        "decode step (at most 5% of their own: constants folded at the prompt's shapes), their "
+                        "logits the last prompt position's only",
                         pre is not None and pre["max_prompt"] == lengths[-1] and pre["estimate_ms"] > 0
                         and [s["max_prompt"] for s in pre["shorter"]] == lengths[:-1]
                         and all(s["estimate_ms"] > 0 for s in pre["shorter"])
+                        # the vocabulary's product on each sequence's last prompt position only
+                        and pre["logits_last_only"] is True
                         and 0 <= pre["extra_weight_bytes"] <= 0.05 * weights,
                         f"  prefill {pre}, decode weights {weights} bytes\n  notes {rep.get('notes')}")
             why = estimate_wrong(rep, batch=2)
