@@ -1,6 +1,7 @@
 // The tensor-parallel sharding search (passes/partition/tp_search.h):
 //  - no assignment of the choices, enumerated exhaustively on small graphs, is
-//    cheaper than the search's (for both objectives, several meshes);
+//    cheaper than the search's (for both objectives, several meshes; one
+//    graph reads a row in every layer, where states are dropped by dominance);
 //  - the cost the search optimizes is the cost model's estimate of the plan
 //    lowering emits, for the search's choice and for random ones;
 //  - at a LLaMA-13B layer's size on 8 H100s it finds Megatron's plan: the
@@ -85,6 +86,28 @@ std::unique_ptr<Graph> headsBlock() {
   return g;
 }
 
+// Two layers that each scale their hidden units by one shared row (a
+// value every layer reads, like a rotary table): the row stays live across
+// the layers, and the layouts made of it differ between states (the
+// dominance rule's case).
+std::unique_ptr<Graph> sharedRow() {
+  const int64_t b = 2, s = 16, h = 64, f = 128;
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {b, s, h}});
+  Value* row = g->addInput("row", {DType::kF32, {1, 1, f}});
+  for (int l = 0; l < 2; ++l) {
+    Value* w1 = g->addConstant(strCat("w1_", l), Tensor::zeros(DType::kF32, {h, f}));
+    Value* w2 = g->addConstant(strCat("w2_", l), Tensor::zeros(DType::kF32, {f, h}));
+    Node* up = addInferred(*g, OpKind::MatMul, {x, w1}, {}, strCat("up", l));
+    Node* scaled = addInferred(*g, OpKind::Mul, {up->output(), row}, {}, strCat("scaled", l));
+    Node* down = addInferred(*g, OpKind::MatMul, {scaled->output(), w2}, {}, strCat("down", l));
+    // the last layer's output is its product alone (fewer assignments to enumerate)
+    x = l == 1 ? down->output() : addInferred(*g, OpKind::Add, {x, down->output()}, {}, strCat("res", l))->output();
+  }
+  g->addOutput(x);
+  return g;
+}
+
 struct Problem {
   std::unique_ptr<Graph> g;
   Partition dp;  // data-parallel layouts only
@@ -115,7 +138,8 @@ struct Graphs {
   std::function<std::unique_ptr<Graph>()> make;
 };
 
-const Graphs kGraphs[] = {{"mlp_block", mlpBlock}, {"gemm_chain", gemmChain}, {"heads", headsBlock}};
+const Graphs kGraphs[] = {
+    {"mlp_block", mlpBlock}, {"gemm_chain", gemmChain}, {"heads", headsBlock}, {"shared_row", sharedRow}};
 
 TEST(TpSearch, NoAssignmentIsCheaperThanTheSearchs) {
   CostModel cm(h100());
