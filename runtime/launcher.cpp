@@ -1059,7 +1059,7 @@ StatusOr<std::unique_ptr<ProcessRankSession>> ProcessRankSession::start(const Lo
     prog.plan = lp;
     const int n = static_cast<int>(prog.pr.progs.size());
     if (!impl->programs.empty() && n != impl->n)
-      return invalidInput(lp->dir, ": a second program of ", n, " ranks for a session of ", impl->n);
+      return invalidInput(lp->dir, ": a further program of ", n, " ranks for a session of ", impl->n);
     impl->n = n;
     if (rank < 0 || rank >= n) return invalidInput("rank ", rank, " is outside the plan's ", n, " ranks");
     ASSIGN_OR_RETURN(prog.exec, makeExecutor(*lp, *prog.pr.progs[rank], checked));

@@ -464,7 +464,9 @@ class Search {
   // The resharding steps of value `vi` from layout `from` to `to`: the
   // layout each step reaches and its seconds.
   const std::vector<Hop>& hops(int vi, int from, int to) {
-    auto key = std::make_tuple(vi, from, to);
+    // Layout ids stay far below 2^16 (a value has a few layouts).
+    const uint64_t key = (static_cast<uint64_t>(vi) << 32) | (static_cast<uint64_t>(from) << 16) |
+                         static_cast<uint64_t>(to);
     auto it = hops_.find(key);
     if (it != hops_.end()) return it->second;
     std::vector<Hop> out;
@@ -590,7 +592,7 @@ class Search {
   std::set<const Value*> matrices_;
   std::set<const Value*> persistent_;    // session state inputs (TpSearchOptions::states)
   std::set<const Value*> stateOutputs_;  // their written values
-  std::map<std::tuple<int, int, int>, std::vector<Hop>> hops_;
+  std::unordered_map<uint64_t, std::vector<Hop>> hops_;  // by value, from layout, to layout
 };
 
 }  // namespace
