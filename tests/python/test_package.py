@@ -303,10 +303,15 @@ def test_generate_equals_transformers(export):
                        batch=2, quiet=True)
     g = plan.generation
     assert g and g["batch"] == 2 and g["max_context"] > new_tokens
+    # prefill programs for the longest prompt length and for halves of it (at least 8 tokens)
+    lengths = g["prefill_lengths"]
+    assert lengths[-1] == g["prefill"] and lengths == sorted(lengths) and min(lengths) >= 8
     sess = pcc.Session(plan)
     res = sess.generate(prompts, new_tokens, stop_at_eos=False, check=True)
     assert res["tokens"] == [want[0], want[1]]
     assert res["checked_steps"] > 0 and res["decode_tokens"] > 0
+    longest = max(len(p) for p in prompts)
+    assert res["prefill_length"] == next(n for n in lengths if n >= longest)  # the shortest that holds them
     one = sess.generate(prompts[1], new_tokens, stop_at_eos=False)  # one prompt: a list of ids
     assert one["tokens"] == [want[1]]
     with pytest.raises(pcc.BadInputError):
