@@ -593,19 +593,21 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
 /// plan::Prefill): the positions of `gi`'s inputs among `ins` and of its
 /// logits among `outs` (its states left out of both). \returns an internal
 /// error when a role the runtime needs vanished in the pipeline.
+/// \returns the position of the entry named `n` in `v`, -1 when none is (or `n` is empty).
+int ioIndex(const google::protobuf::RepeatedPtrField<plan::IoDesc>& v, const std::string& n) {
+  for (int i = 0; i < v.size(); ++i)
+    if (!n.empty() && v[i].name() == n) return i;
+  return -1;
+}
+
 template <typename M>
 Status setRoles(const GenerationInterface& gi, const google::protobuf::RepeatedPtrField<plan::IoDesc>& ins,
                 const google::protobuf::RepeatedPtrField<plan::IoDesc>& outs, M& m, const char* what) {
-  auto at = [](const google::protobuf::RepeatedPtrField<plan::IoDesc>& v, const std::string& n) {
-    for (int i = 0; i < v.size(); ++i)
-      if (!n.empty() && v[i].name() == n) return i;
-    return -1;
-  };
-  m.set_input_ids(at(ins, gi.inputIds));
-  m.set_attention_mask(at(ins, gi.attentionMask));
-  m.set_position_ids(at(ins, gi.positionIds));
-  m.set_cache_position(at(ins, kCachePositionInput));
-  m.set_logits(at(outs, gi.logits));
+  m.set_input_ids(ioIndex(ins, gi.inputIds));
+  m.set_attention_mask(ioIndex(ins, gi.attentionMask));
+  m.set_position_ids(ioIndex(ins, gi.positionIds));
+  m.set_cache_position(ioIndex(ins, kCachePositionInput));
+  m.set_logits(ioIndex(outs, gi.logits));
   if (m.input_ids() < 0 || m.attention_mask() < 0 || m.cache_position() < 0 || m.logits() < 0)
     return internalError(what, ": an input or output role vanished in the pipeline");
   return Status::OK();
@@ -726,9 +728,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       pre.set_mask_whole_window(!b.placeholderPast);
       pre.set_estimate_ms(b.seconds * 1e3);
       if (b.logitsLastOnly) {
-        int at = -1;
-        for (int i = 0; i < pre.inputs_size(); ++i)
-          if (pre.inputs(i).name() == kLastPositionInput) at = i;
+        const int at = ioIndex(pre.inputs(), kLastPositionInput);
         if (at < 0) return internalError("prefill program: its input '", kLastPositionInput, "' vanished");
         pre.set_logits_last_only(true);
         pre.set_last_position(at);

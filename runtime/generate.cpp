@@ -423,9 +423,9 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
     // prompt into the cache; a longer prompt goes on through the decode step.
     size_t longestPrompt = 0;
     for (const std::vector<int64_t>& pr : prompts) longestPrompt = std::max(longestPrompt, pr.size());
-    // Program k's description: shorter_prefills(k), the last one prefill.
+    // Program k's description (prefillPlansOf's order): shorter_prefills(k), the last one prefill.
     auto described = [&](int k) -> const plan::Prefill& {
-      return k < gen.shorter_prefills_size() ? gen.shorter_prefills(k) : gen.prefill();
+      return prefillOf(gen, k < gen.shorter_prefills_size() ? k : -1);
     };
     int which = static_cast<int>(prefills.size()) - 1;
     for (int k = 0; k < which; ++k)

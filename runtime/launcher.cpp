@@ -104,6 +104,14 @@ Status validateInputs(const plan::Plan& plan, const std::vector<Tensor>& inputs)
 
 namespace {
 
+/// \returns an executor's time per op and kernel provider (Executor::opProfile)
+/// as RunResult::profile holds it.
+std::map<std::string, RunResult::OpTime> opTimes(const Executor& e) {
+  std::map<std::string, RunResult::OpTime> out;
+  for (const auto& [op, t] : e.opProfile()) out[op] = {t.seconds, t.calls};
+  return out;
+}
+
 /// \returns `s` naming `rank`, unless its message already starts with the
 /// rank's name (the executor's errors do): one "rank N: " prefix, never two.
 Status withRank(const Status& s, int rank) {
@@ -668,7 +676,7 @@ StatusOr<RunResult> runPlan(const LoadedPlan& p, const std::vector<Tensor>& inpu
   // A reader error is the cause of whatever the ranks saw after it.
   if (!firstError.ok() && o.pipeline && !o.pipeline->error().ok()) return o.pipeline->error();
   if (!firstError.ok()) return firstError;
-  for (const auto& [op, t] : execs[0]->opProfile()) result.profile[op] = {t.seconds, t.calls};
+  result.profile = opTimes(*execs[0]);
   if (o.profile)
     for (const auto& e : execs) result.instructions.push_back(instructionTimes(*e));
   if (o.measureMemory)
@@ -955,7 +963,7 @@ StatusOr<RunResult> runPlanRank(const LoadedPlan& p, const std::vector<Tensor>& 
   std::vector<StreamTimes> streamTimes(n);
   batchPieces[0] = std::move(myBatches);
   streamTimes[0] = myTimes;
-  for (const auto& [op, t] : exec->opProfile()) result.profile[op] = {t.seconds, t.calls};
+  result.profile = opTimes(*exec);
   if (o.profile) result.instructions.push_back(instructionTimes(*exec));
   result.rankSeconds.push_back(secs->seconds);
   result.rankWaitSeconds.push_back(secs->waitSeconds);
@@ -1132,10 +1140,8 @@ int64_t ProcessRankSession::lastRunCommBytes() const {
 }
 
 std::map<std::string, RunResult::OpTime> ProcessRankSession::opProfile(int k) const {
-  std::map<std::string, RunResult::OpTime> out;
-  if (k < 0 || k >= static_cast<int>(impl_->programs.size())) return out;
-  for (const auto& [op, t] : impl_->programs[k].exec->opProfile()) out[op] = {t.seconds, t.calls};
-  return out;
+  if (k < 0 || k >= static_cast<int>(impl_->programs.size())) return {};
+  return opTimes(*impl_->programs[k].exec);
 }
 
 void ProcessRankSession::interrupt() { impl_->stop.store(true); }
@@ -1332,9 +1338,7 @@ int64_t RankSession::lastRunCommBytes() const {
 }
 
 std::map<std::string, RunResult::OpTime> RankSession::opProfile() const {
-  std::map<std::string, RunResult::OpTime> out;
-  for (const auto& [op, t] : impl_->execs.front()->opProfile()) out[op] = {t.seconds, t.calls};
-  return out;
+  return opTimes(*impl_->execs.front());
 }
 
 Status RankSession::shareStates(const RankSession& other) {

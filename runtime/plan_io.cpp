@@ -819,12 +819,11 @@ namespace {
 /// shorter_prefills(shorter)): a plan of its own on the same mesh, binding
 /// exactly the state pieces the decode programs bind.
 Status checkPrefill(const plan::Plan& plan, int shorter) {
-  const plan::Prefill& pre = shorter < 0 ? plan.generation().prefill() : plan.generation().shorter_prefills(shorter);
+  const plan::Prefill& pre = prefillOf(plan.generation(), shorter);
   if (pre.max_prompt() < 1) return invalidInput("prefill: max_prompt ", pre.max_prompt(), " is below 1");
   if (shorter >= 0) {
-    const int64_t below = shorter + 1 < plan.generation().shorter_prefills_size()
-                              ? plan.generation().shorter_prefills(shorter + 1).max_prompt()
-                              : plan.generation().prefill().max_prompt();
+    const int next = shorter + 1 < plan.generation().shorter_prefills_size() ? shorter + 1 : -1;
+    const int64_t below = prefillOf(plan.generation(), next).max_prompt();
     if (pre.max_prompt() >= below)
       return invalidInput("shorter prefill ", shorter, ": max_prompt ", pre.max_prompt(), " is not below the next's ",
                           below);

@@ -136,6 +136,11 @@ struct LoadedPlan {
 /// mesh, kernels and states as in `plan`.
 plan::Plan prefillView(const plan::Plan& plan, int shorter = -1);
 
+/// \returns Generation.prefill (`shorter` < 0) or Generation.shorter_prefills(shorter).
+inline const plan::Prefill& prefillOf(const plan::Generation& g, int shorter) {
+  return shorter < 0 ? g.prefill() : g.shorter_prefills(shorter);
+}
+
 /// Reads DIR/plan.pb, checks its checksum, validates it (validatePlan) and maps
 /// the weight files its programs name (confined to DIR: no absolute path, no
 /// '..', no symbolic link leading out).
