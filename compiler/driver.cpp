@@ -17,12 +17,15 @@
 #include "compiler/instruction_costs.h"
 #include "compiler/ir/text.h"
 #include "compiler/ir/verifier.h"
+#include "compiler/precision_error.h"
 #include "codegen/kernel_build.h"
 #include "compiler/onnx/importer.h"
 #include "passes/fuse.h"
 #include "passes/pass_manager.h"
+#include "passes/precision.h"
 #include "passes/registry.h"
 #include "passes/schedule.h"
+#include "report/plan_report.h"
 #include "runtime/onnx_tensor.h"
 
 namespace pcc {
@@ -224,7 +227,165 @@ struct Planned {
   std::optional<plan::Generation> generation;
   const GenerationInterface* interface = nullptr;
   std::optional<PrefillSetup> prefill;
+  /// --precision: what the conversion did, the graph before it (the error is
+  /// measured against it), and the options the prefill programs convert with
+  /// (the decode step's kept nodes by name, so both read the same weights).
+  std::optional<PrecisionSummary> precision;
+  std::unique_ptr<Graph> unconverted;
+  PrecisionOptions precisionOptions;
 };
+
+/// What --precision measures once for every batch the compiler plans (the
+/// ranges do not depend on the batch), and the chosen batch's measurement.
+struct PrecisionCache {
+  bool rangesTried = false;
+  std::map<std::string, double> ranges;
+  std::string notMeasured;  ///< why the model is not evaluated ("" when it is)
+  std::vector<std::vector<Tensor>> sets, want;  ///< the ranges' inputs and the float32 outputs on them
+  std::vector<TensorType> setTypes;             ///< the graph input types the sets were made for
+};
+
+/// \returns the bytes of the constants of `g`.
+int64_t constantBytes(const Graph& g) {
+  int64_t b = 0;
+  for (const Value* c : g.constants()) b += static_cast<int64_t>(c->type().bytes());
+  return b;
+}
+
+std::vector<TensorType> inputTypes(const Graph& g) {
+  std::vector<TensorType> t;
+  for (const Value* v : g.inputs()) t.push_back(v->type());
+  return t;
+}
+
+/// Converts `p.partitioned` (after kPipeline) to --precision: measures the
+/// ranges of its values on the calibration inputs first (once, cached in
+/// `pc`), where the model is small enough to evaluate.
+Status convertPlanned(Planned& p, const CompileOptions& opts, PrecisionCache& pc) {
+  if (!pc.rangesTried) {
+    pc.rangesTried = true;
+    const int64_t bytes = constantBytes(*p.partitioned);
+    if (bytes > opts.measureLimitBytes) {
+      pc.notMeasured = strCat("not measured: the model's ", bytes >> 20, " MB of weights exceed --measure-limit ",
+                              opts.measureLimitBytes >> 20, " MB");
+    } else {
+      StatusOr<std::vector<std::vector<Tensor>>> sets =
+          calibrationSets(*p.partitioned, opts.calibrationInputs, kSeededSets);
+      if (!sets.ok() && !opts.calibrationInputs.empty()) return sets.status();
+      if (sets.ok()) {
+        pc.sets = std::move(sets).value();
+        pc.setTypes = inputTypes(*p.partitioned);
+        StatusOr<std::map<std::string, double>> r = measureRanges(*p.partitioned, pc.sets, &pc.want);
+        if (r.ok()) pc.ranges = std::move(r).value();
+        else pc.notMeasured = strCat("not measured: the reference evaluator failed: ", r.status().message());
+      } else {
+        pc.notMeasured = strCat("not measured: ", sets.status().message());
+      }
+      if (!pc.notMeasured.empty()) {
+        pc.sets.clear();
+        pc.want.clear();
+      }
+    }
+  }
+  PrecisionOptions& po = p.precisionOptions;
+  po.target = opts.precision;
+  po.rules = opts.precisionRules;
+  po.keepOps = opts.keepFp32Ops;
+  po.keepNodes = opts.keepFp32Nodes;
+  po.ranges = pc.notMeasured.empty() ? &pc.ranges : nullptr;
+  const DType cache = opts.kvCacheDtype != DType::kUndefined ? opts.kvCacheDtype : opts.precision;
+  for (const KvCacheState& st : p.states) {
+    po.ioTypes[st.name] = cache;
+    po.ioTypes[st.present] = cache;
+  }
+  p.unconverted = p.partitioned->clone();
+  ASSIGN_OR_RETURN(PrecisionSummary sum, convertPrecision(*p.partitioned, po));
+  PassManager after;
+  after.add(createPass("dce"));
+  PassContext ctx;
+  ctx.verifyEach = opts.verifyEach;
+  ASSIGN_OR_RETURN(bool cleaned, after.run(*p.partitioned, ctx));
+  (void)cleaned;
+  RETURN_IF_ERROR(verifyGraph(*p.partitioned).withContext("after the precision conversion"));
+  // The prefill programs keep the same nodes in float32, by name, whatever their ranges.
+  po.ranges = nullptr;
+  for (const KeptNode& k : sum.kept) po.keepNodes.insert(k.node);
+  if (p.generation) {
+    int64_t bytes = 0;
+    for (plan::GenerationState& gs : *p.generation->mutable_states()) {
+      gs.mutable_desc()->set_dtype(static_cast<int32_t>(cache));
+      bytes += fromDesc(gs.desc()).bytes();
+    }
+    p.generation->set_state_bytes(bytes);
+  }
+  p.precision = std::move(sum);
+  return Status::OK();
+}
+
+/// Measures the error of the converted graph `converted` against
+/// `p.unconverted` and fills `rep`. \returns an exit-2 error when an output
+/// falls below --max-error.
+Status measurePrecision(const Planned& p, const Graph& converted, const CompileOptions& opts, PrecisionCache& pc,
+                        plan::PrecisionReport& rep, std::ostream* log) {
+  const PrecisionSummary& s = *p.precision;
+  rep.set_target(precisionName(s.target));
+  rep.set_nodes_converted(s.nodesConverted);
+  for (const KeptNode& k : s.kept) {
+    plan::PrecisionReport::Kept* e = rep.add_kept();
+    e->set_node(k.node);
+    e->set_op(k.op);
+    e->set_reason(k.reason);
+  }
+  rep.set_casts(s.casts);
+  for (const std::string& c : s.overflowingConstants) rep.add_overflowing_constants(c);
+  rep.set_weight_bytes_before(s.weightBytesBefore);
+  rep.set_weight_bytes_after(s.weightBytesAfter);
+  if (p.generation && !p.generation->states().empty())
+    rep.set_kv_cache_dtype(precisionName(static_cast<DType>(p.generation->states(0).desc().dtype())));
+  rep.set_inputs_from(opts.calibrationInputs.empty() ? "seeded" : opts.calibrationInputs);
+  Stopwatch sw;
+  std::string notMeasured = pc.notMeasured;
+  if (notMeasured.empty()) {
+    // The chosen batch's inputs: the ranges' sets when the batch is the same.
+    const bool same = pc.setTypes == inputTypes(*p.unconverted);
+    StatusOr<std::vector<std::vector<Tensor>>> sets =
+        same ? StatusOr<std::vector<std::vector<Tensor>>>(pc.sets)
+             : calibrationSets(*p.unconverted, opts.calibrationInputs, kSeededSets);
+    if (!sets.ok()) return sets.status();
+    StatusOr<std::vector<OutputError>> errs = measureError(*p.unconverted, converted, *sets, same ? &pc.want : nullptr);
+    if (!errs.ok()) {
+      notMeasured = strCat("not measured: the reference evaluator failed: ", errs.status().message());
+    } else {
+      rep.set_input_sets(static_cast<int32_t>(sets->size()));
+      for (const OutputError& e : *errs) {
+        plan::PrecisionReport::OutputError* o = rep.add_outputs();
+        o->set_name(e.name);
+        o->set_max_abs(e.maxAbs);
+        o->set_max_rel(e.maxRel);
+        o->set_cosine(e.cosine);
+        o->set_top1(e.top1);
+        o->set_finite(e.finite);
+      }
+    }
+  }
+  rep.set_measured(notMeasured.empty() ? "measured" : notMeasured);
+  rep.set_seconds(sw.seconds());
+  if (log && !opts.quiet) *log << "pcc: " << precisionLine(rep) << "\n";
+  if (opts.maxError >= 0 && notMeasured.empty()) {
+    const plan::PrecisionReport::OutputError* worst = nullptr;
+    for (const plan::PrecisionReport::OutputError& o : rep.outputs())
+      if (!(o.cosine() >= opts.maxError) && (!worst || !(o.cosine() >= worst->cosine()))) worst = &o;
+    if (worst)
+      return invalidInput(opts.modelPath, ": --precision ", rep.target(), ": output '", worst->name(),
+                          "' has cosine similarity ", worst->cosine(), worst->finite() ? "" : " (not finite)",
+                          " to float32, below --max-error ", opts.maxError, "; computing in ", rep.target(),
+                          " upstream of it: ", upstreamOps(converted, worst->name(), s.target),
+                          " (--keep-fp32 OP or --keep-fp32-node NAME keeps them in float32)");
+  } else if (opts.maxError >= 0) {
+    return invalidInput(opts.modelPath, ": --max-error ", opts.maxError, ": the error was ", notMeasured);
+  }
+  return Status::OK();
+}
 
 std::vector<std::pair<std::string, std::string>> statePairs(const std::vector<KvCacheState>& states) {
   std::vector<std::pair<std::string, std::string>> v;
@@ -253,7 +414,8 @@ PartitionOptions partitionOptions(const CompileOptions& opts, const CostModel& c
 /// Runs kPipeline on a copy of `reference`, then the mesh search over it;
 /// `print`: honour --print-after. \returns the state, or the first error.
 StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOptions& opts, const CostModel& cost,
-                               bool print, std::ostream* log, const GenerationSetup* gen = nullptr) {
+                               bool print, std::ostream* log, PrecisionCache& pc,
+                               const GenerationSetup* gen = nullptr) {
   Planned p;
   p.reference = std::move(reference);
   p.partitioned = p.reference->clone();
@@ -323,6 +485,8 @@ StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOp
   ASSIGN_OR_RETURN(bool changed, pm.run(*p.partitioned, ctx));
   (void)changed;
   p.stats = ctx.stats;
+  // --precision: before the search, which charges each value at its type's width and rate.
+  if (opts.precision != DType::kUndefined) RETURN_IF_ERROR(convertPlanned(p, opts, pc));
   PartitionOptions po = partitionOptions(opts, cost, p.states);
   if (!p.states.empty()) po.microbatches = 1;  // state pieces are per sequence, not per micro-batch
   ASSIGN_OR_RETURN(p.search, searchMesh(*p.partitioned, po, cost, objectiveOf(opts)));
@@ -518,7 +682,8 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
 /// pieces), and lowers it. \returns it, or why it cannot follow the decode step.
 StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvCacheState>& states,
                                     const Graph& decodeGraph, const Partition& decode, PartitionOptions po,
-                                    const CompileOptions& opts, const CostModel& cost) {
+                                    const CompileOptions& opts, const CostModel& cost,
+                                    const PrecisionOptions* precision) {
   PrefillBuild b;
   b.maxPrompt = s.maxPrompt;
   const size_t atPosition = static_cast<size_t>(
@@ -553,6 +718,15 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
     if (pipelineRuns(name, opts)) pm.add(createPass(name));
   ASSIGN_OR_RETURN(bool changed, pm.run(g, ctx));
   (void)changed;
+  if (precision) {
+    // As the decode step was converted: the same nodes kept, the same weights read.
+    RETURN_IF_ERROR(convertPrecision(g, *precision).status());
+    PassManager after;
+    after.add(createPass("dce"));
+    ASSIGN_OR_RETURN(bool cleaned, after.run(g, ctx));
+    (void)cleaned;
+    RETURN_IF_ERROR(verifyGraph(g).withContext("after the precision conversion"));
+  }
   const Value* logits = g.findValue(s.interface->logits);
   const int64_t rows = b.logitsLastOnly ? 1 : s.maxPrompt;
   if (!logits || logits->type().rank() != 3 || logits->type().shape[1] != rows)
@@ -618,7 +792,7 @@ Status setRoles(const GenerationInterface& gi, const google::protobuf::RepeatedP
 /// in the plan.
 StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const ClusterSpec& cluster,
                                     const CostModel& cost, const plan::BatchReport& batch, const Stopwatch& total,
-                                    std::ostream* log) {
+                                    std::ostream* log, PrecisionCache& pc) {
   auto say = [&](const std::string& s) {
     if (log && !opts.quiet) *log << "pcc: " << s << "\n";
   };
@@ -627,6 +801,13 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   c.partitioned = std::move(p.partitioned);
   c.search = std::move(p.search);
   say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
+  std::optional<plan::PrecisionReport> precisionReport;
+  const PrecisionOptions* prefillPrecision = p.precision ? &p.precisionOptions : nullptr;
+  if (p.precision) {
+    precisionReport.emplace();
+    RETURN_IF_ERROR(measurePrecision(p, *c.partitioned, opts, pc, *precisionReport, log));
+    p.unconverted.reset();
+  }
 
   PartitionOptions po = partitionOptions(opts, cost, p.states);
   if (!p.states.empty() && opts.microbatches > 1)
@@ -675,7 +856,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   std::vector<PrefillBuild> shorter;  // for fewer prompt tokens, ascending
   if (p.generation && p.prefill && p.prefill->maxPrompt > 0) {
     Stopwatch pt;
-    StatusOr<PrefillBuild> built = buildPrefill(*p.prefill, p.states, *c.partitioned, c.partition, po, opts, cost);
+    StatusOr<PrefillBuild> built = buildPrefill(*p.prefill, p.states, *c.partitioned, c.partition, po, opts, cost, prefillPrecision);
     if (built.ok()) {
       prefill = std::move(built).value();
       // The same program for half the tokens, and half again: a short prompt
@@ -684,7 +865,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       PrefillSetup less = *p.prefill;
       for (int k = 1; k < opts.prefillPrograms && less.maxPrompt / 2 >= kMinPrefillTokens; ++k) {
         less.maxPrompt /= 2;
-        StatusOr<PrefillBuild> half = buildPrefill(less, p.states, *c.partitioned, c.partition, po, opts, cost);
+        StatusOr<PrefillBuild> half = buildPrefill(less, p.states, *c.partitioned, c.partition, po, opts, cost, prefillPrecision);
         if (!half.ok()) {
           c.partition.notes.push_back(strCat("no prefill program for ", less.maxPrompt, " prompt tokens: ",
                                              half.status().message()));
@@ -762,6 +943,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   }
   recordSearch(c.search, cluster, *c.plan.plan.mutable_search());
   *c.plan.plan.mutable_batch() = batch;
+  if (precisionReport) *c.plan.plan.mutable_precision() = std::move(*precisionReport);
   recordPlannedMemory(&c.plan.plan);  // the chosen mesh's memory, from its planned arenas
   if (c.plan.plan.has_generation()) {
     recordGenerationEstimate(c.search, cluster, c.plan.plan);
@@ -805,6 +987,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
   }
   const std::string& path = opts.modelPath;
   ASSIGN_OR_RETURN(onnx::ModelProto model, readOnnxModel(path));
+  PrecisionCache pc;
   const std::string baseDir = std::filesystem::path(path).parent_path().string();
   std::optional<GenerationInterface> gen;
   if (opts.generation) {
@@ -849,7 +1032,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
                    total.seconds(), " s)"));
       GenerationSetup at = setup;
       at.batch = batch;
-      ASSIGN_OR_RETURN(Planned p, planImported(std::move(g), opts, gcost, print, log, &at));
+      ASSIGN_OR_RETURN(Planned p, planImported(std::move(g), opts, gcost, print, log, pc, &at));
       p.prefill = PrefillSetup{&model, baseDir, bio, &*gen, batch, setup.maxContext, maxPrompt};
       return p;
     };
@@ -890,7 +1073,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
     Planned p = std::move(*kept);
     say(strCat("generation: KV cache ", p.generation->state_bytes(), " bytes in all (", p.states.size(),
                " tensors of ", p.states.front().type.str(), ")"));
-    return finishCompile(std::move(p), opts, gcluster, gcost, report, total, log);
+    return finishCompile(std::move(p), opts, gcluster, gcost, report, total, log, pc);
   }
   ASSIGN_OR_RETURN(InputDimsInfo dims, inspectInputDims(model, path, io));
   if (!dims.fromModel.empty()) {
@@ -918,10 +1101,10 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
       how = "--batch auto: nothing to choose, no input has a symbolic leading dim left";
       say(how);
     }
-    ASSIGN_OR_RETURN(Planned p, planImported(std::move(g).value(), opts, cost, true, log));
+    ASSIGN_OR_RETURN(Planned p, planImported(std::move(g).value(), opts, cost, true, log, pc));
     plan::BatchReport report;
     recordBatch(nullptr, batch, how, opts, 0, report);
-    return finishCompile(std::move(p), opts, cluster, cost, report, total, log);
+    return finishCompile(std::move(p), opts, cluster, cost, report, total, log, pc);
   }
 
   // The batch is the compiler's to choose (batch_search.h): each candidate is
@@ -935,7 +1118,7 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
       [&](int64_t b) -> StatusOr<Planned> {
         io.batch = b;
         ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, io));
-        return planImported(std::move(g), opts, cost, latency, log);
+        return planImported(std::move(g), opts, cost, latency, log, pc);
       },
       firstError);
   if (!kept)  // batch 1 failed: the model's own error, and the batch it was tried at
@@ -947,13 +1130,13 @@ StatusOr<Compilation> compileModel(const CompileOptions& options, std::ostream* 
   if (!latency && !opts.printAfter.empty()) {  // print the chosen batch's pipeline
     io.batch = batch;
     ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importOnnxModel(model, baseDir, path, io));
-    ASSIGN_OR_RETURN(kept, planImported(std::move(g), opts, cost, true, log));
+    ASSIGN_OR_RETURN(kept, planImported(std::move(g), opts, cost, true, log, pc));
   }
   say(strCat("imported ", path, " at batch ", batch, ": ", kept->reference->numNodes(), " nodes, ",
              kept->reference->constants().size(), " constants (", total.seconds(), " s)"));
   plan::BatchReport report;
   recordBatch(&sweep, batch, how, opts, choosing.seconds(), report);
-  return finishCompile(std::move(*kept), opts, cluster, cost, report, total, log);
+  return finishCompile(std::move(*kept), opts, cluster, cost, report, total, log, pc);
 }
 
 StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const CompileOptions& options,
@@ -963,10 +1146,11 @@ StatusOr<Compilation> compileImported(std::unique_ptr<Graph> reference, const Co
   ASSIGN_OR_RETURN(ClusterSpec cluster, clusterSpecFor(opts));
   CostModel cost(cluster);
   const int64_t batch = leadingDim(*reference);
-  ASSIGN_OR_RETURN(Planned p, planImported(std::move(reference), opts, cost, true, log));
+  PrecisionCache pc;
+  ASSIGN_OR_RETURN(Planned p, planImported(std::move(reference), opts, cost, true, log, pc));
   plan::BatchReport report;
   recordBatch(nullptr, batch, "given by the caller", opts, 0, report);
-  return finishCompile(std::move(p), opts, cluster, cost, report, total, log);
+  return finishCompile(std::move(p), opts, cluster, cost, report, total, log, pc);
 }
 
 std::vector<std::string> pipelinePasses() {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "runtime/support/dtype.h"
@@ -96,6 +97,29 @@ struct CompileOptions {
   /// for `arches`, --arch); plans of either run on CPU ranks.
   std::string target = "cpu";
   std::vector<std::string> arches = {"sm_80", "sm_90"};
+
+  // Precision (docs/precision.md).
+  /// The type activations and weights are converted to (--precision fp32,
+  /// fp16, bf16); kUndefined: the model's own types.
+  DType precision = DType::kUndefined;
+  /// Op names (--keep-fp32) and node names (--keep-fp32-node) kept in
+  /// float32 besides the rules' (passes/precision.h).
+  std::set<std::string> keepFp32Ops, keepFp32Nodes;
+  /// The default keep rules; --no-precision-rules turns them off (to show
+  /// what they prevent).
+  bool precisionRules = true;
+  /// A generation plan's KV cache type (--kv-cache-dtype); kUndefined: the
+  /// --precision type.
+  DType kvCacheDtype = DType::kUndefined;
+  /// A folder of input sets (.npz files or folders of NAME.npy) the error is
+  /// measured on (--calibration-inputs); empty: kSeededSets seeded sets.
+  std::string calibrationInputs;
+  /// The lowest cosine similarity a converted output may have
+  /// (--max-error COS); below it, or not finite, the compile fails. <0: none.
+  double maxError = -1;
+  /// The largest model (bytes of constants) whose conversion error is
+  /// measured at compile time (--measure-limit MB); larger: not measured.
+  int64_t measureLimitBytes = int64_t{2} << 30;
 };
 
 /// Parses a --strategy value: "auto", "tp=4", "dp=2,tp=2,pp=1".

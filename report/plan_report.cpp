@@ -198,6 +198,36 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   }
 }
 
+// What --precision did and the error it measured (report.json "precision").
+Json precisionJson(const plan::PrecisionReport& r) {
+  Json kept = Json::array();
+  for (const plan::PrecisionReport::Kept& k : r.kept())
+    kept.push_back(Json{{"node", k.node()}, {"op", k.op()}, {"reason", k.reason()}});
+  Json outs = Json::array();
+  // NaN is not JSON: a cosine that is not a number is null.
+  auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
+  for (const plan::PrecisionReport::OutputError& o : r.outputs()) {
+    Json e{{"name", o.name()},     {"max_abs", num(o.max_abs())}, {"max_rel", num(o.max_rel())},
+           {"cosine", num(o.cosine())}, {"finite", o.finite()}};
+    if (o.top1() >= 0) e["top1"] = o.top1();
+    outs.push_back(std::move(e));
+  }
+  return Json{{"target", r.target()},
+              {"nodes_converted", r.nodes_converted()},
+              {"kept", std::move(kept)},
+              {"casts", r.casts()},
+              {"overflowing_constants", Json(std::vector<std::string>(r.overflowing_constants().begin(),
+                                                                     r.overflowing_constants().end()))},
+              {"weight_bytes_before", r.weight_bytes_before()},
+              {"weight_bytes_after", r.weight_bytes_after()},
+              {"kv_cache_dtype", r.kv_cache_dtype()},
+              {"measured", r.measured()},
+              {"input_sets", r.input_sets()},
+              {"inputs_from", r.inputs_from()},
+              {"outputs", std::move(outs)},
+              {"seconds", r.seconds()}};
+}
+
 // How the batch was set, with the curve of a chosen one (report.json "batch").
 Json batchJson(const plan::BatchReport& b) {
   Json doc{{"batch", b.batch()}, {"automatic", b.automatic()}, {"how", b.how()}};
@@ -338,10 +368,40 @@ std::string planReportJson(const plan::Plan& p) {
       doc["generation"]["prefill"]["shorter"] = std::move(shorter);
     }
   }
+  if (p.has_precision()) doc["precision"] = precisionJson(p.precision());
   doc["ranks"] = std::move(ranks);
   // Names come from the model: bytes that are not UTF-8 become U+FFFD rather
   // than an exception.
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+/// A cosine similarity to six decimals: 0.999999 and 1 differ.
+std::string cosineText(double c) {
+  if (std::isnan(c)) return "nan";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6f", c);
+  return b;
+}
+
+std::string precisionLine(const plan::PrecisionReport& r) {
+  std::string s = strCat("precision ", r.target(), ": ", r.nodes_converted(), " nodes converted, ", r.kept_size(),
+                         " kept in float32, ", r.casts(), " casts; weights ", humanBytes(r.weight_bytes_before()),
+                         " -> ", humanBytes(r.weight_bytes_after()));
+  if (!r.kv_cache_dtype().empty()) s += strCat("; KV cache ", r.kv_cache_dtype());
+  if (r.overflowing_constants_size() > 0)
+    s += strCat("; ", r.overflowing_constants_size(), " constant(s) beyond ", r.target(), "'s range kept (",
+                r.overflowing_constants(0), r.overflowing_constants_size() > 1 ? ", ..." : "", ")");
+  if (r.measured() != "measured") return s + "; error " + r.measured();
+  const plan::PrecisionReport::OutputError* worst = nullptr;
+  for (const plan::PrecisionReport::OutputError& o : r.outputs())
+    if (!worst || !(o.cosine() >= worst->cosine())) worst = &o;
+  if (!worst) return s + "; no float output to measure";
+  s += strCat("; error on ", r.input_sets(), " ", r.inputs_from() == "seeded" ? "seeded input sets" : "input sets",
+              ", worst output '", worst->name(), "': cosine ", cosineText(worst->cosine()), ", max abs ",
+              sig3(worst->max_abs()), ", max rel ", sig3(worst->max_rel()));
+  if (worst->top1() >= 0) s += strCat(", top-1 ", sig3(worst->top1() * 100), "%");
+  if (!worst->finite()) s += " (not finite)";
+  return s;
 }
 
 std::string planReportText(const plan::Plan& p) {
@@ -453,6 +513,19 @@ std::string planReportText(const plan::Plan& p) {
       o << "  not generated: " << p.kernel_fallbacks(i).node() << ": " << p.kernel_fallbacks(i).reason() << "\n";
     if (p.kernel_fallbacks_size() > kShown)
       o << "  ... and " << p.kernel_fallbacks_size() - kShown << " more (--format json lists every one)\n";
+  }
+  if (p.has_precision()) {
+    const plan::PrecisionReport& r = p.precision();
+    o << precisionLine(r) << "\n";
+    for (const plan::PrecisionReport::OutputError& e : r.outputs()) {
+      o << "  output '" << e.name() << "': cosine " << cosineText(e.cosine()) << ", max abs " << sig3(e.max_abs())
+        << ", max rel " << sig3(e.max_rel());
+      if (e.top1() >= 0) o << ", top-1 agreement " << sig3(e.top1() * 100) << "%";
+      o << (e.finite() ? "" : ", not finite") << "\n";
+    }
+    for (int i = 0; i < r.kept_size() && i < kShown; ++i)
+      o << "  float32: " << r.kept(i).node() << " (" << r.kept(i).op() << "): " << r.kept(i).reason() << "\n";
+    if (r.kept_size() > kShown) o << "  ... and " << r.kept_size() - kShown << " more (--format json lists every one)\n";
   }
   o << "\n";
   char line[256];

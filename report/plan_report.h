@@ -56,6 +56,10 @@ std::string planReportText(const plan::Plan& p);
 /// weights plus the search's upper bound of live activations.
 int64_t estimatedMemory(const plan::RankEstimate& rk);
 
+/// \returns the one line on a precision conversion (Plan.precision): its
+/// type, the nodes kept in float32, the weights' bytes and the worst error.
+std::string precisionLine(const plan::PrecisionReport& r);
+
 /// \returns `bytes` for people: "512 B", "4.0 KiB", "1.50 MiB", "2.00 GiB".
 std::string humanBytes(int64_t bytes);
 

@@ -373,6 +373,14 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
   // One generator per sequence, seeded by --seed and its index: a sequence's
   // samples depend on nothing else (its neighbours, the mesh, prefill or not).
   const bool greedy = g.temperature <= 0 || g.topK == 1;
+  // The check's absolute tolerance for logits `want`: atol, or the share
+  // atolOfMax of their largest magnitude.
+  auto atolFor = [&](const std::vector<float>& want) {
+    double m = 0;
+    for (float x : want)
+      if (std::isfinite(x)) m = std::max(m, std::fabs(static_cast<double>(x)));
+    return std::max(g.atol, g.atolOfMax * m);
+  };
   std::vector<std::mt19937_64> rng(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch && !greedy; ++b) {
     std::seed_seq seq{static_cast<uint32_t>(g.seed), static_cast<uint32_t>(g.seed >> 32), static_cast<uint32_t>(b)};
@@ -485,13 +493,19 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
       for (size_t b = 0; b < real && res.mismatch.empty(); ++b) {
         bool ok = true;
         const std::vector<float> got = prefillRow(static_cast<int64_t>(b));
-        res.maxLogitDiff = std::max(res.maxLogitDiff, rowDiff(got, want[b], g.rtol, g.atol, ok));
-        if (!ok)
+        res.maxLogitDiff = std::max(res.maxLogitDiff, rowDiff(got, want[b], g.rtol, atolFor(want[b]), ok));
+        if (!ok) {
           res.mismatch = strCat("prefill: sequence ", b, ": logits at prompt position ", len[b] - 1,
                                 " differ from the export's own decode step");
-        else if (greedy && len[b] == static_cast<int64_t>(prompts[b].size()) && argmax(got) != argmax(want[b]))
-          res.mismatch = strCat("prefill: sequence ", b, " chooses token ", argmax(got), ", the export's own step ",
-                                argmax(want[b]));
+        } else if (greedy && len[b] == static_cast<int64_t>(prompts[b].size())) {
+          ++res.comparedTokens;
+          if (argmax(got) != argmax(want[b])) {
+            ++res.differentTokens;
+            if (g.tokensMustAgree)
+              res.mismatch = strCat("prefill: sequence ", b, " chooses token ", argmax(got),
+                                    ", the export's own step ", argmax(want[b]));
+          }
+        }
       }
       ++res.checkedSteps;
     }
@@ -539,18 +553,23 @@ StatusOr<GenerateResult> generateWith(const plan::Plan& plan, const plan::Genera
     const Tensor logits = chooses ? outs[gen.logits()] : Tensor();
     if (ref) {
       ASSIGN_OR_RETURN(Tensor want, ref->run(plan, inputs, stepPos));
-      Diff d = compareTensors(logits, want, g.rtol, g.atol);
+      const std::vector<float> all(want.data<float>(), want.data<float>() + want.numel());
+      Diff d = compareTensors(logits, want, g.rtol, atolFor(all));
       res.maxLogitDiff = std::max(res.maxLogitDiff, d.maxAbs);
       ++res.checkedSteps;
       if (!d.ok && res.mismatch.empty())
         res.mismatch = strCat("step ", res.steps, ": logits differ from the export's own decode step (",
                               d.where, ")");
-      for (size_t b = 0; greedy && b < real && res.mismatch.empty(); ++b)
-        if (!done[b] && stepPos[b] + 1 >= static_cast<int64_t>(prompts[b].size()) &&
-            argmax(rowOf(logits, static_cast<int64_t>(b))) != argmax(rowOf(want, static_cast<int64_t>(b))))
+      for (size_t b = 0; greedy && b < real && res.mismatch.empty(); ++b) {
+        if (done[b] || stepPos[b] + 1 < static_cast<int64_t>(prompts[b].size())) continue;
+        ++res.comparedTokens;
+        if (argmax(rowOf(logits, static_cast<int64_t>(b))) == argmax(rowOf(want, static_cast<int64_t>(b)))) continue;
+        ++res.differentTokens;
+        if (g.tokensMustAgree)
           res.mismatch = strCat("step ", res.steps, ": sequence ", b, " chooses token ",
                                 argmax(rowOf(logits, static_cast<int64_t>(b))), ", the export's own step ",
                                 argmax(rowOf(want, static_cast<int64_t>(b))));
+      }
     }
     std::vector<int64_t> chosen(batch + 1, 0);
     for (int64_t b = 0; b < batch; ++b) {

@@ -39,6 +39,14 @@ struct GenerateOptions {
   /// greedy, the tokens).
   bool check = false;
   double rtol = 1e-3, atol = 1e-4;
+  /// With check: the absolute tolerance is at least this share of the
+  /// largest |logit| the export's step gives (a --precision plan's rounding
+  /// scales with its values); 0: atol alone.
+  double atolOfMax = 0;
+  /// With check and greedy choice: a token other than the export's step's
+  /// fails the check; false (a --precision plan, whose logits differ within
+  /// its tolerance, may break a near tie): it is counted instead.
+  bool tokensMustAgree = true;
   /// Told each sequence's new token as it is chosen (sequence, token).
   std::function<void(int, int64_t)> onToken;
 };
@@ -64,6 +72,9 @@ struct GenerateResult {
   int checkedSteps = 0;
   double maxLogitDiff = 0;
   std::string mismatch;
+  /// With check and greedy choice: the choices compared with the export's
+  /// step's, and those that differ (GenerateOptions::tokensMustAgree false).
+  int comparedTokens = 0, differentTokens = 0;
   /// With RunOptions::profile: rank 0's seconds and calls per op and kernel
   /// provider in the prefill program and in the decode step, over every run
   /// (the warm-up generations included).

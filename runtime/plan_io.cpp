@@ -296,6 +296,7 @@ plan::Weight WeightFileWriter::add(const std::string& name, const TensorBlock& b
     // same type and bytes.
     for (const Entry& e : entries_)
       if (b.source.raw() && e.block.source.raw() == b.source.raw() && e.block.source.dtype() == b.source.dtype() &&
+          e.block.dtype() == b.dtype() &&
           e.block.source.shape() == b.source.shape() && e.block.start == b.start && e.block.extent == b.extent) {
         w.set_offset(e.offset);
         w.set_nbytes(b.nbytes());
@@ -304,7 +305,7 @@ plan::Weight WeightFileWriter::add(const std::string& name, const TensorBlock& b
     if (std::optional<std::string> bytes = smallBytes(b)) {
       for (size_t i : byContent_[{crc32Of(bytes->data(), bytes->size()), b.nbytes()}]) {
         const Entry& e = entries_[i];
-        if (e.block.source.dtype() == b.source.dtype() && e.block.extent == b.extent && smallBytes(e.block) == bytes) {
+        if (e.block.dtype() == b.dtype() && e.block.extent == b.extent && smallBytes(e.block) == bytes) {
           w.set_offset(e.offset);
           w.set_nbytes(b.nbytes());
           return w;
@@ -324,7 +325,7 @@ plan::Weight WeightFileWriter::add(const std::string& name, const TensorBlock& b
 std::optional<std::string> WeightFileWriter::smallBytes(const TensorBlock& b) {
   if (b.nbytes() > kShareByContentBytes || b.source.isMapped() || !b.source.raw()) return std::nullopt;
   std::string out;
-  forEachRun(b, [&](const void* data, size_t n) { out.append(static_cast<const char*>(data), n); });
+  forEachStoredRun(b, [&](const void* data, size_t n, const void*, size_t) { out.append(static_cast<const char*>(data), n); });
   return out;
 }
 
@@ -369,18 +370,18 @@ class WeightStreamer {
     const bool mapped = b.source.isMapped();
     const char* releasedTo = nullptr;  // mapped pages before this were released
     const char* readTo = nullptr;
-    forEachRun(b, [&](const void* data, size_t n) {
+    forEachStoredRun(b, [&](const void* data, size_t n, const void* source, size_t sourceBytes) {
       const char* p = static_cast<const char*>(data);
-      if (!releasedTo) releasedTo = p;
-      while (ok && n > 0) {
-        size_t c = std::min(n, kChunk);
-        crc = crc32(crc, reinterpret_cast<const Bytef*>(p), static_cast<uInt>(c));
-        ok = std::fwrite(p, 1, c, out_) == c;
-        p += c;
-        n -= c;
-        readTo = p;
+      const char* src = static_cast<const char*>(source);
+      if (!releasedTo) releasedTo = src;
+      for (size_t done = 0; ok && done < n;) {
+        size_t c = std::min(n - done, kChunk);
+        crc = crc32(crc, reinterpret_cast<const Bytef*>(p + done), static_cast<uInt>(c));
+        ok = std::fwrite(p + done, 1, c, out_) == c;
+        done += c;
         advance(c);
         // Runs go up the source in address order: what lies behind them is done.
+        readTo = src + (sourceBytes == n ? done : done * sourceBytes / n);  // converted pieces are <= 1 MiB
         if (mapped && static_cast<size_t>(readTo - releasedTo) >= kRelease) {
           releaseMappedPages(releasedTo, static_cast<size_t>(readTo - releasedTo));
           releasedTo = readTo;

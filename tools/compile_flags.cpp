@@ -9,6 +9,7 @@
 
 #include "compiler/driver.h"
 #include "passes/partition/device_spec.h"
+#include "passes/precision.h"
 #include "tools/cli.h"
 
 namespace pcc {
@@ -155,6 +156,57 @@ void addCompileFlags(CLI::App& app, CompileOptions& opts) {
       ->type_name("SM,...");
   app.add_flag_function("--no-kernels", [&](int64_t) { opts.generateKernels = false; },
                         "generate no kernels: fused groups run op by op on the\nreference kernels");
+  auto precisionFlag = [&](const char* flag, DType& out, const char* help) {
+    app.add_option_function<std::string>(
+           flag,
+           [&out, flag](const std::string& v) {
+             std::optional<DType> t = precisionFromName(v);
+             if (!t) throw CLI::ValidationError(strCat(flag, " expects fp32, fp16 or bf16, got '", v, "'"));
+             out = *t;
+           },
+           help)
+        ->type_name("fp32|fp16|bf16");
+  };
+  precisionFlag("--precision", opts.precision,
+                "convert activations and weights to this type\n"
+                "(default: the model's own); normalizations, Softmax,\n"
+                "Exp/Log/Pow, the final outputs and values out of\n"
+                "range stay float32 (docs/precision.md)");
+  precisionFlag("--kv-cache-dtype", opts.kvCacheDtype,
+                "generation plans: the KV cache's type (default: the\n--precision type)");
+  auto nameList = [&](const char* flag, std::set<std::string>& out, const char* help, const char* type) {
+    app.add_option_function<std::string>(
+           flag,
+           [&out, flag](const std::string& v) {
+             std::string rest = v;
+             while (!rest.empty()) {
+               std::string a = rest.substr(0, rest.find(','));
+               rest = rest.size() > a.size() ? rest.substr(a.size() + 1) : "";
+               if (a.empty()) throw CLI::ValidationError(strCat(flag, ": an empty name in '", v, "'"));
+               out.insert(a);
+             }
+           },
+           help)
+        ->type_name(type);
+  };
+  nameList("--keep-fp32", opts.keepFp32Ops, "with --precision: also keep these ops in float32", "OP,...");
+  nameList("--keep-fp32-node", opts.keepFp32Nodes, "with --precision: also keep these nodes in float32", "NAME,...");
+  app.add_flag_function("--no-precision-rules", [&](int64_t) { opts.precisionRules = false; },
+                        "with --precision: no default float32 rules (only\n--keep-fp32 and --keep-fp32-node; to see what the\nrules prevent)");
+  app.add_option("--calibration-inputs", opts.calibrationInputs,
+                 "with --precision: input sets the ranges and the error\n"
+                 "are measured on (each an .npz file or a folder of\n"
+                 "NAME.npy files; default: 2 seeded sets)")
+      ->type_name("DIR");
+  cli::addNumber(app, "--max-error", 0, opts.maxError,
+                 "with --precision: fail (exit 2) when an output's cosine\n"
+                 "similarity to float32 falls below COS, naming it",
+                 "COS");
+  cli::addInteger(app, "--measure-limit", 0, int64_t{1} << 30,
+                  [&](int64_t mb) { opts.measureLimitBytes = mb << 20; },
+                  "with --precision: the largest model (MB of weights)\n"
+                  "whose error is measured at compile time (default 2048)",
+                  "MB");
   app.add_flag("--verify-each", opts.verifyEach, "run the IR verifier after every pass");
   app.add_flag("-q,--quiet", opts.quiet, "no progress messages");
 }

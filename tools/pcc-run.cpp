@@ -301,13 +301,25 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
   bool allOk = true;
   for (size_t k = 0; k < got.size(); ++k) {
     const double half = a.toleranceGiven || !isFloat(got[k].dtype()) ? 0 : planHalfTolerance(p.plan);
-    const double rtol = std::max(a.rtol, half), atol = std::max(a.atol, half);
+    double rtol = std::max(a.rtol, half), atol = std::max(a.atol, half);
+    std::string why;
+    if (half > 0 && p.plan.has_precision()) {
+      // A converted plan (--precision) against the float32 reference: its
+      // rounding errors scale with the largest values it computes, so the
+      // absolute tolerance is the precision's share of the output's largest
+      // magnitude (docs/precision.md#check).
+      double m = 0;
+      for (int64_t i = 0; i < want[k].numel(); ++i)
+        if (std::isfinite(want[k].getDouble(i))) m = std::max(m, std::fabs(want[k].getDouble(i)));
+      atol = half * m;
+      why = strCat(" (a ", p.plan.precision().target(), " plan: ", half, " of the largest |value| ", m, ")");
+    }
     Diff d = compareTensors(got[k], want[k], rtol, atol);
     // The tolerance actually applied: compareTensors scales a blind atol down.
-    std::printf("%soutput %zu '%s' %s vs %s at %s: max abs %.3g, max rel %.3g: %s%s%s\n", prefix.c_str(), k,
+    std::printf("%soutput %zu '%s' %s vs %s at %s%s: max abs %.3g, max rel %.3g: %s%s%s\n", prefix.c_str(), k,
                 p.plan.outputs(static_cast<int>(k)).name().c_str(), got[k].type().str().c_str(),
-                against, toleranceUsed(d, rtol, atol).c_str(), d.maxAbs, d.maxRel, d.ok ? "ok" : "MISMATCH",
-                d.where.empty() ? "" : ": ", d.where.c_str());
+                against, toleranceUsed(d, rtol, atol).c_str(), why.c_str(), d.maxAbs, d.maxRel,
+                d.ok ? "ok" : "MISMATCH", d.where.empty() ? "" : ": ", d.where.c_str());
     allOk &= d.ok;
   }
   return allOk;
@@ -649,6 +661,15 @@ int runGenerate(const Args& a, const LoadedPlan& lp, const std::optional<Process
   if (a.toleranceGiven) {
     g.rtol = a.rtol;
     g.atol = a.atol;
+  } else if (lp.plan.has_precision()) {
+    // A --precision plan against the export's float32 step: the precision's
+    // tolerance, its absolute part a share of the largest logit; a greedy
+    // token may then differ at a near tie, which is counted, not failed.
+    const double half = planHalfTolerance(lp.plan);
+    g.rtol = std::max(g.rtol, half);
+    g.atol = 0;
+    g.atolOfMax = half;
+    g.tokensMustAgree = half == 0;
   }
   if (a.topP <= 0 || a.topP > 1) return fail(invalidInput("--top-p expects a number in (0, 1], got ", a.topP));
   RunOptions ro = a.run;
@@ -700,8 +721,13 @@ int runGenerate(const Args& a, const LoadedPlan& lp, const std::optional<Process
       std::fprintf(stderr, "pcc-run: generation check failed at %s\n", res->mismatch.c_str());
       return 1;
     }
-    std::printf("check: %d steps match the export's own decode step (max logit difference %.3g)\n",
-                res->checkedSteps, res->maxLogitDiff);
+    std::printf("check: %d steps match the export's own decode step (max logit difference %.3g at rtol %g, atol %s)\n",
+                res->checkedSteps, res->maxLogitDiff, g.rtol,
+                g.atolOfMax > 0 ? strCat(g.atolOfMax, " of the largest |logit|").c_str() : strCat(g.atol).c_str());
+    if (!g.tokensMustAgree)
+      std::printf("check: %d of %d greedy tokens as the float32 step chose (a %s plan may break near ties)\n",
+                  res->comparedTokens - res->differentTokens, res->comparedTokens,
+                  lp.plan.precision().target().c_str());
   }
   return 0;
 }

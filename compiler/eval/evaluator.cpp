@@ -168,6 +168,11 @@ StatusOr<std::vector<Tensor>> runNode(const Node& n, const std::vector<const Ten
 }
 
 StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Tensor>& inputs) {
+  return evaluateGraphObserved(g, inputs, nullptr);
+}
+
+StatusOr<std::vector<Tensor>> evaluateGraphObserved(const Graph& g, const std::vector<Tensor>& inputs,
+                                                    const NodeObserver& observe) {
   if (inputs.size() != g.inputs().size())
     return invalidInput("graph @", g.name(), " takes ", g.inputs().size(), " inputs, got ", inputs.size());
   std::unordered_map<const Value*, Tensor> env;
@@ -197,6 +202,7 @@ StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Te
       args.push_back(&it->second);
     }
     ASSIGN_OR_RETURN(std::vector<Tensor> results, runNode(*n, args));
+    if (observe) observe(*n, results);
     // Release inputs at their last use (before binding outputs: a node never reads its own outputs).
     for (const Value* v : n->inputs()) {
       if (!v) continue;

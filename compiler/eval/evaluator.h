@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@ namespace pcc {
 /// shape mismatch) or the node whose kernel failed. Collective ops are an
 /// error: they only exist in partitioned, per-rank graphs.
 StatusOr<std::vector<Tensor>> evaluateGraph(const Graph& g, const std::vector<Tensor>& inputs);
+
+/// Told each node of the top-level graph and the tensors it computed, as
+/// evaluateGraphObserved runs it (the calibration of --precision).
+using NodeObserver = std::function<void(const Node& n, const std::vector<Tensor>& outputs)>;
+
+/// evaluateGraph, telling `observe` each node's results before they are bound.
+StatusOr<std::vector<Tensor>> evaluateGraphObserved(const Graph& g, const std::vector<Tensor>& inputs,
+                                                    const NodeObserver& observe);
 
 /// Runs node `n` of some graph on `args` (one per input, nullptr for an absent
 /// one): the one way the compiler runs a node. A region node (If, Loop, Scan)

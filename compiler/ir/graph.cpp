@@ -140,13 +140,8 @@ Value* Graph::addConstantBlock(std::string name, TensorBlock block) {
 
 const Tensor& Value::constantData() const {
   if (!constant_ && block_) {
-    // makeBlock checked that the block lies inside its source, so the slice cannot fail.
-    StatusOr<Tensor> t = sliceBlock(block_->source, block_->start, block_->extent);
-    if (!t.ok()) {
-      std::fprintf(stderr, "pcc: internal error: constant '%s': %s\n", name_.c_str(), t.status().message().c_str());
-      std::abort();
-    }
-    constant_ = std::move(t).value();
+    // makeBlock checked that the block lies inside its source, so the read cannot fail.
+    constant_ = readBlock(*block_);
   }
   return *constant_;
 }

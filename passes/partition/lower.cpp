@@ -66,11 +66,9 @@ StatusOr<Value*> sliceConstant(Graph& lg, const std::string& name, const Value* 
   if (outer)
     for (size_t d = 0; d < start.size(); ++d) start[d] += outer->start[d];
   const Tensor& source = outer ? outer->source : v->constantData();
-  if (numElements(local) <= eager) {
-    ASSIGN_OR_RETURN(Tensor piece, sliceBlock(source, start, local));
-    return lg.addConstant(name, std::move(piece));
-  }
   ASSIGN_OR_RETURN(TensorBlock block, makeBlock(source, start, local));
+  if (outer) block.as = outer->as;  // a converted weight's pieces are converted too
+  if (numElements(local) <= eager) return lg.addConstant(name, readBlock(block));
   return lg.addConstantBlock(name, std::move(block));
 }
 

@@ -25,10 +25,19 @@ struct TensorBlock {
   Tensor source;
   Dims start;   ///< first index along each dimension
   Dims extent;  ///< extent along each dimension
+  /// The element type the block is stored as: kUndefined for the source's;
+  /// else a float type (f32, f16, bf16) the source's floats are converted to,
+  /// rounding to nearest even, when the block is read (readBlock) or written
+  /// (forEachStoredRun): a weight converted by --precision is not read at
+  /// plan time either.
+  DType as = DType::kUndefined;
 
-  /// \returns the block's type: the source's dtype, `extent`.
-  TensorType type() const { return {source.dtype(), extent}; }
-  size_t nbytes() const { return static_cast<size_t>(numElements(extent)) * dtypeSize(source.dtype()); }
+  DType dtype() const { return as == DType::kUndefined ? source.dtype() : as; }
+  /// \returns the block's type: its stored dtype, `extent`.
+  TensorType type() const { return {dtype(), extent}; }
+  size_t nbytes() const { return static_cast<size_t>(numElements(extent)) * dtypeSize(dtype()); }
+  /// \returns whether reading the block converts its elements.
+  bool converts() const { return as != DType::kUndefined && as != source.dtype(); }
 };
 
 /// \returns the block of `t` at `start` of extents `extent`, or an
@@ -40,6 +49,29 @@ StatusOr<TensorBlock> makeBlock(const Tensor& t, const Dims& start, const Dims& 
 /// bytes sliceBlock would copy, in the same order. The innermost dimensions
 /// the block takes whole form one run. Touches no byte itself.
 void forEachRun(const TensorBlock& b, const std::function<void(const void* data, size_t nbytes)>& fn);
+
+/// Calls `fn(data, nbytes)` for consecutive pieces of the bytes of `b` as
+/// stored: forEachRun's runs, or, when `b` converts, each run converted in
+/// pieces of at most 1 MiB (`data` then points into a buffer valid during the
+/// call). `source` is told the source bytes each piece came from.
+void forEachStoredRun(const TensorBlock& b,
+                      const std::function<void(const void* data, size_t nbytes, const void* source, size_t sourceBytes)>& fn);
+
+/// \returns a new tensor holding block `b` as stored (sliceBlock, converted
+/// when `b` converts).
+Tensor readBlock(const TensorBlock& b);
+
+/// \returns whether convertFloats converts between `from` and `to`.
+bool convertibleFloats(DType from, DType to);
+
+/// Converts `n` elements at `src` of float type `from` to float type `to` at
+/// `dst` (f64, f32, f16, bf16; rounding to nearest even, overflow to infinity
+/// as IEEE conversion does).
+void convertFloats(const void* src, DType from, void* dst, DType to, size_t n);
+
+/// \returns `t` converted to float type `to` (a new tensor; `t` itself when
+/// it has that type already).
+Tensor convertFloats(const Tensor& t, DType to);
 
 /// \returns a new tensor holding index `i` of `x` along `axis`, that dimension
 /// removed (the caller checks axis < rank and 0 <= i < extent).
