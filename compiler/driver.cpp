@@ -299,6 +299,13 @@ Status convertPlanned(Planned& p, const CompileOptions& opts, PrecisionCache& pc
     po.ioTypes[st.present] = cache;
   }
   p.unconverted = p.partitioned->clone();
+  for (const std::string& n : opts.keepFp32Nodes) {
+    bool found = false;
+    for (const Node* node : p.partitioned->nodes()) found |= node->name() == n;
+    if (!found)
+      return invalidInput(opts.modelPath, ": --keep-fp32-node '", n,
+                          "': no node of that name after the optimization pipeline (pcc --emit ir lists them)");
+  }
   ASSIGN_OR_RETURN(PrecisionSummary sum, convertPrecision(*p.partitioned, po));
   PassManager after;
   after.add(createPass("dce"));
@@ -801,6 +808,9 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   c.partitioned = std::move(p.partitioned);
   c.search = std::move(p.search);
   say(strCat("optimized: ", c.partitioned->numNodes(), " nodes"));
+  bool halfValues = false;
+  for (const Node* n : c.partitioned->nodes())
+    for (const Value* v : n->outputs()) halfValues |= v->type().dtype == DType::kF16 || v->type().dtype == DType::kBF16;
   std::optional<plan::PrecisionReport> precisionReport;
   const PrecisionOptions* prefillPrecision = p.precision ? &p.precisionOptions : nullptr;
   if (p.precision) {
@@ -840,6 +850,10 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   say(searchSummary(c.search, cluster, opts.gpus));
   ASSIGN_OR_RETURN(c.partition, partitionGraph(*c.partitioned, po));
   if (!best.infeasible.empty()) c.partition.notes.push_back("does not fit: " + best.infeasible);
+  if (halfValues)
+    c.partition.notes.push_back(
+        "float16/bfloat16 values: CPU ranks compute them in float32 and round each op's result (a generated "
+        "kernel's at its stores) to the 16-bit type");
   if (!forced && best.mesh.size() < opts.gpus)
     c.partition.notes.insert(c.partition.notes.begin(), fewerDevicesNote(c.search, opts.gpus));
   RETURN_IF_ERROR(verifyGraph(*c.partitioned).withContext("after partitioning"));
@@ -964,6 +978,14 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
 
 /// \returns `opts` with --gpus resolved (deviceCount).
 StatusOr<CompileOptions> resolved(const CompileOptions& opts) {
+  for (const std::string& op : opts.keepFp32Ops)
+    if (!opFromName(op)) return invalidInput("--keep-fp32: no op named '", op, "' (op names as in ONNX: Add, MatMul)");
+  const bool precisionFlags = !opts.keepFp32Ops.empty() || !opts.keepFp32Nodes.empty() || !opts.precisionRules ||
+                              !opts.calibrationInputs.empty() || opts.maxError >= 0 ||
+                              opts.kvCacheDtype != DType::kUndefined;
+  if (precisionFlags && opts.precision == DType::kUndefined)
+    return invalidInput("--keep-fp32, --keep-fp32-node, --no-precision-rules, --calibration-inputs, --max-error and "
+                        "--kv-cache-dtype apply to a conversion: give --precision fp16, bf16 or fp32");
   CompileOptions o = opts;
   ASSIGN_OR_RETURN(o.gpus, deviceCount(opts));
   return o;

@@ -1,6 +1,7 @@
 #include "compiler/precision_error.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <unordered_set>
@@ -36,6 +37,18 @@ double maxMagnitude(const Tensor& t) {
 void note(std::map<std::string, double>& ranges, const std::string& name, double m) {
   double& r = ranges[name];
   r = std::max(r, m);
+}
+
+/// Whether output `v` holds class scores or token logits, whose argmax is
+/// the answer: its name says so (logits, scores, probs, class), or Softmax or
+/// LogSoftmax computes it.
+bool holdsScores(const Value& v) {
+  std::string n = v.name();
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* w : {"logit", "score", "prob", "class"})
+    if (n.find(w) != std::string::npos) return true;
+  const Node* p = v.producer();
+  return p && (p->op() == OpKind::Softmax || p->op() == OpKind::LogSoftmax);
 }
 
 }  // namespace
@@ -155,7 +168,7 @@ StatusOr<std::vector<OutputError>> measureError(const Graph& original, const Gra
       if (std::isnan(cosine) || std::isnan(e.cosine)) e.cosine = NAN;
       else e.cosine = std::min(e.cosine, cosine);
       const Dims& s = b.shape();
-      if (s.size() >= 2 && s.back() >= 2) {
+      if (s.size() >= 2 && s.back() >= 2 && holdsScores(*original.outputs()[k])) {
         const int64_t w = s.back(), r = n / w;
         for (int64_t row = 0; row < r; ++row) {
           int64_t ia = 0, ib = 0;

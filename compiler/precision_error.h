@@ -21,9 +21,10 @@ struct OutputError {
   /// Cosine similarity of the whole output, the lowest over the sets; NaN
   /// where the converted output is not finite.
   double cosine = 1;
-  /// The fraction of rows (the last axis) whose argmax agrees, for outputs of
-  /// rank 2 or more with at least 2 entries per row (class scores, token
-  /// logits); -1 for the others.
+  /// The fraction of rows (the last axis) whose argmax agrees, for outputs
+  /// that hold class scores or token logits (named logits, scores, probs or
+  /// class, or computed by Softmax or LogSoftmax; rank 2 or more, at least 2
+  /// entries per row); -1 for the others.
   double top1 = -1;
   bool finite = true;
 };

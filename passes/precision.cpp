@@ -125,8 +125,11 @@ class Converter {
                        "'s smallest normal number)");
           return true;
         }
-        if (!(m > limit)) return false;
-        why = strCat("range: |", v->name(), "| reaches ", m, " (over ", limit, ")");
+        // A constant is what it is: only beyond the type's largest finite
+        // value does it overflow. A computed value keeps headroom (limit).
+        const double over = v->isConstant() ? largestFinite(o_.target) : limit;
+        if (!(m > over)) return false;
+        why = strCat("range: |", v->name(), "| reaches ", m, " (over ", over, ")");
         if (v->isConstant() &&
             std::find(s_.overflowingConstants.begin(), s_.overflowingConstants.end(), v->name()) ==
                 s_.overflowingConstants.end())
@@ -307,6 +310,14 @@ const std::set<std::string>& defaultKeepOps() {
 
 double rangeLimit(DType t) {
   return t == DType::kF16 ? 65504.0 / 4 : std::numeric_limits<double>::infinity();
+}
+
+double largestFinite(DType t) {
+  switch (t) {
+    case DType::kF16: return 65504.0;
+    case DType::kBF16: return 0x1.fep127;
+    default: return std::numeric_limits<float>::max();
+  }
 }
 
 double smallestNormal(DType t) { return t == DType::kF16 ? 0x1p-14 : 0; }

@@ -32,7 +32,7 @@ struct PrecisionOptions {
   /// calibration inputs (measureRanges, compiler/precision_error.h), or null.
   /// A node reading or writing a value beyond rangeLimit(target), or writing
   /// one whose every element lies below smallestNormal(target), computes in
-  /// float32; a constant beyond the limit is reported and kept.
+  /// float32; a constant beyond largestFinite(target) is reported and kept.
   const std::map<std::string, double>* ranges = nullptr;
 };
 
@@ -62,6 +62,10 @@ const std::set<std::string>& defaultKeepOps();
 /// quarter of float16's largest finite value (65504 / 4) for kF16, leaving
 /// headroom for inputs larger than the calibration's; infinity otherwise.
 double rangeLimit(DType t);
+
+/// \returns the largest finite value of float type `t` (65504 for kF16): a
+/// constant beyond it is reported and kept in its own type.
+double largestFinite(DType t);
 
 /// \returns the smallest normal magnitude of `t` for the range rule: 2^-14
 /// (6.1e-5) for kF16, whose subnormals below it keep fewer significant bits;

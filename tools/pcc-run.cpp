@@ -289,6 +289,11 @@ double halfTolerance(DType t) {
 double planHalfTolerance(const plan::Plan& plan) {
   double tol = 0;
   for (const plan::IoDesc& o : plan.outputs()) tol = std::max(tol, halfTolerance(static_cast<DType>(o.desc().dtype())));
+  // A converted plan's 16-bit values may all lie inside generated kernels.
+  if (plan.has_precision()) {
+    const std::string& t = plan.precision().target();
+    tol = std::max(tol, halfTolerance(t == "fp16" ? DType::kF16 : t == "bf16" ? DType::kBF16 : DType::kF32));
+  }
   for (const plan::RankProgram& r : plan.ranks())
     for (const plan::Buffer& b : r.buffers()) tol = std::max(tol, halfTolerance(static_cast<DType>(b.desc().dtype())));
   return tol;
