@@ -75,15 +75,18 @@ STRUCTURES = {
 class Builder:
     """Collects nodes and external-data initializers (offsets into one sparse file)."""
 
-    def __init__(self, data_name):
+    def __init__(self, data_name, ft=TensorProto.FLOAT16):
         self.data_name = data_name
+        self.ft = ft  # the float type of weights and activations
         self.offset = 0
         self.starts = []  # offset of every weight
         self.inits = []
         self.nodes = []
         self.count = 0
 
-    def weight(self, name, dims, dtype=F16, size=2):
+    def weight(self, name, dims):
+        dtype = self.ft
+        size = 4 if dtype == TensorProto.FLOAT else 2
         t = TensorProto()
         t.name = name
         t.data_type = dtype
@@ -123,18 +126,18 @@ def build_llama(b, c):
     keys up to past + i) with the padding mask added to the scores."""
     w, h, f = c["width"], c["heads"], c["ffn"]
     decode = c.get("decode", False)
-    eps = b.const("eps", [1e-5], F16)
-    two = b.const("two", [2.0], F16)
-    scale = b.const("scale", [1.0 / np.sqrt(w // h)], F16)
+    eps = b.const("eps", [1e-5], b.ft)
+    two = b.const("two", [2.0], b.ft)
+    scale = b.const("scale", [1.0 / np.sqrt(w // h)], b.ft)
     heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
     flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
     ids = "input_ids" if decode else "ids"
     if decode:
         # (1 - mask) * -65504 as an additive [batch, 1, 1, total] mask
-        one = b.const("one", [1.0], F16)
-        lowest = b.const("lowest", [-65504.0], F16)
+        one = b.const("one", [1.0], b.ft)
+        lowest = b.const("lowest", [-65504.0], b.ft)
         axes = b.const("mask_axes", [1, 2], TensorProto.INT64)
-        m = b.node("Cast", ["attention_mask"], "mask/cast", to=F16)
+        m = b.node("Cast", ["attention_mask"], "mask/cast", to=b.ft)
         m = b.node("Mul", [b.node("Sub", [one, m], "mask/sub"), lowest], "mask/mul")
         mask = b.node("Unsqueeze", [m, axes], "mask/unsqueeze")
         # causal: key j is seen by new position i when j <= (total - seq) + i
@@ -148,7 +151,7 @@ def build_llama(b, c):
         qpos = b.node("Unsqueeze", [b.node("Range", [b.node("Sub", [total, seq], "mask/past"), total, one_i],
                                            "mask/queries"), b.const("axis1", [1], TensorProto.INT64)],
                       "mask/queries_col")
-        causal = b.node("Where", [b.node("LessOrEqual", [kpos, qpos], "mask/causal"), b.const("zero_h", [0.0], F16),
+        causal = b.node("Where", [b.node("LessOrEqual", [kpos, qpos], "mask/causal"), b.const("zero_h", [0.0], b.ft),
                                   lowest], "mask/causal_add")
         mask = b.node("Add", [mask, causal], "mask/full")
         # rotary tables [positions, head width], gathered at position_ids -> [batch, 1, seq, head width]
@@ -211,12 +214,12 @@ def build_llama(b, c):
 
 def build_gpt2(b, c):
     w, h, f = c["width"], c["heads"], c["ffn"]
-    eps = b.const("eps", [1e-5], F16)
-    two = b.const("two", [2.0], F16)
-    half = b.const("half", [0.5], F16)
-    one = b.const("one", [1.0], F16)
-    rsqrt2 = b.const("rsqrt2", [1 / np.sqrt(2)], F16)
-    scale = b.const("scale", [1.0 / np.sqrt(w // h)], F16)
+    eps = b.const("eps", [1e-5], b.ft)
+    two = b.const("two", [2.0], b.ft)
+    half = b.const("half", [0.5], b.ft)
+    one = b.const("one", [1.0], b.ft)
+    rsqrt2 = b.const("rsqrt2", [1 / np.sqrt(2)], b.ft)
+    scale = b.const("scale", [1.0 / np.sqrt(w // h)], b.ft)
     split = b.const("qkv_split", [w, w, w], TensorProto.INT64)
     heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
     flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
@@ -260,36 +263,38 @@ def build_gpt2(b, c):
     return b.node("MatMul", [x, b.weight("lm_head", [w, c["vocab"]])], "lm_head"), ["ids", "pos"]
 
 
-def write_structure(directory, name):
-    """Writes DIRECTORY/NAME.onnx and its sparse NAME.data. \\returns (path, weight bytes, nodes, inputs)."""
+def write_structure(directory, name, float32=False):
+    """Writes DIRECTORY/NAME.onnx and its sparse NAME.data, in fp16 (or in
+    float32, as exporters write by default). \\returns (path, weight bytes,
+    nodes, inputs)."""
     c = STRUCTURES[name]
     os.makedirs(directory, exist_ok=True)
     data_name = f"{name}.data"
-    b = Builder(data_name)
+    b = Builder(data_name, TensorProto.FLOAT if float32 else TensorProto.FLOAT16)
     out, inputs = (build_llama if c["kind"] == "llama" else build_gpt2)(b, c)
     # A file of holes (no disk, reads as zeros), but each weight starts with 32
     # distinct fp16 values: real weights are never a splat, and an all-zero
     # bias would be removed by canonicalize as a neutral Add (reading it whole).
-    head = np.arange(1, 33, dtype=np.float16).tobytes()
+    head = np.arange(1, 33, dtype=np.float32 if float32 else np.float16).tobytes()
     with open(os.path.join(directory, data_name), "wb") as fdata:
         fdata.truncate(b.offset)
         for start in b.starts:
             fdata.seek(start)
             fdata.write(head)
     ins = [helper.make_tensor_value_info(i, TensorProto.INT64, ["batch", "seq"]) for i in inputs]
-    outs = [helper.make_tensor_value_info(out, F16, ["batch", "seq", c["vocab"]])]
+    outs = [helper.make_tensor_value_info(out, b.ft, ["batch", "seq", c["vocab"]])]
     if c.get("decode"):
         # the decode step's interface (docs/generation.md): pcc binds batch,
         # seq = 1 and the past to --max-context - 1 positions
         b.nodes.append(helper.make_node("Identity", [out], ["logits"], name="logits"))
-        outs = [helper.make_tensor_value_info("logits", F16, ["batch", "seq", c["vocab"]])]
+        outs = [helper.make_tensor_value_info("logits", b.ft, ["batch", "seq", c["vocab"]])]
         ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]))
         ins.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]))
         cache = ["batch", c["heads"], "past", c["width"] // c["heads"]]
         for present in b.presents:
             past = "past_key_values." + present[len("present."):]
-            ins.append(helper.make_tensor_value_info(past, F16, cache))
-            outs.append(helper.make_tensor_value_info(present, F16, ["batch", c["heads"], "total",
+            ins.append(helper.make_tensor_value_info(past, b.ft, cache))
+            outs.append(helper.make_tensor_value_info(present, b.ft, ["batch", c["heads"], "total",
                                                                       c["width"] // c["heads"]]))
     graph = helper.make_graph(b.nodes, name, ins, outs, b.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="pcc-bench")

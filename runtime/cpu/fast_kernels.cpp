@@ -11,6 +11,8 @@
 #include <string>
 
 #include "runtime/cpu/dnnl_kernels.h"
+#include "runtime/support/memory_account.h"
+#include "runtime/support/tensor_block.h"
 
 namespace pcc::cpu {
 
@@ -48,6 +50,76 @@ std::unique_ptr<KernelOverride> nonEmptyOnly(const AttrMap& attrs, const std::ve
   return declineEmpty(Make(attrs, constant));
 }
 
+/// Runs a float32 kernel on float16 or bfloat16 operands (a --precision
+/// plan's MatMul, Gemm, Conv, Attention, pools): each is widened to float32 (a
+/// constant one once, kept with its memory charged), the kernel computes and
+/// accumulates in float32 as the reference kernels of those types do, and
+/// its result is rounded to the operands' type. Operands of other types, or
+/// of both 16-bit types at once, are left to the next provider.
+class Widen16 : public KernelOverride {
+ public:
+  Widen16(std::unique_ptr<KernelOverride> k, std::vector<bool> constant)
+      : k_(std::move(k)), constant_(std::move(constant)) {}
+
+  StatusOr<bool> run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs) override {
+    DType half = DType::kUndefined;
+    for (const Tensor* t : inputs) {
+      if (!t || !t->defined()) continue;
+      const DType d = t->dtype();
+      if (d == DType::kF16 || d == DType::kBF16) {
+        if (half != DType::kUndefined && half != d) return false;
+        half = d;
+      } else if (d == DType::kF64) {
+        return false;  // other operands (masks, indices) pass as they are
+      }
+    }
+    if (half == DType::kUndefined) return k_->run(inputs, outputs);
+    if (kept_.size() < inputs.size()) kept_.resize(inputs.size());
+    std::vector<Tensor> own(inputs.size());
+    std::vector<const Tensor*> wide(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor* t = inputs[i];
+      if (!t || !t->defined() || t->dtype() != half) {
+        wide[i] = t;
+      } else if (i < constant_.size() && constant_[i]) {
+        Kept& k = kept_[i];
+        if (k.from != t->raw()) {
+          k.charge = MemoryCharge(static_cast<int64_t>(t->numel()) * 4);
+          k.wide = convertFloats(*t, DType::kF32);
+          k.from = t->raw();
+        }
+        wide[i] = &k.wide;
+      } else {
+        own[i] = convertFloats(*t, DType::kF32);
+        wide[i] = &own[i];
+      }
+    }
+    std::vector<Tensor> wideOut;
+    ASSIGN_OR_RETURN(bool ran, k_->run(wide, wideOut));
+    if (!ran) return false;
+    for (const Tensor& o : wideOut) outputs.push_back(o.dtype() == DType::kF32 ? convertFloats(o, half) : o);
+    return true;
+  }
+
+ private:
+  struct Kept {
+    const void* from = nullptr;
+    Tensor wide;
+    MemoryCharge charge;
+  };
+  std::unique_ptr<KernelOverride> k_;
+  std::vector<bool> constant_;
+  std::vector<Kept> kept_;
+};
+
+/// nonEmptyOnly, also taking float16 and bfloat16 operands (Widen16).
+template <KernelFactory Make>
+std::unique_ptr<KernelOverride> widened(const AttrMap& attrs, const std::vector<bool>& constant) {
+  std::unique_ptr<KernelOverride> k = Make(attrs, constant);
+  if (!k) return nullptr;
+  return declineEmpty(std::make_unique<Widen16>(std::move(k), constant));
+}
+
 }  // namespace
 
 std::unique_ptr<KernelOverride> declineEmpty(std::unique_ptr<KernelOverride> k) {
@@ -67,14 +139,14 @@ Status registerOneDnnKernels() {
     };
     const Row rows[] = {
         {OpKind::Add, &nonEmptyOnly<&makeAddKernel>, true},
-        {OpKind::Attention, &nonEmptyOnly<&makeAttentionKernel>, false},
-        {OpKind::AveragePool, &nonEmptyOnly<&makeAveragePoolKernel>, false},
-        {OpKind::Conv, &nonEmptyOnly<&makeConvKernel>, false},
+        {OpKind::Attention, &widened<&makeAttentionKernel>, false},
+        {OpKind::AveragePool, &widened<&makeAveragePoolKernel>, false},
+        {OpKind::Conv, &widened<&makeConvKernel>, false},
         {OpKind::Div, &nonEmptyOnly<&makeDivKernel>, true},
         {OpKind::Gelu, &nonEmptyOnly<&makeGeluKernel>, true},
-        {OpKind::Gemm, &nonEmptyOnly<&makeGemmKernel>, false},
-        {OpKind::MatMul, &nonEmptyOnly<&makeMatMulKernel>, false},
-        {OpKind::MaxPool, &nonEmptyOnly<&makeMaxPoolKernel>, false},
+        {OpKind::Gemm, &widened<&makeGemmKernel>, false},
+        {OpKind::MatMul, &widened<&makeMatMulKernel>, false},
+        {OpKind::MaxPool, &widened<&makeMaxPoolKernel>, false},
         {OpKind::Mul, &nonEmptyOnly<&makeMulKernel>, true},
         {OpKind::Pow, &nonEmptyOnly<&makePowKernel>, true},
         {OpKind::Relu, &nonEmptyOnly<&makeReluKernel>, true},

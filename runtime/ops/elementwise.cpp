@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/support/float_convert.h"
 #include "runtime/support/float_formats.h"
 #include "runtime/schema/elementwise.h"
 
@@ -208,6 +209,8 @@ Status computeCast(const std::vector<const Tensor*>& in, const AttrMap& attrs,
       o[i] = to == DType::kF8E8M0 ? floatToE8M0(static_cast<float>(v), saturate, round)
                                   : floatToNarrow(to, v, saturate);
     }
+  } else if (convertibleFloats(from, to)) {
+    convertFloats(x.raw(), from, r.mutableData(), to, static_cast<size_t>(n));  // the same rounding, one loop
   } else if (isFloat(from) || (from == DType::kU64 && isFloat(to))) {
     for (int64_t i = 0; i < n; ++i) r.setDouble(i, x.getDouble(i));
   } else {

@@ -7,6 +7,11 @@
 #include <new>
 #include <sstream>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "runtime/support/float_convert.h"
 #include "runtime/support/float_formats.h"
 #include "runtime/support/memory_account.h"
 
@@ -225,6 +230,99 @@ uint16_t floatToBf16(float f) {
   if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1);
   return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+bool convertibleFloats(DType from, DType to) {
+  auto ok = [](DType t) { return t == DType::kF64 || t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; };
+  return ok(from) && ok(to);
+}
+
+namespace {
+
+float loadFloat(const void* src, DType t, size_t i) {
+  switch (t) {
+    case DType::kF64: return static_cast<float>(static_cast<const double*>(src)[i]);
+    case DType::kF16: return halfToFloat(static_cast<const uint16_t*>(src)[i]);
+    case DType::kBF16: return bf16ToFloat(static_cast<const uint16_t*>(src)[i]);
+    default: return static_cast<const float*>(src)[i];
+  }
+}
+
+#if defined(__x86_64__)
+// float16 <-> float32 eight at a time with the F16C instructions (IEEE
+// conversions, rounding to nearest even), where the processor has them.
+__attribute__((target("f16c,avx"))) void halfToFloatF16c(const uint16_t* h, float* f, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) f[i] = halfToFloat(h[i]);
+}
+
+__attribute__((target("f16c,avx"))) void floatToHalfF16c(const float* f, uint16_t* h, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) h[i] = floatToHalf(f[i]);
+}
+
+bool hasF16c() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return has;
+}
+#else
+bool hasF16c() { return false; }
+void halfToFloatF16c(const uint16_t*, float*, size_t) {}
+void floatToHalfF16c(const float*, uint16_t*, size_t) {}
+#endif
+
+}  // namespace
+
+void convertFloats(const void* src, DType from, void* dst, DType to, size_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * dtypeSize(from));
+    return;
+  }
+  if (to == DType::kF64) {
+    double* d = static_cast<double*>(dst);
+    for (size_t i = 0; i < n; ++i) d[i] = loadFloat(src, from, i);
+    return;
+  }
+  if (from == DType::kF64) {  // one rounding, straight from double
+    const double* s = static_cast<const double*>(src);
+    Tensor view = Tensor::view(to, {static_cast<int64_t>(n)}, dst, nullptr);
+    for (size_t i = 0; i < n; ++i) view.setDouble(static_cast<int64_t>(i), s[i]);
+    return;
+  }
+  // One loop per pair, the element conversion inlined (this file defines it).
+  const uint16_t* h = static_cast<const uint16_t*>(src);
+  const float* f = static_cast<const float*>(src);
+  uint16_t* oh = static_cast<uint16_t*>(dst);
+  float* of = static_cast<float*>(dst);
+  if (from == DType::kF32 && to == DType::kF16 && hasF16c()) {
+    floatToHalfF16c(f, oh, n);
+  } else if (from == DType::kF16 && to == DType::kF32 && hasF16c()) {
+    halfToFloatF16c(h, of, n);
+  } else if (from == DType::kF32 && to == DType::kF16) {
+    for (size_t i = 0; i < n; ++i) oh[i] = floatToHalf(f[i]);
+  } else if (from == DType::kF32 && to == DType::kBF16) {
+    for (size_t i = 0; i < n; ++i) oh[i] = floatToBf16(f[i]);
+  } else if (from == DType::kF16 && to == DType::kF32) {
+    for (size_t i = 0; i < n; ++i) of[i] = halfToFloat(h[i]);
+  } else if (from == DType::kBF16 && to == DType::kF32) {
+    for (size_t i = 0; i < n; ++i) of[i] = bf16ToFloat(h[i]);
+  } else if (to == DType::kF16) {  // bf16 -> f16
+    for (size_t i = 0; i < n; ++i) oh[i] = floatToHalf(bf16ToFloat(h[i]));
+  } else {  // f16 -> bf16
+    for (size_t i = 0; i < n; ++i) oh[i] = floatToBf16(halfToFloat(h[i]));
+  }
+}
+
+Tensor convertFloats(const Tensor& t, DType to) {
+  if (t.dtype() == to) return t;
+  Tensor out = Tensor::zeros(to, t.shape());
+  convertFloats(t.raw(), t.dtype(), out.mutableData(), to, static_cast<size_t>(t.numel()));
+  return out;
 }
 
 }  // namespace pcc

@@ -73,60 +73,6 @@ StatusOr<Tensor> sliceBlock(const Tensor& t, const Dims& start, const Dims& exte
   return out;
 }
 
-bool convertibleFloats(DType from, DType to) {
-  auto ok = [](DType t) { return t == DType::kF64 || t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; };
-  return ok(from) && ok(to);
-}
-
-namespace {
-
-float loadFloat(const void* src, DType t, size_t i) {
-  switch (t) {
-    case DType::kF64: return static_cast<float>(static_cast<const double*>(src)[i]);
-    case DType::kF16: return halfToFloat(static_cast<const uint16_t*>(src)[i]);
-    case DType::kBF16: return bf16ToFloat(static_cast<const uint16_t*>(src)[i]);
-    default: return static_cast<const float*>(src)[i];
-  }
-}
-
-}  // namespace
-
-void convertFloats(const void* src, DType from, void* dst, DType to, size_t n) {
-  if (from == to) {
-    std::memcpy(dst, src, n * dtypeSize(from));
-    return;
-  }
-  if (to == DType::kF64) {
-    double* d = static_cast<double*>(dst);
-    for (size_t i = 0; i < n; ++i) d[i] = loadFloat(src, from, i);
-    return;
-  }
-  if (from == DType::kF64) {  // one rounding, straight from double
-    const double* s = static_cast<const double*>(src);
-    Tensor view = Tensor::view(to, {static_cast<int64_t>(n)}, dst, nullptr);
-    for (size_t i = 0; i < n; ++i) view.setDouble(static_cast<int64_t>(i), s[i]);
-    return;
-  }
-  switch (to) {
-    case DType::kF16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = floatToHalf(loadFloat(src, from, i));
-      return;
-    case DType::kBF16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = floatToBf16(loadFloat(src, from, i));
-      return;
-    default:
-      for (size_t i = 0; i < n; ++i) static_cast<float*>(dst)[i] = loadFloat(src, from, i);
-      return;
-  }
-}
-
-Tensor convertFloats(const Tensor& t, DType to) {
-  if (t.dtype() == to) return t;
-  Tensor out = Tensor::zeros(to, t.shape());
-  convertFloats(t.raw(), t.dtype(), out.mutableData(), to, static_cast<size_t>(t.numel()));
-  return out;
-}
-
 void forEachStoredRun(const TensorBlock& b,
                       const std::function<void(const void* data, size_t nbytes, const void* source, size_t sourceBytes)>& fn) {
   if (!b.converts()) {

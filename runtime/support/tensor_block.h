@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "runtime/support/float_convert.h"
 #include "runtime/support/status.h"
 #include "runtime/support/tensor.h"
 
@@ -60,18 +61,6 @@ void forEachStoredRun(const TensorBlock& b,
 /// \returns a new tensor holding block `b` as stored (sliceBlock, converted
 /// when `b` converts).
 Tensor readBlock(const TensorBlock& b);
-
-/// \returns whether convertFloats converts between `from` and `to`.
-bool convertibleFloats(DType from, DType to);
-
-/// Converts `n` elements at `src` of float type `from` to float type `to` at
-/// `dst` (f64, f32, f16, bf16; rounding to nearest even, overflow to infinity
-/// as IEEE conversion does).
-void convertFloats(const void* src, DType from, void* dst, DType to, size_t n);
-
-/// \returns `t` converted to float type `to` (a new tensor; `t` itself when
-/// it has that type already).
-Tensor convertFloats(const Tensor& t, DType to);
 
 /// \returns a new tensor holding index `i` of `x` along `axis`, that dimension
 /// removed (the caller checks axis < rank and 0 <= i < extent).
