@@ -22,22 +22,13 @@ pcc-run executes on CPU ranks (gloo) and checks against the reference evaluator.
 
 const char kFooter[] = "exit codes: 0 ok, 2 bad input or usage, 3 internal error, 4 out of memory";
 
-// Options of the design that are not implemented yet: refused, not ignored.
-const char* const kNotYet[] = {"--precision"};
-
 int fail(const Status& s) {
   return cli::printError("pcc: error: ", s.message(), s.exitCode());
 }
 
-/// \returns the message for arguments nothing took: an option of the design
-/// that is not implemented yet, an unknown option or a second model.
+/// \returns the message for arguments nothing took: an unknown option or a
+/// second model.
 std::string extrasMessage(const std::vector<std::string>& extras, const CompileOptions& opts) {
-  for (const std::string& a : extras) {
-    std::string flag = a.substr(0, a.find('='));
-    if (std::find_if(std::begin(kNotYet), std::end(kNotYet), [&](const char* s) { return flag == s; }) !=
-        std::end(kNotYet))
-      return flag + " is not implemented yet";
-  }
   return cli::describeExtras(extras, "model", opts.modelPath);
 }
 

@@ -97,7 +97,19 @@ class Widen16 : public KernelOverride {
     std::vector<Tensor> wideOut;
     ASSIGN_OR_RETURN(bool ran, k_->run(wide, wideOut));
     if (!ran) return false;
-    for (const Tensor& o : wideOut) outputs.push_back(o.dtype() == DType::kF32 ? convertFloats(o, half) : o);
+    for (size_t k = 0; k < wideOut.size(); ++k) {
+      const Tensor& o = wideOut[k];
+      if (k < outputs.size() && outputs[k].defined()) {
+        // The executor's buffer for this output (its arena): rounded into it.
+        Tensor& dst = outputs[k];
+        if (o.dtype() != DType::kF32 || dst.dtype() != half || dst.shape() != o.shape())
+          return internalError("a widened kernel's output ", k, " is ", o.type().str(), ", its buffer ",
+                               dst.type().str());
+        convertFloats(o.raw(), DType::kF32, dst.mutableData(), half, static_cast<size_t>(o.numel()));
+      } else {
+        outputs.push_back(o.dtype() == DType::kF32 ? convertFloats(o, half) : o);
+      }
+    }
     return true;
   }
 

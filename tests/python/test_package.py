@@ -272,6 +272,25 @@ def test_model_proto_progress_and_every_option_a_keyword(tmp_path):
     assert plan.path == str(tmp_path / "out.pcc")
 
 
+def test_precision_keywords_report_and_a_session_within_its_tolerance():
+    # --precision and its options as keywords; the conversion's report in
+    # Plan.report; a bf16 session within the precision's tolerance of float32.
+    path = os.path.join(EXPORTED_DIR, "bert.ts.onnx")
+    feeds, batch = _feeds(path, path[:-5])
+    plan = pcc.compile(path, batch=batch, precision="bf16", keep_fp32="Add", max_error=0.999, quiet=True)
+    p = plan.report["precision"]
+    assert p["target"] == "bf16" and p["measured"] == "measured"
+    assert any(k["reason"] == "--keep-fp32 Add" for k in p["kept"])
+    assert all(o["cosine"] >= 0.999 for o in p["outputs"])
+    (got,) = pcc.Session(plan).run(None, feeds)
+    want = e2e.onnxruntime_outputs(path, list(feeds.values()))[0]
+    assert got.dtype == np.float32  # the model's output type
+    tol = 16 * 2.0 ** -8
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max()))
+    with pytest.raises(pcc.BadInputError, match=r"--keep-fp32: no op named 'Frob'"):
+        pcc.compile(path, batch=batch, precision="fp16", keep_fp32="Frob", quiet=True)
+
+
 def test_profile_times_every_instruction(mlp_plan):
     rows = pcc.Session(mlp_plan).profile(_mlp_feeds(mlp_plan), iters=2)
     ranks = {r["rank"] for r in rows}
