@@ -34,6 +34,7 @@
 // attention_bias, head_sink, position_ids, the qk output, packed batching, a
 // rotary scale other than 1) are refused naming the node.
 #include "compiler/onnx/import_util.h"
+#include "runtime/schema/linalg.h"
 
 #include <cmath>
 #include <numeric>
@@ -262,6 +263,56 @@ Status importGroupQueryAttention(C& c) {
   return Status::OK();
 }
 
+/// MatMulNBits(A, B, scales[, zero_points[, g_idx[, bias]]]) with attributes
+/// K, N, bits, block_size (accuracy_level is a kernel choice: ignored): B
+/// kept as it is (u8 [N, blocks, blob]); scales [N * blocks] (or [N, blocks])
+/// reshaped to [N, blocks]; u8 zero points [N * bytes] reshaped to [N, bytes]
+/// (runtime/ops/nbits.h). Float zero points and g_idx (an act-order
+/// permutation) are refused.
+Status importMatMulNBits(C& c) {
+  ASSIGN_OR_RETURN(Value* a, c.requiredInput(0));
+  ASSIGN_OR_RETURN(Value* b, c.requiredInput(1));
+  ASSIGN_OR_RETURN(Value* scales, c.requiredInput(2));
+  const AttrMap& at = c.attrs();
+  const int64_t k = at.getInt("K", -1), n = at.getInt("N", -1);
+  const int bits = static_cast<int>(at.getInt("bits", 4));
+  const int64_t block = at.getInt("block_size", -1);
+  if (!at.has("K") || !at.has("N") || !at.has("block_size"))
+    return c.invalid("MatMulNBits needs the attributes K, N and block_size");
+  StatusOr<ops::linalg_schema::NBitsShape> shape = ops::linalg_schema::nbitsShape(k, n, bits, block);
+  if (!shape.ok()) return c.invalid(shape.status().message());
+  const ops::linalg_schema::NBitsShape s = *shape;
+  if (a->type().rank() < 1 || a->type().shape.back() != k)
+    return c.invalid("input A is ", a->type().str(), ", attribute K is ", k);
+  if (b->type().dtype != DType::kU8)
+    return c.unsupportedHere("input B of type ", dtypeName(b->type().dtype), " (only uint8 is supported)");
+  if (b->type().shape != Dims{n, s.blocks, s.blobBytes})
+    return c.invalid("input B is ", b->type().str(), ", expected u8[", n, ",", s.blocks, ",", s.blobBytes,
+                     "] for K ", k, ", N ", n, ", ", bits, " bits, blocks of ", block);
+  if (scales->type().numel() != n * s.blocks)
+    return c.invalid("scales are ", scales->type().str(), ", expected ", n * s.blocks, " elements");
+  if (c.input(4)) return c.unsupportedHere("input g_idx (an act-order permutation of K)");
+  ASSIGN_OR_RETURN(Value* sc, one(c, OpKind::Reshape, {scales, c.constI64({n, s.blocks}, "scales_shape")}, {},
+                                  "scales"));
+  std::vector<Value*> ins = {a, b, sc};
+  Value* zeros = c.input(3);
+  if (zeros) {
+    if (zeros->type().dtype != DType::kU8)
+      return c.unsupportedHere("zero points of type ", dtypeName(zeros->type().dtype), " (only packed uint8)");
+    if (zeros->type().numel() != n * s.zeroBytes)
+      return c.invalid("zero points are ", zeros->type().str(), ", expected ", n * s.zeroBytes, " elements");
+    ASSIGN_OR_RETURN(zeros, one(c, OpKind::Reshape, {zeros, c.constI64({n, s.zeroBytes}, "zeros_shape")}, {},
+                                "zeros"));
+  }
+  ins.push_back(zeros);
+  ins.push_back(c.input(5));
+  while (!ins.back()) ins.pop_back();
+  AttrMap keep;
+  keep.set("bits", static_cast<int64_t>(bits));
+  keep.set("block_size", block);
+  return c.emitNode(OpKind::MatMulNBits, std::move(ins), std::move(keep));
+}
+
 struct ContribRow {
   const char* domain;
   const char* opType;
@@ -275,6 +326,7 @@ constexpr ContribRow kContrib[] = {
     {"com.microsoft", "SkipLayerNormalization", importSkipLayerNorm},
     {"com.microsoft", "RotaryEmbedding", importRotaryEmbedding},
     {"com.microsoft", "GroupQueryAttention", importGroupQueryAttention},
+    {"com.microsoft", "MatMulNBits", importMatMulNBits},
 };
 
 }  // namespace

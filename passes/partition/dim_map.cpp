@@ -45,6 +45,17 @@ void matmulMap(const Node& n, OpDimMap& m) {
   m.contractions.push_back({0, static_cast<int>(a.size()) - 1, 1, static_cast<int>(b.size()) - 2});
 }
 
+// MatMulNBits: A's leading dims are the output's, and the weight's columns
+// (B, scales, zero points and bias along N) its last. K is not split: a
+// split K would have to keep whole quantization blocks on each rank, with
+// the scales and packed zero points cut alike (not done yet).
+void matmulNBitsMap(const Node& n, OpDimMap& m) {
+  const int last = static_cast<int>(shapeOf(n, 0).size()) - 1;
+  for (int d = 0; d < last; ++d) m.links[0][static_cast<size_t>(d)].outDim = d;
+  for (size_t i = 1; i < n.inputs().size(); ++i)
+    if (n.input(i)) m.links[i][0].outDim = last;
+}
+
 void gemmMap(const Node& n, OpDimMap& m) {
   bool ta = n.attrs().getInt("transA", 0) != 0, tb = n.attrs().getInt("transB", 0) != 0;
   int aM = ta ? 1 : 0, aK = ta ? 0 : 1, bK = tb ? 1 : 0, bN = tb ? 0 : 1;
@@ -290,6 +301,7 @@ DimMapRule dimMapRule(OpKind op) {
   switch (op) {
     case OpKind::MatMul: return &matmulMap;
     case OpKind::Gemm: return &gemmMap;
+    case OpKind::MatMulNBits: return &matmulNBitsMap;
     case OpKind::Expand: return &broadcastMap;
     case OpKind::Conv: return &convMap;
     case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: return &poolMap;

@@ -19,6 +19,7 @@ std::unique_ptr<KernelOverride> declineEmpty(std::unique_ptr<KernelOverride> k);
 std::unique_ptr<KernelOverride> makeAttentionKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeMatMulKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeGemmKernel(const AttrMap& attrs, const std::vector<bool>& constant);
+std::unique_ptr<KernelOverride> makeMatMulNBitsKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeConvKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeMaxPoolKernel(const AttrMap& attrs, const std::vector<bool>& constant);
 std::unique_ptr<KernelOverride> makeAveragePoolKernel(const AttrMap& attrs, const std::vector<bool>& constant);

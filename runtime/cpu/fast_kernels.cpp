@@ -158,6 +158,7 @@ Status registerOneDnnKernels() {
         {OpKind::Gelu, &nonEmptyOnly<&makeGeluKernel>, true},
         {OpKind::Gemm, &widened<&makeGemmKernel>, false},
         {OpKind::MatMul, &widened<&makeMatMulKernel>, false},
+        {OpKind::MatMulNBits, &widened<&makeMatMulNBitsKernel>, false},
         {OpKind::MaxPool, &widened<&makeMaxPoolKernel>, false},
         {OpKind::Mul, &nonEmptyOnly<&makeMulKernel>, true},
         {OpKind::Pow, &nonEmptyOnly<&makePowKernel>, true},

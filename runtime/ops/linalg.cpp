@@ -2,7 +2,9 @@
 // loop streams rows of B and of the output.
 // Their type inference is runtime/schema/linalg.cpp.
 #include <cstring>
+#include <vector>
 
+#include "runtime/ops/nbits.h"
 #include "runtime/ops/op_util.h"
 #include "runtime/schema/linalg.h"
 
@@ -74,11 +76,36 @@ Status computeGemm(const std::vector<const Tensor*>& in, const AttrMap& attrs,
   return Status::OK();
 }
 
+// MatMulNBits: W [K, N] dequantized to float32 (runtime/ops/nbits.h), then
+// A x W (+ bias) accumulated in float32, and the result in A's type.
+Status computeMatMulNBits(const std::vector<const Tensor*>& in, const AttrMap& attrs, std::vector<Tensor>& out) {
+  const Tensor& a = *in[0];
+  ASSIGN_OR_RETURN(NBitsShape s, nbitsShape(a.shape().back(), in[1]->shape()[0],
+                                             static_cast<int>(attrs.getInt("bits", 4)), attrs.getInt("block_size", 0)));
+  std::vector<float> w(static_cast<size_t>(s.k * s.n));
+  const Tensor* zeros = in.size() > 3 && in[3] && in[3]->defined() ? in[3] : nullptr;
+  dequantizeNBits(s, *in[1], *in[2], zeros, w.data());
+  const Tensor* bias = in.size() > 4 && in[4] && in[4]->defined() ? in[4] : nullptr;
+  const int64_t rows = a.numel() / s.k;
+  Dims shape = a.shape();
+  shape.back() = s.n;
+  std::vector<float> x(static_cast<size_t>(a.numel())), y(static_cast<size_t>(rows * s.n), 0.0f);
+  for (int64_t i = 0; i < a.numel(); ++i) x[static_cast<size_t>(i)] = static_cast<float>(a.getDouble(i));
+  matmulKernel<float>(x.data(), w.data(), y.data(), rows, s.k, s.n, s.k, 1, s.n, 1);
+  Tensor r = output(out, 0, a.dtype(), shape);
+  for (int64_t i = 0; i < rows * s.n; ++i) {
+    const double b = bias ? bias->getDouble(i % s.n) : 0.0;
+    r.setDouble(i, static_cast<double>(y[static_cast<size_t>(i)]) + b);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void registerLinalgOps(OpRegistry& r) {
   r.add(OpKind::MatMul, &computeMatMul, kWritesOutputs);
   r.add(OpKind::Gemm, &computeGemm, kWritesOutputs);
+  r.add(OpKind::MatMulNBits, &computeMatMulNBits, kWritesOutputs);
 }
 
 }  // namespace pcc

@@ -22,4 +22,17 @@ struct GemmShape {
 
 StatusOr<GemmShape> gemmShape(const TensorType& a, const TensorType& b, const AttrMap& attrs);
 
+/// The shape of a MatMulNBits weight: B [N, blocks, blobBytes], scales
+/// [N, blocks], zero points [N, zeroBytes].
+struct NBitsShape {
+  int64_t k = 0, n = 0, blocks = 0, blobBytes = 0, zeroBytes = 0;
+  int bits = 4;
+  int64_t blockSize = 0;
+};
+
+/// \returns the shape of a weight of K rows and N columns, or an error for
+/// bits other than 4 and 8, or a block size below 2 (odd, for 4 bits).
+StatusOr<NBitsShape> nbitsShape(int64_t k, int64_t n, int bits, int64_t blockSize);
+
+
 }  // namespace pcc::ops::linalg_schema

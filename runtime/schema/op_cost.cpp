@@ -45,7 +45,7 @@ int64_t matrixFlops(std::string_view op, const std::vector<TensorType>& in, cons
   isMatrix = true;
   auto has = [&](size_t i) { return i < in.size() && in[i].dtype != DType::kUndefined; };
   const int64_t outElems = out.empty() ? 0 : out[0].numel();
-  if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul") {
+  if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul" || op == "MatMulNBits") {
     if (!has(0)) return 0;
     return contraction(outElems, lastDim(in[0]));
   }

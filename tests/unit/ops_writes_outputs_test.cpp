@@ -62,6 +62,9 @@ std::map<OpKind, Call> specialCalls() {
                       valuesOf({DType::kF32, {5}}, 14)},
                      attrs({{"transB", 1}})};
   m[OpKind::Cast] = {{x}, attrs({{"to", 6}})};  // to int32 (ONNX's INT32)
+  // A [2,3,4] x W [K 4, N 5] in 4-bit blocks of 2: B u8[5, 2, 1], scales [5, 2].
+  m[OpKind::MatMulNBits] = {{x, valuesOf({DType::kU8, {5, 2, 1}}, 17), valuesOf({DType::kF32, {5, 2}}, 18)},
+                            attrs({{"bits", 4}, {"block_size", 2}})};
   m[OpKind::BitShift] = {{valuesOf({DType::kU32, {2, 3, 4}}, 5), valuesOf({DType::kU32, {4}}, 6)}, {}};
   m[OpKind::BitShift].attrs.set("direction", Attribute(std::string("LEFT")));
   m[OpKind::BatchNormalization] = {
