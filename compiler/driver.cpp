@@ -233,6 +233,8 @@ struct Planned {
   std::optional<PrecisionSummary> precision;
   std::unique_ptr<Graph> unconverted;
   PrecisionOptions precisionOptions;
+  std::optional<QuantizeOptions> quantizeOptions;
+  QuantizeSummary quantized;
 };
 
 /// What --precision measures once for every batch the compiler plans (the
@@ -243,6 +245,9 @@ struct PrecisionCache {
   std::string notMeasured;  ///< why the model is not evaluated ("" when it is)
   std::vector<std::vector<Tensor>> sets, want;  ///< the ranges' inputs and the float32 outputs on them
   std::vector<TensorType> setTypes;             ///< the graph input types the sets were made for
+  /// --quantize: each weight quantized once for every program and batch.
+  std::shared_ptr<std::map<std::tuple<const void*, int, bool>, std::pair<Tensor, Tensor>>> quantized =
+      std::make_shared<std::map<std::tuple<const void*, int, bool>, std::pair<Tensor, Tensor>>>();
 };
 
 /// \returns the bytes of the constants of `g`.
@@ -306,7 +311,21 @@ Status convertPlanned(Planned& p, const CompileOptions& opts, PrecisionCache& pc
       return invalidInput(opts.modelPath, ": --keep-fp32-node '", n,
                           "': no node of that name after the optimization pipeline (pcc --emit ir lists them)");
   }
-  ASSIGN_OR_RETURN(PrecisionSummary sum, convertPrecision(*p.partitioned, po));
+  PrecisionSummary sum;
+  if (opts.precision != DType::kUndefined) {
+    ASSIGN_OR_RETURN(sum, convertPrecision(*p.partitioned, po));
+  } else {
+    sum.weightBytesBefore = constantBytes(*p.partitioned);
+  }
+  if (opts.quantizeBits != 0) {
+    QuantizeOptions q;
+    q.bits = opts.quantizeBits;
+    q.group = opts.quantizeGroup >= 0 ? opts.quantizeGroup : opts.quantizeBits == 4 ? 32 : 0;
+    q.skipNodes = opts.keepFp32Nodes;
+    q.cache = pc.quantized;
+    ASSIGN_OR_RETURN(p.quantized, quantizeWeights(*p.partitioned, q));
+    p.quantizeOptions = q;
+  }
   PassManager after;
   after.add(createPass("dce"));
   PassContext ctx;
@@ -314,10 +333,11 @@ Status convertPlanned(Planned& p, const CompileOptions& opts, PrecisionCache& pc
   ASSIGN_OR_RETURN(bool cleaned, after.run(*p.partitioned, ctx));
   (void)cleaned;
   RETURN_IF_ERROR(verifyGraph(*p.partitioned).withContext("after the precision conversion"));
+  sum.weightBytesAfter = constantBytes(*p.partitioned);
   // The prefill programs keep the same nodes in float32, by name, whatever their ranges.
   po.ranges = nullptr;
   for (const KeptNode& k : sum.kept) po.keepNodes.insert(k.node);
-  if (p.generation) {
+  if (p.generation && opts.precision != DType::kUndefined) {
     int64_t bytes = 0;
     for (plan::GenerationState& gs : *p.generation->mutable_states()) {
       gs.mutable_desc()->set_dtype(static_cast<int32_t>(cache));
@@ -335,7 +355,12 @@ Status convertPlanned(Planned& p, const CompileOptions& opts, PrecisionCache& pc
 Status measurePrecision(const Planned& p, const Graph& converted, const CompileOptions& opts, PrecisionCache& pc,
                         plan::PrecisionReport& rep, std::ostream* log) {
   const PrecisionSummary& s = *p.precision;
-  rep.set_target(precisionName(s.target));
+  rep.set_target(s.target == DType::kUndefined ? std::string() : precisionName(s.target));
+  if (p.quantizeOptions) {
+    const QuantizeOptions& q = *p.quantizeOptions;
+    rep.set_quantize(strCat("int", q.bits, q.group > 0 ? strCat(", blocks of ", q.group) : std::string(", per output channel")));
+    rep.set_quantized_nodes(p.quantized.nodes);
+  }
   rep.set_nodes_converted(s.nodesConverted);
   for (const KeptNode& k : s.kept) {
     plan::PrecisionReport::Kept* e = rep.add_kept();
@@ -493,7 +518,7 @@ StatusOr<Planned> planImported(std::unique_ptr<Graph> reference, const CompileOp
   (void)changed;
   p.stats = ctx.stats;
   // --precision: before the search, which charges each value at its type's width and rate.
-  if (opts.precision != DType::kUndefined) RETURN_IF_ERROR(convertPlanned(p, opts, pc));
+  if (opts.precision != DType::kUndefined || opts.quantizeBits != 0) RETURN_IF_ERROR(convertPlanned(p, opts, pc));
   PartitionOptions po = partitionOptions(opts, cost, p.states);
   if (!p.states.empty()) po.microbatches = 1;  // state pieces are per sequence, not per micro-batch
   ASSIGN_OR_RETURN(p.search, searchMesh(*p.partitioned, po, cost, objectiveOf(opts)));
@@ -690,7 +715,7 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
 StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvCacheState>& states,
                                     const Graph& decodeGraph, const Partition& decode, PartitionOptions po,
                                     const CompileOptions& opts, const CostModel& cost,
-                                    const PrecisionOptions* precision) {
+                                    const PrecisionOptions* precision, const QuantizeOptions* quantize) {
   PrefillBuild b;
   b.maxPrompt = s.maxPrompt;
   const size_t atPosition = static_cast<size_t>(
@@ -725,9 +750,10 @@ StatusOr<PrefillBuild> buildPrefill(const PrefillSetup& s, const std::vector<KvC
     if (pipelineRuns(name, opts)) pm.add(createPass(name));
   ASSIGN_OR_RETURN(bool changed, pm.run(g, ctx));
   (void)changed;
-  if (precision) {
+  if (precision || quantize) {
     // As the decode step was converted: the same nodes kept, the same weights read.
-    RETURN_IF_ERROR(convertPrecision(g, *precision).status());
+    if (precision) RETURN_IF_ERROR(convertPrecision(g, *precision).status());
+    if (quantize) RETURN_IF_ERROR(quantizeWeights(g, *quantize).status());
     PassManager after;
     after.add(createPass("dce"));
     ASSIGN_OR_RETURN(bool cleaned, after.run(g, ctx));
@@ -812,7 +838,9 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   for (const Node* n : c.partitioned->nodes())
     for (const Value* v : n->outputs()) halfValues |= v->type().dtype == DType::kF16 || v->type().dtype == DType::kBF16;
   std::optional<plan::PrecisionReport> precisionReport;
-  const PrecisionOptions* prefillPrecision = p.precision ? &p.precisionOptions : nullptr;
+  const PrecisionOptions* prefillPrecision =
+      p.precision && opts.precision != DType::kUndefined ? &p.precisionOptions : nullptr;
+  const QuantizeOptions* prefillQuantize = p.quantizeOptions ? &*p.quantizeOptions : nullptr;
   if (p.precision) {
     precisionReport.emplace();
     RETURN_IF_ERROR(measurePrecision(p, *c.partitioned, opts, pc, *precisionReport, log));
@@ -870,7 +898,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
   std::vector<PrefillBuild> shorter;  // for fewer prompt tokens, ascending
   if (p.generation && p.prefill && p.prefill->maxPrompt > 0) {
     Stopwatch pt;
-    StatusOr<PrefillBuild> built = buildPrefill(*p.prefill, p.states, *c.partitioned, c.partition, po, opts, cost, prefillPrecision);
+    StatusOr<PrefillBuild> built = buildPrefill(*p.prefill, p.states, *c.partitioned, c.partition, po, opts, cost, prefillPrecision, prefillQuantize);
     if (built.ok()) {
       prefill = std::move(built).value();
       // The same program for half the tokens, and half again: a short prompt
@@ -879,7 +907,7 @@ StatusOr<Compilation> finishCompile(Planned p, const CompileOptions& opts, const
       PrefillSetup less = *p.prefill;
       for (int k = 1; k < opts.prefillPrograms && less.maxPrompt / 2 >= kMinPrefillTokens; ++k) {
         less.maxPrompt /= 2;
-        StatusOr<PrefillBuild> half = buildPrefill(less, p.states, *c.partitioned, c.partition, po, opts, cost, prefillPrecision);
+        StatusOr<PrefillBuild> half = buildPrefill(less, p.states, *c.partitioned, c.partition, po, opts, cost, prefillPrecision, prefillQuantize);
         if (!half.ok()) {
           c.partition.notes.push_back(strCat("no prefill program for ", less.maxPrompt, " prompt tokens: ",
                                              half.status().message()));
@@ -983,9 +1011,11 @@ StatusOr<CompileOptions> resolved(const CompileOptions& opts) {
   const bool precisionFlags = !opts.keepFp32Ops.empty() || !opts.keepFp32Nodes.empty() || !opts.precisionRules ||
                               !opts.calibrationInputs.empty() || opts.maxError >= 0 ||
                               opts.kvCacheDtype != DType::kUndefined;
-  if (precisionFlags && opts.precision == DType::kUndefined)
+  if (precisionFlags && opts.precision == DType::kUndefined && opts.quantizeBits == 0)
     return invalidInput("--keep-fp32, --keep-fp32-node, --no-precision-rules, --calibration-inputs, --max-error and "
-                        "--kv-cache-dtype apply to a conversion: give --precision fp16, bf16 or fp32");
+                        "--kv-cache-dtype apply to a conversion: give --precision fp16, bf16 or fp32, or --quantize");
+  if (opts.quantizeGroup >= 0 && opts.quantizeBits == 0)
+    return invalidInput("--quantize-group applies to --quantize int8 or int4");
   CompileOptions o = opts;
   ASSIGN_OR_RETURN(o.gpus, deviceCount(opts));
   return o;

@@ -117,6 +117,11 @@ struct CompileOptions {
   /// The lowest cosine similarity a converted output may have
   /// (--max-error COS); below it, or not finite, the compile fails. <0: none.
   double maxError = -1;
+  /// Weight-only quantization (--quantize int8|int4): 8 or 4; 0: none.
+  int quantizeBits = 0;
+  /// Values per quantization block along K (--quantize-group); 0: one block
+  /// per output channel; -1: the default (32 for int4, per channel for int8).
+  int64_t quantizeGroup = -1;
   /// The largest model (bytes of constants) whose conversion error is
   /// measured at compile time (--measure-limit MB); larger: not measured.
   int64_t measureLimitBytes = int64_t{2} << 30;

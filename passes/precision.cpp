@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "runtime/ops/nbits.h"
 #include "runtime/support/tensor_block.h"
 
 namespace pcc {
@@ -325,6 +326,97 @@ double smallestNormal(DType t) { return t == DType::kF16 ? 0x1p-14 : 0; }
 StatusOr<PrecisionSummary> convertPrecision(Graph& g, const PrecisionOptions& opts) {
   if (!convertible(opts.target)) return invalidInput("--precision: no conversion to ", dtypeName(opts.target));
   return Converter(g, opts).run();
+}
+
+namespace {
+
+/// \returns W [K, N] of a MatMul's B, or the transpose of a Gemm's B [N, K], as float32.
+std::vector<float> weightAsF32(const Tensor& b, bool transposed) {
+  const Tensor f = convertFloats(b, DType::kF32);
+  const int64_t r = b.shape()[0], c = b.shape()[1];
+  std::vector<float> w(static_cast<size_t>(r * c));
+  const float* src = f.data<float>();
+  if (!transposed) {
+    std::copy(src, src + r * c, w.begin());
+  } else {
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) w[static_cast<size_t>(j * r + i)] = src[i * c + j];
+  }
+  return w;
+}
+
+}  // namespace
+
+StatusOr<QuantizeSummary> quantizeWeights(Graph& g, const QuantizeOptions& opts) {
+  if (opts.bits != 4 && opts.bits != 8) return invalidInput("--quantize: int8 or int4, got ", opts.bits, " bits");
+  QuantizeSummary sum;
+  std::vector<Node*> dead;
+  std::vector<std::pair<Value*, std::string>> renames;  // each new node's output takes the old one's name
+  for (Node* n : g.nodes()) {
+    if ((n->op() != OpKind::MatMul && n->op() != OpKind::Gemm) || opts.skipNodes.count(n->name())) continue;
+    Value* a = n->input(0);
+    Value* b = n->input(1);
+    if (!a || !b || !b->isConstant() || b->type().rank() != 2 || a->type().rank() < 1) continue;
+    const DType t = a->type().dtype;
+    if ((t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) || b->type().dtype != t) continue;
+    bool transposed = false;
+    Value* bias = nullptr;
+    if (n->op() == OpKind::Gemm) {
+      const AttrMap& at = n->attrs();
+      if (at.getInt("transA", 0) != 0 || at.getFloat("alpha", 1.0f) != 1.0f) continue;
+      transposed = at.getInt("transB", 0) != 0;
+      if (Value* c = n->input(2)) {
+        const int64_t cols = transposed ? b->type().shape[0] : b->type().shape[1];
+        if (at.getFloat("beta", 1.0f) != 1.0f || !c->isConstant() || c->type().numel() != cols ||
+            c->type().shape.back() != cols)
+          continue;
+        bias = c;
+      }
+    } else if (a->type().rank() < 2) {
+      continue;  // a vector times a matrix: left to MatMul
+    }
+    const int64_t k = transposed ? b->type().shape[1] : b->type().shape[0];
+    const int64_t cols = transposed ? b->type().shape[0] : b->type().shape[1];
+    int64_t block = opts.group > 0 ? std::min(opts.group, k) : k;
+    if (opts.bits == 4 && block % 2 != 0) ++block;
+    ASSIGN_OR_RETURN(ops::NBitsShape shape, ops::linalg_schema::nbitsShape(k, cols, opts.bits, block));
+    const Tensor& data = b->constantData();
+    auto key = std::make_tuple(data.raw(), static_cast<int>(t), transposed);
+    std::pair<Tensor, Tensor> q;
+    if (opts.cache && opts.cache->count(key)) {
+      q = opts.cache->at(key);
+    } else {
+      std::vector<float> w = weightAsF32(data, transposed);
+      q = ops::quantizeNBits(shape, w.data());
+      q.second = convertFloats(q.second, t);
+      if (opts.cache) (*opts.cache)[key] = q;
+    }
+    Value* qb = g.addConstant(g.uniqueName(b->name() + "_q" + std::to_string(opts.bits)), q.first);
+    Value* qs = g.addConstant(g.uniqueName(b->name() + "_scales"), q.second);
+    std::vector<Value*> ins = {a, qb, qs};
+    if (bias) {
+      Tensor flat = bias->constantData().reshaped({cols});
+      ins.push_back(nullptr);
+      ins.push_back(g.addConstant(g.uniqueName(bias->name() + "_bias"), flat));
+    }
+    AttrMap at;
+    at.set("bits", static_cast<int64_t>(opts.bits));
+    at.set("block_size", block);
+    ASSIGN_OR_RETURN(std::vector<TensorType> types, inferOutputTypes(OpKind::MatMulNBits, ins, at, n->name()));
+    if (types[0] != n->output()->type()) continue;  // (Gemm's C broadcast to more than a bias row)
+    Node* m = g.addNode(OpKind::MatMulNBits, ins, types, std::move(at), n->name(), {}, g.indexOf(n));
+    const std::string out = n->output()->name();
+    g.replaceAllUsesWith(n->output(), m->output());
+    dead.push_back(n);
+    sum.bytesBefore += static_cast<int64_t>(b->type().bytes());
+    sum.bytesAfter += static_cast<int64_t>(q.first.nbytes() + q.second.nbytes());
+    ++sum.nodes;
+    renames.emplace_back(m->output(), out);
+  }
+  g.eraseNodes(dead);
+  for (const auto& [v, name] : renames) g.renameValue(v, name);
+  g.eraseUnusedConstants();
+  return sum;
 }
 
 std::string precisionName(DType t) {

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <tuple>
 #include <set>
 #include <string>
 #include <vector>
@@ -77,6 +79,30 @@ double smallestNormal(DType t);
 /// and the quantization ops keep their own types. \returns what it did, or an
 /// error (an unknown op name in keepOps).
 StatusOr<PrecisionSummary> convertPrecision(Graph& g, const PrecisionOptions& opts);
+
+/// Weight-only quantization (--quantize int8|int4): each MatMul whose B is a
+/// constant [K, N], and each Gemm with a constant B, alpha 1, no transA and a
+/// C that is a bias of N (or none), becomes MatMulNBits
+/// (runtime/ops/nbits.h): its weight symmetric in blocks of `group` along K
+/// (0: one block per output column), scales in A's type.
+struct QuantizeOptions {
+  int bits = 0;        ///< 8 or 4
+  int64_t group = 0;   ///< values per block along K; 0: per output channel
+  std::set<std::string> skipNodes;  ///< --keep-fp32-node: left as they are
+  /// The quantized weights by source (data pointer, type, transposed), shared
+  /// by every program compiled from the same weights (a generation plan's
+  /// decode step and prefill programs), so that the plan stores them once.
+  std::shared_ptr<std::map<std::tuple<const void*, int, bool>, std::pair<Tensor, Tensor>>> cache;
+};
+
+struct QuantizeSummary {
+  int64_t nodes = 0;                  ///< MatMul/Gemm nodes quantized
+  int64_t bytesBefore = 0, bytesAfter = 0;  ///< their weights' bytes
+};
+
+/// Quantizes the weights of `g` as `opts` says (reads each weight it
+/// quantizes). \returns what it did.
+StatusOr<QuantizeSummary> quantizeWeights(Graph& g, const QuantizeOptions& opts);
 
 /// \returns "fp32", "fp16" or "bf16" for kF32, kF16, kBF16.
 std::string precisionName(DType t);

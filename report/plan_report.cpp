@@ -213,6 +213,8 @@ Json precisionJson(const plan::PrecisionReport& r) {
     outs.push_back(std::move(e));
   }
   return Json{{"target", r.target()},
+              {"quantize", r.quantize()},
+              {"quantized_nodes", r.quantized_nodes()},
               {"nodes_converted", r.nodes_converted()},
               {"kept", std::move(kept)},
               {"casts", r.casts()},
@@ -384,9 +386,13 @@ std::string cosineText(double c) {
 }
 
 std::string precisionLine(const plan::PrecisionReport& r) {
-  std::string s = strCat("precision ", r.target(), ": ", r.nodes_converted(), " nodes converted, ", r.kept_size(),
-                         " kept in float32, ", r.casts(), " casts; weights ", humanBytes(r.weight_bytes_before()),
-                         " -> ", humanBytes(r.weight_bytes_after()));
+  std::string s = "precision";
+  if (!r.target().empty())
+    s += strCat(" ", r.target(), ": ", r.nodes_converted(), " nodes converted, ", r.kept_size(), " kept in float32, ",
+                r.casts(), " casts");
+  if (!r.quantize().empty())
+    s += strCat(r.target().empty() ? " " : "; ", r.quantize(), " weights on ", r.quantized_nodes(), " MatMul/Gemm");
+  s += strCat("; weights ", humanBytes(r.weight_bytes_before()), " -> ", humanBytes(r.weight_bytes_after()));
   if (!r.kv_cache_dtype().empty()) s += strCat("; KV cache ", r.kv_cache_dtype());
   if (r.overflowing_constants_size() > 0)
     s += strCat("; ", r.overflowing_constants_size(), " constant(s) beyond ", r.target(), "'s range kept (",

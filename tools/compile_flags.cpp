@@ -172,6 +172,21 @@ void addCompileFlags(CLI::App& app, CompileOptions& opts) {
                 "(default: the model's own); normalizations, Softmax,\n"
                 "Exp/Log/Pow, the final outputs and values out of\n"
                 "range stay float32 (docs/precision.md)");
+  app.add_option_function<std::string>(
+         "--quantize",
+         [&](const std::string& v) {
+           if (v == "int8") opts.quantizeBits = 8;
+           else if (v == "int4") opts.quantizeBits = 4;
+           else throw CLI::ValidationError(strCat("--quantize expects int8 or int4, got '", v, "'"));
+         },
+         "weight-only quantization of MatMul/Gemm weights:\n"
+         "symmetric, in blocks along K (onnxruntime's\n"
+         "MatMulNBits format; docs/precision.md)")
+      ->type_name("int8|int4");
+  cli::addInteger(app, "--quantize-group", 0, int64_t{1} << 30, [&](int64_t g) { opts.quantizeGroup = g; },
+                  "with --quantize: values per block along K (default\n"
+                  "32 for int4; 0, the default for int8: one block per\n"
+                  "output channel)");
   precisionFlag("--kv-cache-dtype", opts.kvCacheDtype,
                 "generation plans: the KV cache's type (default: the\n--precision type)");
   auto nameList = [&](const char* flag, std::set<std::string>& out, const char* help, const char* type) {

@@ -293,6 +293,16 @@ double planHalfTolerance(const plan::Plan& plan) {
   if (plan.has_precision()) {
     const std::string& t = plan.precision().target();
     tol = std::max(tol, halfTolerance(t == "fp16" ? DType::kF16 : t == "bf16" ? DType::kBF16 : DType::kF32));
+    // Weight-only quantization: 4 times the relative error the compile
+    // measured (max abs over the largest |value|, the worst output, on its
+    // calibration inputs: a generation's later steps exceed it as the cache
+    // carries the rounding on), at most 0.45, past which a tolerance would
+    // take zeros for the answer (docs/precision.md#check).
+    if (!plan.precision().quantize().empty()) {
+      double rel = 0;
+      for (const plan::PrecisionReport::OutputError& o : plan.precision().outputs()) rel = std::max(rel, o.max_rel());
+      tol = std::max(tol, std::min(0.45, 4 * rel));
+    }
   }
   for (const plan::RankProgram& r : plan.ranks())
     for (const plan::Buffer& b : r.buffers()) tol = std::max(tol, halfTolerance(static_cast<DType>(b.desc().dtype())));
@@ -317,7 +327,9 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
       for (int64_t i = 0; i < want[k].numel(); ++i)
         if (std::isfinite(want[k].getDouble(i))) m = std::max(m, std::fabs(want[k].getDouble(i)));
       atol = half * m;
-      why = strCat(" (a ", p.plan.precision().target(), " plan: ", half, " of the largest |value| ", m, ")");
+      const plan::PrecisionReport& pr = p.plan.precision();
+      why = strCat(" (a ", pr.target(), pr.target().empty() || pr.quantize().empty() ? "" : ", ", pr.quantize(),
+                   " plan: ", half, " of the largest |value| ", m, ")");
     }
     Diff d = compareTensors(got[k], want[k], rtol, atol);
     // The tolerance actually applied: compareTensors scales a blind atol down.
@@ -730,9 +742,11 @@ int runGenerate(const Args& a, const LoadedPlan& lp, const std::optional<Process
                 res->checkedSteps, res->maxLogitDiff, g.rtol,
                 g.atolOfMax > 0 ? strCat(g.atolOfMax, " of the largest |logit|").c_str() : strCat(g.atol).c_str());
     if (!g.tokensMustAgree)
-      std::printf("check: %d of %d greedy tokens as the float32 step chose (a %s plan may break near ties)\n",
+      std::printf("check: %d of %d greedy tokens as the float32 step chose (a %s%s%s plan may break near ties)\n",
                   res->comparedTokens - res->differentTokens, res->comparedTokens,
-                  lp.plan.precision().target().c_str());
+                  lp.plan.precision().target().c_str(),
+                  lp.plan.precision().target().empty() || lp.plan.precision().quantize().empty() ? "" : ", ",
+                  lp.plan.precision().quantize().c_str());
   }
   return 0;
 }

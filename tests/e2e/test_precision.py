@@ -189,6 +189,35 @@ def decoder_case(suite, tools, model, precision, strategy):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def decoder_quant_case(suite, tools, model):
+    """A decoder's generation plan with int8 weights, its prefill programs
+    sharing them, at one device and at tp=2."""
+    key = os.path.basename(model)[:-len(".onnx")]
+    case = f"decoder {key} --quantize int8"
+    work = suite.tempdir(key.replace(".", "-"))
+    try:
+        for strategy in (["--gpus", "1"], ["--strategy", "tp=2"]):
+            bundle = os.path.join(work, f"{strategy[-1]}.pcc")
+            r = tools.run("pcc", [model, "--quantize", "int8", "--max-context", "64", *strategy, "-o", bundle])
+            if not suite.check(f"{case} {' '.join(strategy)}: compiles", r.returncode == 0, r.describe(2000)):
+                continue
+            rep = report_json(suite, tools, case, bundle)
+            if rep:
+                p = rep["precision"]
+                suite.check(f"{case} {' '.join(strategy)}: logits within the int8 bound",
+                            all(o["cosine"] is not None and o["cosine"] >= QUANT_BOUNDS["int8"] for o in p["outputs"]),
+                            f"  {p['outputs']}")
+                suite.check(f"{case} {' '.join(strategy)}: the prefill programs share the quantized weights",
+                            rep["generation"]["prefill"]["extra_weight_bytes"] < p["weight_bytes_after"] / 10,
+                            f"  extra {rep['generation']['prefill']['extra_weight_bytes']} B")
+            r = tools.run("pcc-run", [bundle, "--generate", "8", "--prompt-ids", "5,9,2,7", "--check"], timeout=600)
+            suite.check(f"{case} {' '.join(strategy)}: pcc-run --generate --check passes",
+                        r.returncode == 0 and "int8" in r.stdout, r.describe(1500))
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def overflow_model(path):
     """x[2,8] -> MatMul by +-30000 (values to 240000, beyond float16's 65504)
     -> LayerNormalization -> Relu -> MatMul -> Relu -> MatMul -> y[2,4]."""
@@ -269,6 +298,96 @@ def overflow_case(suite, tools):
             shutil.rmtree(work, ignore_errors=True)
 
 
+# The lowest cosine similarity to float32 under weight-only quantization
+# (docs/precision.md#bounds): int8's grid step is 1/127 of a column's largest
+# weight, int4's 1/7 of a block's.
+QUANT_BOUNDS = {"int8": 0.999, "int4": 0.98}
+
+
+def run_outputs(suite, tools, case, bundle, data, out):
+    r = tools.run("pcc-run", [bundle, "--inputs", data, "--outputs", out], timeout=600)
+    if not suite.check(f"{case}: runs on the committed inputs", r.returncode == 0, r.describe(1500)):
+        return None
+    return [e2e.read_tensor(p) for p in sorted_pbs(out, "output")]
+
+
+def quant_case(suite, tools, model, data, quant):
+    """--quantize on an export: the error reported within its bound, --check
+    at the tolerance the report implies, and tensor parallelism exact
+    against the unsplit quantized plan."""
+    key = os.path.basename(model)[:-len(".onnx")]
+    case = f"{key} --quantize {quant}"
+    work = suite.tempdir(key.replace(".", "-"))
+    try:
+        m = e2e.onnx.load(model, load_external_data=False)
+        inputs = [e2e.read_tensor(p) for p in sorted_pbs(data, "input")]
+        batch = ["--batch", str(inputs[0].shape[0])] if any(
+            not d.HasField("dim_value") for vi in e2e.graph_inputs(m) for d in vi.type.tensor_type.shape.dim) else []
+        outs = {}
+        for strategy in (["--gpus", "1"], ["--strategy", "tp=2"]):
+            bundle = os.path.join(work, f"{strategy[-1]}.pcc")
+            r = tools.run("pcc", [model, "--quantize", quant, *strategy, *batch, "-o", bundle])
+            if not suite.check(f"{case} {' '.join(strategy)}: compiles", r.returncode == 0, r.describe(2000)):
+                return
+            rep = report_json(suite, tools, case, bundle)
+            p = rep and rep.get("precision")
+            ok = p and p["quantize"].startswith(quant) and p["quantized_nodes"] >= 1 and p["measured"] == "measured"
+            if suite.check(f"{case} {' '.join(strategy)}: the report names the quantization", ok, f"  {p}"):
+                low = [(o["name"], o["cosine"]) for o in p["outputs"]
+                       if o["cosine"] is None or o["cosine"] < QUANT_BOUNDS[quant]]
+                suite.check(f"{case}: every output's cosine >= {QUANT_BOUNDS[quant]}", not low, f"  below: {low}")
+                suite.check(f"{case}: the weights shrink", p["weight_bytes_after"] < p["weight_bytes_before"], f"  {p}")
+                print(f"  {case}: {p['quantized_nodes']} nodes, weights {p['weight_bytes_before']} -> "
+                      f"{p['weight_bytes_after']} B, worst cosine {min(o['cosine'] for o in p['outputs']):.6f}",
+                      flush=True)
+            r = tools.run("pcc-run", [bundle, "--check"], timeout=600)
+            suite.check(f"{case} {' '.join(strategy)}: pcc-run --check passes at the report's tolerance",
+                        r.returncode == 0 and f"{quant}," in r.stdout, r.describe(1500))
+            outs[strategy[-1]] = run_outputs(suite, tools, case, bundle, data, os.path.join(work, strategy[-1]))
+        if outs.get("1") is not None and outs.get("tp=2") is not None:
+            for k, (a, b) in enumerate(zip(outs["tp=2"], outs["1"])):
+                diff = e2e.compare(a, b, 1e-4, e2e.scaled_atol(b, 1e-5))
+                suite.check(f"{case}: tp=2 output {k} equals the unsplit quantized plan's", not diff, f"  {diff}")
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def matmulnbits_case(suite, tools, model, data, bits, symmetric):
+    """An export quantized by onnxruntime's own MatMulNBitsQuantizer: pcc
+    imports its MatMulNBits and computes what onnxruntime's kernel does."""
+    from onnxruntime.quantization import matmul_nbits_quantizer as mq
+
+    key = os.path.basename(model)[:-len(".onnx")]
+    case = f"{key} MatMulNBits {bits} bits {'symmetric' if symmetric else 'with zero points'}"
+    work = suite.tempdir(key.replace(".", "-"))
+    try:
+        q = mq.MatMulNBitsQuantizer(e2e.onnx.load(model),
+                                    algo_config=mq.DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=symmetric,
+                                                                                bits=bits))
+        q.process()
+        qm = q.model.model
+        suite.check(f"{case}: onnxruntime wrote MatMulNBits",
+                    any(n.op_type == "MatMulNBits" for n in qm.graph.node), "  no MatMulNBits node")
+        path = os.path.join(work, "q.onnx")
+        e2e.onnx.save(qm, path)
+        inputs = [e2e.read_tensor(p) for p in sorted_pbs(data, "input")]
+        want = e2e.onnxruntime_outputs(path, inputs)
+        batch = ["--batch", str(inputs[0].shape[0])]
+        for strategy in (["--gpus", "1"], ["--strategy", "tp=2"]):
+            bundle = os.path.join(work, f"{strategy[-1]}.pcc")
+            r = tools.run("pcc", [path, *strategy, *batch, "-o", bundle])
+            if not suite.check(f"{case} {' '.join(strategy)}: compiles", r.returncode == 0, r.describe(2000)):
+                continue
+            got = run_outputs(suite, tools, case, bundle, data, os.path.join(work, strategy[-1]))
+            for k, (g, w) in enumerate(zip(got or [], want)):
+                diff = e2e.compare(g, w, 1e-3, e2e.scaled_atol(w, 1e-4))
+                suite.check(f"{case} {' '.join(strategy)}: output {k} equals onnxruntime's", not diff, f"  {diff}")
+    finally:
+        if not suite.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     args = e2e.parse_args(__doc__)
     suite = e2e.Suite("test_precision", args)
@@ -289,6 +408,17 @@ def main():
                 name = f"decoder {os.path.basename(model)} {precision} {' '.join(strategy)}"
                 suite.run_case(name, decoder_case, suite, tools, model, precision, strategy)
     suite.run_case("float16 overflow", overflow_case, suite, tools)
+    ts = [m for m in exports if m.endswith(".ts.onnx")]
+    for model in ts:
+        for quant in ("int8", "int4"):
+            suite.run_case(f"{os.path.basename(model)} {quant}", quant_case, suite, tools, model,
+                           model[:-len(".onnx")], quant)
+    llama = os.path.join(EXPORTED_DIR, "llama.ts.onnx")
+    for bits, symmetric in ((4, True), (4, False), (8, True)):
+        suite.run_case(f"llama.ts MatMulNBits {bits} {symmetric}", matmulnbits_case, suite, tools, llama,
+                       llama[:-len(".onnx")], bits, symmetric)
+    for model in [m for m in decoders if m.endswith(".ts.onnx")]:
+        suite.run_case(f"decoder {os.path.basename(model)} int8", decoder_quant_case, suite, tools, model)
     return suite.finish()
 
 
