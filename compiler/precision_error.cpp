@@ -16,20 +16,20 @@ namespace {
 
 bool isFloatType(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64; }
 
+/// \returns the largest finite magnitude of `t`: an infinity (a mask's -inf)
+/// or a NaN is the same in every float type, so it overflows nothing.
 double maxMagnitude(const Tensor& t) {
   double m = 0;
   const int64_t n = t.numel();
   if (t.dtype() == DType::kF32) {
     const float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      const double a = std::fabs(static_cast<double>(p[i]));
-      if (a > m || std::isnan(a)) m = std::isnan(a) ? INFINITY : a;
-    }
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isfinite(p[i])) m = std::max(m, std::fabs(static_cast<double>(p[i])));
     return m;
   }
   for (int64_t i = 0; i < n; ++i) {
     const double a = std::fabs(t.getDouble(i));
-    if (a > m || std::isnan(a)) m = std::isnan(a) ? INFINITY : a;
+    if (std::isfinite(a)) m = std::max(m, a);
   }
   return m;
 }

@@ -39,8 +39,9 @@ inline constexpr int kSeededSets = 2;
 /// naming the file and the input whose type differs.
 StatusOr<std::vector<std::vector<Tensor>>> calibrationSets(const Graph& g, const std::string& dir, int seeded);
 
-/// \returns the largest magnitude (infinity for a NaN) of every float value of
-/// `g` (node outputs, inputs and constants, by name) over the sets; `outputs`
+/// \returns the largest finite magnitude of every float value of `g` (node
+/// outputs, inputs and constants, by name) over the sets (an infinity is one
+/// in every float type: it overflows nothing); `outputs`
 /// (optional) receives the graph's outputs on each set.
 StatusOr<std::map<std::string, double>> measureRanges(const Graph& g, const std::vector<std::vector<Tensor>>& sets,
                                                       std::vector<std::vector<Tensor>>* outputs = nullptr);

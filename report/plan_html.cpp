@@ -10,7 +10,8 @@
 //    capacity when the plan records it and the largest rank holds at least 1%
 //    of it, else to the largest rank.
 // 4. Tables: the ranks, the collectives of each rank (report.json's
-//    "collectives"), the meshes the search considered; then the notes and the
+//    "collectives"), the meshes the search considered; a converted plan's
+//    precision and error; then the notes and the
 //    tensor-parallel choices.
 #include "report/plan_html.h"
 
@@ -262,6 +263,37 @@ void batchCurveTable(const plan::Plan& p, std::ostringstream& o) {
   o << "</table>\n";
 }
 
+// What --precision and --quantize did and the error measured; only
+// converted plans.
+void precisionSection(const plan::Plan& p, std::ostringstream& o) {
+  if (!p.has_precision()) return;
+  const plan::PrecisionReport& r = p.precision();
+  o << "<h2 id=\"precision\">Precision</h2>\n<p>" << htmlEscaped(precisionLine(r)) << "</p>\n";
+  if (r.outputs_size() > 0) {
+    o << "<table class=\"alternatives\">\n<tr><th>output</th><th>cosine to float32</th><th>max abs</th>"
+         "<th>max rel</th><th>top-1 agreement</th><th>finite</th></tr>\n";
+    for (const plan::PrecisionReport::OutputError& e : r.outputs()) {
+      char cos[32];
+      std::snprintf(cos, sizeof cos, "%.6f", e.cosine());
+      o << "<tr><td>" << htmlEscaped(e.name()) << "</td><td class=\"num\">" << cos << "</td><td class=\"num\">"
+        << num(e.max_abs()) << "</td><td class=\"num\">" << num(e.max_rel()) << "</td><td class=\"num\">"
+        << (e.top1() >= 0 ? num(100 * e.top1()) + "%" : std::string("-")) << "</td><td"
+        << (e.finite() ? ">yes" : " class=\"infeasible\">no") << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
+  if (r.kept_size() > 0) {
+    constexpr int kShown = 40;
+    o << "<table class=\"alternatives\">\n<tr><th>node kept in float32</th><th>op</th><th>why</th></tr>\n";
+    for (int i = 0; i < r.kept_size() && i < kShown; ++i)
+      o << "<tr><td>" << htmlEscaped(r.kept(i).node()) << "</td><td>" << htmlEscaped(r.kept(i).op()) << "</td><td>"
+        << htmlEscaped(r.kept(i).reason()) << "</td></tr>\n";
+    o << "</table>\n";
+    if (r.kept_size() > kShown)
+      o << "<p>... and " << r.kept_size() - kShown << " more (report.json lists every one).</p>\n";
+  }
+}
+
 void notes(const plan::Plan& p, std::ostringstream& o) {
   o << "<h2 id=\"notes\">Notes</h2>\n";
   if (p.notes_size() == 0 && p.tensor_parallel_size() == 0) {
@@ -290,6 +322,7 @@ std::string planReportHtml(const plan::Plan& p, const std::string& dotSource, co
   collectivesTable(s, o);
   alternativesTable(p, o);
   batchCurveTable(p, o);
+  precisionSection(p, o);
   notes(p, o);
   o << "</body>\n</html>\n";
   return o.str();

@@ -2,11 +2,12 @@
 """What --precision buys and costs (docs/precision.md#figures).
 
     build/venv/bin/python tools/bench_precision.py [--bin build] [--iters 50] [--warmup 5]
-        [--threads 1] [--skip-exports] [--skip-structures] [--precisions fp16,bf16]
+        [--threads 1] [--skip-exports] [--skip-structures] [--precisions fp16,bf16,int8,int4]
         [MODEL.onnx ...]
 
 Exports (default: every models/exported/*.ts.onnx): each is compiled at its
-own float32 and at each precision, and run on CPU ranks (`pcc-run --iters
+own float32, at each precision (fp16, bf16: --precision; int8, int4:
+--quantize), and run on CPU ranks (`pcc-run --iters
 --warmup --threads`, the committed inputs) in one run with onnxruntime on the
 float32 model as the peer. One row per model and precision: the worst
 output's cosine similarity, max relative error and top-1 agreement as the
@@ -69,7 +70,8 @@ def exports(args, tools, work):
         base = None
         for precision in ["fp32-model"] + args.precisions:
             out = os.path.join(work, f"{name}.{precision}.pcc")
-            extra = [] if precision == "fp32-model" else ["--precision", precision]
+            extra = ([] if precision == "fp32-model" else
+                     ["--quantize", precision] if precision.startswith("int") else ["--precision", precision])
             rep, data = compile_plan(tools, model, out, extra)
             if rep is None:
                 print(f"{name:<22} {precision:<9} compile failed: {data}")
@@ -133,7 +135,7 @@ def main():
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--precisions", default="fp16,bf16")
+    p.add_argument("--precisions", default="fp16,bf16,int8,int4")
     p.add_argument("--skip-exports", action="store_true")
     p.add_argument("--skip-structures", action="store_true")
     p.add_argument("--keep", action="store_true")

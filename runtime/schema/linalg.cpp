@@ -50,8 +50,8 @@ StatusOr<GemmShape> gemmShape(const TensorType& a, const TensorType& b, const At
 
 StatusOr<NBitsShape> nbitsShape(int64_t k, int64_t n, int bits, int64_t blockSize) {
   if (bits != 4 && bits != 8) return invalidInput("bits must be 4 or 8, got ", bits);
-  if (blockSize < 2 || (bits == 4 && blockSize % 2 != 0))
-    return invalidInput("block_size must be at least 2", bits == 4 ? " and even for 4 bits" : "", ", got ",
+  if (blockSize < 2 || blockSize > (int64_t{1} << 31) || (bits == 4 && blockSize % 2 != 0))
+    return invalidInput("block_size must be from 2 to 2^31", bits == 4 ? " and even for 4 bits" : "", ", got ",
                         blockSize);
   if (k < 1 || n < 1) return invalidInput("K and N must be positive, got ", k, " and ", n);
   NBitsShape s;

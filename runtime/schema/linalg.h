@@ -31,7 +31,7 @@ struct NBitsShape {
 };
 
 /// \returns the shape of a weight of K rows and N columns, or an error for
-/// bits other than 4 and 8, or a block size below 2 (odd, for 4 bits).
+/// bits other than 4 and 8, or a block size outside [2, 2^31] (odd, for 4 bits).
 StatusOr<NBitsShape> nbitsShape(int64_t k, int64_t n, int bits, int64_t blockSize);
 
 

@@ -165,6 +165,12 @@ def export_case(suite, tools, model, data, precision, strategy):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def generate_check(suite, tools, name, bundle, marker):
+    """`pcc-run --generate 8 --check` on a fixed prompt passes, its output naming `marker`."""
+    r = tools.run("pcc-run", [bundle, "--generate", "8", "--prompt-ids", "5,9,2,7", "--check"], timeout=600)
+    suite.check(name, r.returncode == 0 and marker in r.stdout, r.describe(1500))
+
+
 def decoder_case(suite, tools, model, precision, strategy):
     key = os.path.basename(model)[:-len(".onnx")]
     case = f"decoder {key} --precision {precision} {' '.join(strategy)}"
@@ -181,9 +187,8 @@ def decoder_case(suite, tools, model, precision, strategy):
             suite.check(f"{case}: the KV cache is {precision}", p["kv_cache_dtype"] == precision and all(
                 s["type"].startswith({"fp16": "f16", "bf16": "bf16"}[precision] + "[")
                 for s in rep["generation"]["states"]), f"  {p['kv_cache_dtype']}, {rep['generation']['states'][:2]}")
-        r = tools.run("pcc-run", [bundle, "--generate", "8", "--prompt-ids", "5,9,2,7", "--check"], timeout=600)
-        suite.check(f"{case}: pcc-run --generate --check passes at the precision's tolerance",
-                    r.returncode == 0 and "of the largest |logit|" in r.stdout, r.describe(1500))
+        generate_check(suite, tools, f"{case}: pcc-run --generate --check passes at the precision's tolerance",
+                       bundle, "of the largest |logit|")
     finally:
         if not suite.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -210,9 +215,8 @@ def decoder_quant_case(suite, tools, model):
                 suite.check(f"{case} {' '.join(strategy)}: the prefill programs share the quantized weights",
                             rep["generation"]["prefill"]["extra_weight_bytes"] < p["weight_bytes_after"] / 10,
                             f"  extra {rep['generation']['prefill']['extra_weight_bytes']} B")
-            r = tools.run("pcc-run", [bundle, "--generate", "8", "--prompt-ids", "5,9,2,7", "--check"], timeout=600)
-            suite.check(f"{case} {' '.join(strategy)}: pcc-run --generate --check passes",
-                        r.returncode == 0 and "int8" in r.stdout, r.describe(1500))
+            generate_check(suite, tools, f"{case} {' '.join(strategy)}: pcc-run --generate --check passes", bundle,
+                           "int8")
     finally:
         if not suite.keep:
             shutil.rmtree(work, ignore_errors=True)
