@@ -271,7 +271,9 @@ def overflow_case(suite, tools):
             p = rep and rep["precision"]
             kept = {k["node"]: k["reason"] for k in p["kept"]} if p else {}
             suite.check(f"{case}: the MatMul writing values beyond float16 is kept in float32 by its range",
-                        kept.get("big", "").startswith("range:") and "norm" in kept, f"  kept: {kept}")
+                        kept.get("big", "").startswith("range:"), f"  kept: {kept}")
+            suite.check(f"{case}: the LayerNormalization is kept in float32 by rule",
+                        kept.get("norm") == "rule: LayerNormalization in float32", f"  kept: {kept}")
             suite.check(f"{case}: the rest is float16", p and p["nodes_converted"] >= 2 and p["overflowing_constants"] == [],
                         f"  {p}")
             out = os.path.join(work, "out")
