@@ -297,7 +297,7 @@ double planHalfTolerance(const plan::Plan& plan) {
     // measured (max abs over the largest |value|, the worst output, on its
     // calibration inputs: a generation's later steps exceed it as the cache
     // carries the rounding on), at most 0.45, past which a tolerance would
-    // take zeros for the answer (docs/precision.md#check).
+    // take zeros for the answer (docs/precision.md, "pcc-run --check on a converted plan").
     if (!plan.precision().quantize().empty()) {
       double rel = 0;
       for (const plan::PrecisionReport::OutputError& o : plan.precision().outputs()) rel = std::max(rel, o.max_rel());
@@ -322,7 +322,7 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
       // A converted plan (--precision) against the float32 reference: its
       // rounding errors scale with the largest values it computes, so the
       // absolute tolerance is the precision's share of the output's largest
-      // magnitude (docs/precision.md#check).
+      // magnitude (docs/precision.md, "pcc-run --check on a converted plan").
       double m = 0;
       for (int64_t i = 0; i < want[k].numel(); ++i)
         if (std::isfinite(want[k].getDouble(i))) m = std::max(m, std::fabs(want[k].getDouble(i)));
