@@ -8,6 +8,7 @@
 #include <sstream>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -266,8 +267,19 @@ __attribute__((target("f16c,avx"))) void floatToHalfF16c(const float* f, uint16_
   for (; i < n; ++i) h[i] = floatToHalf(f[i]);
 }
 
+/// \returns whether the processor has F16C and AVX and the system saves the
+/// AVX registers (CPUID leaf 1: ECX bits 27 OSXSAVE, 28 AVX, 29 F16C; XCR0
+/// bits 1 and 2).
 bool hasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+    if ((c & need) != need) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6u) == 6u;
+  }();
   return has;
 }
 #else
