@@ -16,24 +16,6 @@ namespace {
 
 bool isFloatType(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64; }
 
-/// \returns the largest finite magnitude of `t`: an infinity (a mask's -inf)
-/// or a NaN is the same in every float type, so it overflows nothing.
-double maxMagnitude(const Tensor& t) {
-  double m = 0;
-  const int64_t n = t.numel();
-  if (t.dtype() == DType::kF32) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      if (std::isfinite(p[i])) m = std::max(m, std::fabs(static_cast<double>(p[i])));
-    return m;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = std::fabs(t.getDouble(i));
-    if (std::isfinite(a)) m = std::max(m, a);
-  }
-  return m;
-}
-
 void note(std::map<std::string, double>& ranges, const std::string& name, double m) {
   double& r = ranges[name];
   r = std::max(r, m);
@@ -104,13 +86,13 @@ StatusOr<std::map<std::string, double>> measureRanges(const Graph& g, const std:
                                                       std::vector<std::vector<Tensor>>* outputs) {
   std::map<std::string, double> ranges;
   for (const Value* c : g.constants())
-    if (isFloatType(c->type().dtype)) note(ranges, c->name(), maxMagnitude(c->constantData()));
+    if (isFloatType(c->type().dtype)) note(ranges, c->name(), maxFiniteMagnitude(c->constantData()));
   for (const std::vector<Tensor>& set : sets) {
     for (size_t i = 0; i < set.size() && i < g.inputs().size(); ++i)
-      if (isFloatType(set[i].dtype())) note(ranges, g.inputs()[i]->name(), maxMagnitude(set[i]));
+      if (isFloatType(set[i].dtype())) note(ranges, g.inputs()[i]->name(), maxFiniteMagnitude(set[i]));
     auto r = evaluateGraphObserved(g, set, [&](const Node& n, const std::vector<Tensor>& outs) {
       for (size_t k = 0; k < outs.size() && k < n.outputs().size(); ++k)
-        if (isFloatType(outs[k].dtype())) note(ranges, n.output(k)->name(), maxMagnitude(outs[k]));
+        if (isFloatType(outs[k].dtype())) note(ranges, n.output(k)->name(), maxFiniteMagnitude(outs[k]));
     });
     RETURN_IF_ERROR(r.status());
     if (outputs) outputs->push_back(std::move(r).value());

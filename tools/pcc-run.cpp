@@ -323,9 +323,7 @@ bool report(const LoadedPlan& p, const std::vector<Tensor>& got, const std::vect
       // rounding errors scale with the largest values it computes, so the
       // absolute tolerance is the precision's share of the output's largest
       // magnitude (docs/precision.md, "pcc-run --check on a converted plan").
-      double m = 0;
-      for (int64_t i = 0; i < want[k].numel(); ++i)
-        if (std::isfinite(want[k].getDouble(i))) m = std::max(m, std::fabs(want[k].getDouble(i)));
+      const double m = maxFiniteMagnitude(want[k]);
       atol = half * m;
       const plan::PrecisionReport& pr = p.plan.precision();
       why = strCat(" (a ", pr.target(), pr.target().empty() || pr.quantize().empty() ? "" : ", ", pr.quantize(),

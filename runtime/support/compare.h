@@ -22,6 +22,10 @@ struct Diff {
   double magnitude = 0;  ///< largest finite |want| or |got|: the scale of the values compared
 };
 
+/// \returns the largest finite |element| of `t` (0 when it has none): the
+/// scale of its values, infinities and NaNs left out.
+double maxFiniteMagnitude(const Tensor& t);
+
 /// Compares element-wise: ok iff |got - want| <= atol + rtol * |want| for every
 /// element (NaN matches only NaN). A dtype or shape mismatch is not ok.
 ///
