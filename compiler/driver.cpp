@@ -440,6 +440,7 @@ PartitionOptions partitionOptions(const CompileOptions& opts, const CostModel& c
   po.microbatches = opts.microbatches;
   po.cost = &cost;
   po.minimizeWeights = opts.tp > 1;  // a forced tp: split the weights, then be fast
+  po.foldRepeats = opts.foldRepeats;
   return po;
 }
 

@@ -69,6 +69,10 @@ struct CompileOptions {
   /// Run the recognize pass and the fuse pass (passes/fuse.cpp, on each rank
   /// program); --no-fuse turns them off.
   bool fuse = true;
+  /// The mesh search skips the repeats of a repeated block once its search
+  /// reaches a steady state (docs/cost-model.md#repeated-blocks);
+  /// --no-fold-repeats searches every one.
+  bool foldRepeats = true;
   /// Reorder each rank program so that collectives overlap with independent
   /// nodes (passes/schedule.h); --no-schedule-overlap keeps the order.
   bool scheduleOverlap = true;

@@ -88,6 +88,7 @@ StatusOr<Tensor> fromExternal(const onnx::TensorProto& p, DType dtype, Dims dims
     std::memcpy(t.mutableData(), ptr, nbytes);
     return t;
   }
+  if (const size_t forbid = forbiddenReadBytes(); forbid > 0 && nbytes >= forbid) forbidMappedReads(ptr, nbytes);
   return Tensor::mappedView(dtype, std::move(dims), ptr, std::shared_ptr<const void>(file, file->data()));
 }
 

@@ -17,6 +17,11 @@ but for its first 32 values, 1 to 32, so that none is a splat):
   gpt2xl    48 layers, width 1600, 25 heads, FFN 6400, vocabulary 50257:
             LayerNorm, a fused QKV projection split in three, Gelu (Erf),
             MLP; ~3 GiB of weights
+  gpt2xl32  the gpt2xl structure in float32 (~6 GiB), its fused QKV
+            projection a Gemm with its bias over the flattened positions,
+            reshaped back (as Hugging Face's Conv1D exports), which the
+            partitioner splits into one product per piece at tp > 1 (as
+            views of the weight, not copies)
   gpt2xl16  the gpt2xl structure cut to 16 layers: ~1.1 GiB, for the plan
             write
 
@@ -62,6 +67,8 @@ STRUCTURES = {
                      batch=1, gpu="h100"),
     "gpt2xl": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
                    batch=8, gpu="h100"),
+    "gpt2xl32": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
+                     batch=8, gpu="h100", float32=True, conv1d=True),
     "gpt2xl16": dict(kind="gpt2", layers=16, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024),
     # The decode steps (a KV cache per layer, docs/generation.md), for
     # tools/bench_decode_estimates.py and test_search_rediscovery.py.
@@ -131,6 +138,10 @@ def build_llama(b, c):
     scale = b.const("scale", [1.0 / np.sqrt(w // h)], b.ft)
     heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
     flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
+    rows_shape = b.const("rows_shape", [-1, w], TensorProto.INT64)
+    qkv_last = b.const("qkv_last", [3 * w], TensorProto.INT64)
+    zero1 = b.const("zero1", [0], TensorProto.INT64)
+    two1 = b.const("two1", [2], TensorProto.INT64)
     ids = "input_ids" if decode else "ids"
     if decode:
         # (1 - mask) * -65504 as an additive [batch, 1, 1, total] mask
@@ -223,6 +234,10 @@ def build_gpt2(b, c):
     split = b.const("qkv_split", [w, w, w], TensorProto.INT64)
     heads_shape = b.const("heads_shape", [0, 0, h, w // h], TensorProto.INT64)
     flat_shape = b.const("flat_shape", [0, 0, w], TensorProto.INT64)
+    rows_shape = b.const("rows_shape", [-1, w], TensorProto.INT64)
+    qkv_last = b.const("qkv_last", [3 * w], TensorProto.INT64)
+    zero1 = b.const("zero1", [0], TensorProto.INT64)
+    two1 = b.const("two1", [2], TensorProto.INT64)
 
     def layernorm(x, p):
         mean = b.node("ReduceMean", [x], f"{p}/mean", axes=[-1], keepdims=1)
@@ -237,8 +252,19 @@ def build_gpt2(b, c):
     for i in range(c["layers"]):
         p = f"h.{i}"
         n = layernorm(x, f"{p}/ln_1")
-        qkv = b.node("Add", [b.node("MatMul", [n, b.weight(f"{p}.c_attn.weight", [w, 3 * w])], f"{p}/c_attn"),
-                             b.weight(f"{p}.c_attn.bias", [3 * w])], f"{p}/c_attn_bias")
+        if c.get("conv1d"):
+            # As Hugging Face's Conv1D exports: a Gemm with its bias over the
+            # flattened positions, reshaped back (what the fused-projection split
+            # of the partitioner takes apart, passes/partition/split_projections.cpp).
+            flat = b.node("Reshape", [n, rows_shape], f"{p}/c_attn_flat")
+            mm = b.node("Gemm", [flat, b.weight(f"{p}.c_attn.weight", [w, 3 * w]),
+                                 b.weight(f"{p}.c_attn.bias", [3 * w])], f"{p}/c_attn")
+            lead = b.node("Slice", [b.node("Shape", [n], f"{p}/c_attn_shape"), zero1, two1], f"{p}/c_attn_lead")
+            qkv = b.node("Reshape", [mm, b.node("Concat", [lead, qkv_last], f"{p}/c_attn_to", axis=0)],
+                         f"{p}/c_attn_bias")
+        else:
+            qkv = b.node("Add", [b.node("MatMul", [n, b.weight(f"{p}.c_attn.weight", [w, 3 * w])], f"{p}/c_attn"),
+                                 b.weight(f"{p}.c_attn.bias", [3 * w])], f"{p}/c_attn_bias")
         outs = [f"{p}/{t}" for t in "qkv"]
         b.nodes.append(helper.make_node("Split", [qkv, split], outs, name=f"{p}/split", axis=-1))
         q, k, v = (b.node("Transpose", [b.node("Reshape", [o, heads_shape], f"{o}_heads")], f"{o}_t", perm=[0, 2, 1, 3])
@@ -270,6 +296,7 @@ def write_structure(directory, name, float32=False):
     c = STRUCTURES[name]
     os.makedirs(directory, exist_ok=True)
     data_name = f"{name}.data"
+    float32 = float32 or c.get("float32", False)
     b = Builder(data_name, TensorProto.FLOAT if float32 else TensorProto.FLOAT16)
     out, inputs = (build_llama if c["kind"] == "llama" else build_gpt2)(b, c)
     # A file of holes (no disk, reads as zeros), but each weight starts with 32
@@ -329,7 +356,7 @@ def main():
         if name not in models:
             models[name] = write_structure(os.path.join(a.work, name), name)
             path, wb, nodes, _ = models[name]
-            print(f"{name}: {nodes} nodes, {wb / GIB:.1f} GiB of fp16 weights (sparse file), {path}", flush=True)
+            print(f"{name}: {nodes} nodes, {wb / GIB:.1f} GiB of weights (sparse file), {path}", flush=True)
         return models[name]
 
     for case in [c for c in a.cases.split(",") if c]:

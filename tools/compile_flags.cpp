@@ -133,6 +133,8 @@ void addCompileFlags(CLI::App& app, CompileOptions& opts) {
   app.add_flag_function("--no-schedule-overlap", [&](int64_t) { opts.scheduleOverlap = false; },
                         "keep each rank program in graph order: no collective is\nmoved ahead of independent nodes to overlap them");
   app.add_flag_function("--no-fuse", [&](int64_t) { opts.fuse = false; }, "turn off the recognize and fuse passes: every op\nstays a kernel");
+  app.add_flag_function("--no-fold-repeats", [&](int64_t) { opts.foldRepeats = false; },
+                        "search every repeat of a repeated block (a model's\nlayers) instead of taking the steady state's\nchoices (docs/cost-model.md#repeated-blocks)");
   cli::addChoice(app, "--target", opts.target, {"cpu", "cuda"},
                  "kernels to generate: cpu (default: a shared object for\n"
                  "CPU ranks) or cuda (also PTX and cubin per --arch;\n"

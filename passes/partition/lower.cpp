@@ -47,29 +47,35 @@
 
 namespace pcc {
 
+StatusOr<Value*> addConstantSlice(Graph& g, const std::string& name, const Value* of, const Dims& start,
+                                  const Dims& extent, int64_t eagerElements) {
+  const TensorBlock* outer = of->constantBlock();
+  Dims at = start;
+  if (outer)
+    for (size_t d = 0; d < at.size() && d < outer->start.size(); ++d) at[d] += outer->start[d];
+  const Tensor& source = outer ? outer->source : of->constantData();
+  ASSIGN_OR_RETURN(TensorBlock block, makeBlock(source, at, extent));
+  if (outer) block.as = outer->as;  // a converted weight's pieces are converted too
+  if (numElements(extent) <= eagerElements) return g.addConstant(name, readBlock(block));
+  return g.addConstantBlock(name, std::move(block));
+}
+
 namespace {
 
 // Adds to `lg` the piece of constant `v` that `rank` holds under sharding `s`:
-// the constant itself when whole, else a copy of a piece of at most `eager`
-// elements or a block of a larger one (the block of a block when `v` is one
-// already).
+// the constant itself when whole, else addConstantSlice's piece.
 StatusOr<Value*> sliceConstant(Graph& lg, const std::string& name, const Value* v, const Sharding& s,
                                const Mesh& mesh, int rank, int64_t eager) {
   const Dims& global = v->type().shape;
   Dims local = localShape(global, s, mesh, rank);
-  const TensorBlock* outer = v->constantBlock();
-  if (local == global)
+  if (local == global) {
+    const TensorBlock* outer = v->constantBlock();
     return outer ? lg.addConstantBlock(name, *outer) : lg.addConstant(name, v->constantData());
+  }
   Dims start(global.size(), 0);
   for (size_t d = 0; d < start.size(); ++d)
     if (s.dims[d] != MeshAxis::kNone) start[d] = chunkOffset(global[d], mesh.extent(s.dims[d]), mesh.coord(rank, s.dims[d]));
-  if (outer)
-    for (size_t d = 0; d < start.size(); ++d) start[d] += outer->start[d];
-  const Tensor& source = outer ? outer->source : v->constantData();
-  ASSIGN_OR_RETURN(TensorBlock block, makeBlock(source, start, local));
-  if (outer) block.as = outer->as;  // a converted weight's pieces are converted too
-  if (numElements(local) <= eager) return lg.addConstant(name, readBlock(block));
-  return lg.addConstantBlock(name, std::move(block));
+  return addConstantSlice(lg, name, v, start, local, eager);
 }
 
 class RankLowering {

@@ -176,6 +176,7 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
   so.minimizeWeights = opts.minimizeWeights;
   so.states = opts.states;
   so.pinned = opts.pinnedTp;
+  so.fold = opts.foldRepeats;
   ASSIGN_OR_RETURN(TpSearchResult r, searchTensorParallel(g, p, so));
   applyTpChoices(g, p, r.choices);
   {
@@ -185,6 +186,9 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
   p.tpSeconds = r.cost.seconds;
   p.tpWeightBytes = r.cost.weightBytes;
   p.tpExact = r.exact;
+  p.tpFoldedBlocks = r.foldedBlocks;
+  p.tpBlockNodes = r.blockNodes;
+  p.tpRepeats = r.repeats;
   std::vector<Node*> nodes = g.nodes();
   std::map<std::string, int> counts;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -205,6 +209,10 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
                              " nodes (", what, "); the other ", nodes.size() - p.tensorParallel.size(),
                              " replicate over tp", r.exact ? "" : " (search capped: not proven optimal)"));
   }
+  if (r.foldedBlocks > 0)
+    p.notes.push_back(strCat("the tp search found ", r.repeats, " repeats of a block of ", r.blockNodes,
+                             " nodes and took ", r.foldedBlocks, " of them from the blocks before, unsearched "
+                             "(docs/cost-model.md#repeated-blocks)"));
   return Status::OK();
 }
 

@@ -48,6 +48,9 @@ struct PartitionOptions {
   /// Off: the tp axis exists but every node replicates over it (the
   /// data-parallel layouts alone, what the tp search starts from; tests).
   bool tensorParallelSearch = true;
+  /// The tp search skips the repeats of a block once it reaches a steady
+  /// state (TpSearchOptions::fold); off: every node is searched.
+  bool foldRepeats = true;
   /// Session state (a generation plan's KV cache, passes/kv_cache.h): pairs
   /// of (graph input, graph output) value names, each output written by a
   /// TensorScatter whose input 0 is the input. The input takes the layout of
@@ -105,6 +108,9 @@ struct Partition {
   int64_t tpWeightBytes = 0;
   /// Whether the tp search kept every state (its choice is optimal for its cost).
   bool tpExact = true;
+  /// The tp search's repeated blocks (TpSearchResult): those given their
+  /// choices without being searched, the block's nodes, the blocks of the run.
+  int tpFoldedBlocks = 0, tpBlockNodes = 0, tpRepeats = 0;
   /// Decisions worth telling the user (fewer ranks, fallbacks).
   std::vector<std::string> notes;
   /// PartitionOptions::states, as partitioned.
@@ -162,6 +168,15 @@ struct LowerOptions {
   /// weight byte is read or copied while planning.
   int64_t eagerSliceElements = 65536;
 };
+
+/// Adds to `g` a constant named `name` that is the block of constant `of`
+/// starting at `start` with extents `extent`: a copy when it has at most
+/// `eagerElements` elements (passes may read it), else a TensorBlock of the
+/// source `of` reads from (Value::constantBlock, composed when `of` is a
+/// block already), so that no weight byte is read or copied while planning.
+/// \returns it, or an invalid-input error when the block is not inside `of`.
+StatusOr<Value*> addConstantSlice(Graph& g, const std::string& name, const Value* of, const Dims& start,
+                                  const Dims& extent, int64_t eagerElements = LowerOptions{}.eagerSliceElements);
 
 /// Lowers the annotated global graph to one local graph per rank. Every local
 /// type is re-inferred and checked against the shape the sharding predicts.

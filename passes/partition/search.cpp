@@ -110,13 +110,15 @@ std::optional<CollectiveKind> collectiveKind(OpKind op) {
   }
 }
 
-RankEstimate estimateRank(const RankGraph& rg, const Mesh& mesh, const CostModel& cm) {
+RankEstimate estimateRank(const RankGraph& rg, const Mesh& mesh, const CostModel& cm,
+                          std::vector<const Node*>* comm = nullptr) {
   RankEstimate e;
   e.rank = rg.rank;
   e.stage = mesh.coord(rg.rank, MeshAxis::kPP);
   for (const Node* n : rg.graph->nodes()) {
     if (isCollective(n->op())) {
       e.commSeconds += rankNodeSeconds(*n, rg.rank, mesh, cm);
+      if (comm) comm->push_back(n);
       continue;
     }
     e.computeSeconds += cm.nodeTime(*n);
@@ -153,10 +155,13 @@ bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
 
 const char* objectiveName(Objective o) { return o == Objective::kLatency ? "latency" : "throughput"; }
 
-double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm) {
+double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm, int programRank) {
   if (n.op() == OpKind::Recv) return 0;
   if (n.op() == OpKind::Send) {
-    std::vector<int> pair = {rank, static_cast<int>(n.attrs().getInt("peer", rank))};
+    // Peers are a stage apart at the same replica and tp coordinates: the
+    // program of `programRank` sends to its peer that far from `rank`.
+    const int from = programRank < 0 ? rank : programRank;
+    std::vector<int> pair = {rank, static_cast<int>(n.attrs().getInt("peer", from)) + (rank - from)};
     return cm.collectiveTime(CollectiveKind::kSendRecv, bytesOf(n.input(0)), 2, cm.crossesNodes(pair));
   }
   if (auto kind = collectiveKind(n.op())) {
@@ -172,16 +177,19 @@ double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostMode
   return cm.nodeTime(n);
 }
 
-PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
-                          int64_t batch, int microbatches) {
+namespace {
+
+// The plan's time and fit from the estimates of its ranks.
+PlanEstimate summarize(std::vector<RankEstimate> estimates, const Mesh& mesh, const CostModel& cm, int64_t batch,
+                       int microbatches) {
   PlanEstimate p;
   p.mesh = mesh;
   p.microbatches = std::max(1, microbatches);
   p.stageSeconds.assign(mesh.pp, 0);
-  for (const RankGraph& rg : ranks) {
-    p.ranks.push_back(estimateRank(rg, mesh, cm));
-    double& t = p.stageSeconds[p.ranks.back().stage];
-    t = std::max(t, p.ranks.back().seconds());
+  p.ranks = std::move(estimates);
+  for (const RankEstimate& r : p.ranks) {
+    double& t = p.stageSeconds[r.stage];
+    t = std::max(t, r.seconds());
   }
   double sum = 0, slowest = 0;
   for (double t : p.stageSeconds) {
@@ -200,6 +208,51 @@ PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh,
     break;
   }
   return p;
+}
+
+// The ranks of `mesh` whose programs differ only in which piece of each
+// tensor they hold, not in its shape: those of one tp group (the tp search
+// splits only dimensions that divide evenly; tpEven checks it) and, when
+// `evenDp`, those of one stage's replicas. \returns the rank whose program
+// stands for `rank`.
+int leadOf(const Mesh& mesh, int rank, bool evenDp, bool evenTp) {
+  return mesh.rankOf(mesh.coord(rank, MeshAxis::kPP), evenDp ? 0 : mesh.coord(rank, MeshAxis::kDP),
+                     evenTp ? 0 : mesh.coord(rank, MeshAxis::kTP));
+}
+
+// Whether every dimension `g` splits over tp divides evenly, so that all
+// ranks of a tp group have the same local shapes.
+bool tpEven(const Graph& g, const Partition& p) {
+  const int tp = p.mesh.tp;
+  if (tp <= 1) return true;
+  auto even = [&](const Value* v) {
+    if (!v || !v->sharding()) return true;
+    const Sharding& s = *v->sharding();
+    for (size_t d = 0; d < s.dims.size() && d < v->type().shape.size(); ++d)
+      if (s.dims[d] == MeshAxis::kTP && v->type().shape[d] % tp != 0) return false;
+    return true;
+  };
+  for (const Value* v : g.inputs())
+    if (!even(v)) return false;
+  for (const Node* n : g.nodes()) {
+    for (const Value* o : n->outputs())
+      if (!even(o)) return false;
+  }
+  for (const auto& [use, s] : p.inputSharding) {
+    const Value* v = use.first->input(use.second);
+    for (size_t d = 0; v && d < s.dims.size() && d < v->type().shape.size(); ++d)
+      if (s.dims[d] == MeshAxis::kTP && v->type().shape[d] % tp != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
+                          int64_t batch, int microbatches) {
+  std::vector<RankEstimate> estimates;
+  for (const RankGraph& rg : ranks) estimates.push_back(estimateRank(rg, mesh, cm));
+  return summarize(std::move(estimates), mesh, cm, batch, microbatches);
 }
 
 StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, const CostModel& cm,
@@ -255,32 +308,41 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
     }
     e.mesh = part->mesh;
     // When the batch splits evenly, the replicas' programs differ only in
-    // which samples they read: the first replica's are lowered and costed,
-    // and stand for the others.
+    // which samples they read, and the ranks of a tp group (every split
+    // even) only in which piece they hold: one program a stage is lowered
+    // and costed, and stands for the others; only the collectives and sends
+    // are costed again for each rank (its groups and peers may cross nodes
+    // where the lead's do not).
     const Mesh& mesh = part->mesh;
-    const bool even = batch % (int64_t{mesh.dp} * part->microbatches) == 0;
-    std::vector<RankGraph> ranks;
+    const bool evenDp = batch % (int64_t{mesh.dp} * part->microbatches) == 0;
+    const bool evenTp = tpEven(*copy, *part);
+    std::map<int, std::pair<RankEstimate, std::vector<const Node*>>> leads;
+    std::vector<RankGraph> lowered;  // kept alive while the comm nodes are read
+    std::vector<RankEstimate> all;
     for (int r = 0; r < mesh.size(); ++r) {
-      if (even && mesh.coord(r, MeshAxis::kDP) != 0) continue;
-      StatusOr<RankGraph> rg = lowerRank(*copy, *part, r);
-      if (!rg.ok()) {
-        e.error = rg.status().message();
-        if (first && firstError.ok()) firstError = rg.status();
-        return e;
+      const int lead = leadOf(mesh, r, evenDp, evenTp);
+      auto it = leads.find(lead);
+      if (it == leads.end()) {
+        StatusOr<RankGraph> rg = lowerRank(*copy, *part, lead);
+        if (!rg.ok()) {
+          e.error = rg.status().message();
+          if (first && firstError.ok()) firstError = rg.status();
+          return e;
+        }
+        lowered.push_back(std::move(rg).value());
+        std::vector<const Node*> comm;
+        RankEstimate est = estimateRank(lowered.back(), mesh, cm, &comm);
+        it = leads.emplace(lead, std::make_pair(est, std::move(comm))).first;
       }
-      ranks.push_back(std::move(rg).value());
-    }
-    e = estimatePlan(ranks, mesh, cm, batch, part->microbatches);
-    if (even && mesh.dp > 1) {
-      std::vector<RankEstimate> all;
-      for (int r = 0; r < mesh.size(); ++r) {
-        const int lead = mesh.rankOf(mesh.coord(r, MeshAxis::kPP), 0, mesh.coord(r, MeshAxis::kTP));
-        auto it = std::find_if(e.ranks.begin(), e.ranks.end(), [&](const RankEstimate& x) { return x.rank == lead; });
-        all.push_back(*it);
-        all.back().rank = r;
+      RankEstimate est = it->second.first;
+      if (r != lead) {
+        est.rank = r;
+        est.commSeconds = 0;
+        for (const Node* n : it->second.second) est.commSeconds += rankNodeSeconds(*n, r, mesh, cm, lead);
       }
-      e.ranks = std::move(all);
+      all.push_back(est);
     }
+    e = summarize(std::move(all), mesh, cm, batch, part->microbatches);
     e.minimizeWeights = po.minimizeWeights;
     return e;
   };

@@ -70,8 +70,10 @@ PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh,
 /// \returns the seconds node `n` of the program of `rank` takes: a
 /// collective over its group of `mesh` (the inter-node link when the group
 /// spans nodes), a Send over the link to its peer (a Recv costs nothing: its
-/// sender pays), any other node its cost-model time.
-double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm);
+/// sender pays), any other node its cost-model time. `programRank`: the rank
+/// whose program `n` is from, when it stands for `rank` (the same stage; a
+/// Send's peer is then as far from `rank` as from it); -1: `rank`'s own.
+double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm, int programRank = -1);
 
 struct SearchResult {
   /// The chosen mesh first, then every other candidate, best first; the

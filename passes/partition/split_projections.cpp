@@ -9,7 +9,8 @@
 //     with transB); a Gemm's bias C is constant, and either has the features
 //     as its last dimension or broadcasts along them (extent 1, or absent).
 //  3. For piece i (the features [o_i, o_i + n_i) of s's output i): a copy of
-//     p reading B's slice of those features and C's slice when C has them,
+//     p reading B's slice of those features and C's slice when C has them
+//     (blocks of the weights, not copies: addConstantSlice reads no weight),
 //     then, when r was there, a Reshape to output i's shape; output i's
 //     readers take the new value. The new nodes go where s was.
 //  4. s, r and p are erased, and the constants nothing reads any more.
@@ -18,7 +19,7 @@
 // interleaved), while separate products each split their own features.
 #include "passes/partition/split_projections.h"
 
-#include "runtime/support/tensor_block.h"
+#include "passes/partition/partitioner.h"
 
 namespace pcc {
 
@@ -80,15 +81,15 @@ StatusOr<bool> rewrite(Graph& g, Node* s) {
     Dims start(2, 0), extent = b->type().shape;
     start[featureDim] = offset;
     extent[featureDim] = n;
-    ASSIGN_OR_RETURN(Tensor bi, sliceBlock(b->constantData(), start, extent));
-    std::vector<Value*> ins = {a, g.addConstant(g.uniqueName(strCat(b->name(), ".", i)), std::move(bi))};
+    ASSIGN_OR_RETURN(Value* bi, addConstantSlice(g, g.uniqueName(strCat(b->name(), ".", i)), b, start, extent));
+    std::vector<Value*> ins = {a, bi};
     if (c) {
       if (cHasFeatures) {
         Dims cs(c->type().rank(), 0), ce = c->type().shape;
         cs.back() = offset;
         ce.back() = n;
-        ASSIGN_OR_RETURN(Tensor ci, sliceBlock(c->constantData(), cs, ce));
-        ins.push_back(g.addConstant(g.uniqueName(strCat(c->name(), ".", i)), std::move(ci)));
+        ASSIGN_OR_RETURN(Value* ci, addConstantSlice(g, g.uniqueName(strCat(c->name(), ".", i)), c, cs, ce));
+        ins.push_back(ci);
       } else {
         ins.push_back(c);
       }

@@ -35,6 +35,26 @@
 //     `beam` states, the cheapest kept; the result is exact when no step was
 //     capped (TpSearchResult::exact).
 //  5. Back-pointers give each node its choice.
+//  6. Repeated blocks (a model's layers) are searched once they reach a
+//     steady state, not again. Every step gets a signature of everything
+//     its transition depends on (its choices, their times, the layouts and
+//     kinds of the values they read and write, which live values survive it);
+//     a run of steps whose signatures repeat with period P is a run of
+//     blocks of P nodes (the most frequent distances between equal
+//     signatures are tried as P). At each block boundary of a run the
+//     frontier is compared with the frontier a block earlier: when both hold
+//     the same states in the same order with the same layouts, and every
+//     state's cost grew by the same amount, each later block of the run maps
+//     the frontier the same way (the same transition on the same states,
+//     shifted), so the search skips to the run's last whole block: each
+//     skipped node takes the back-pointers of the node a period before, every
+//     state's cost grows by the skipped blocks' increment, and the entries
+//     are moved to the corresponding values (the outputs of the nodes
+//     R · P later; shared values, such as a rotary table, stay themselves).
+//     The result is the one the full search finds (up to the rounding of
+//     summed times); a frontier that never repeats (the exact pass's bound
+//     keeps dropping states) is searched whole. The search time then grows
+//     with the distinct blocks, not with the depth.
 // The objective is time, or, when asked to save memory (a forced tp, or a
 // model that does not fit otherwise), the bytes of the weight matrices (the
 // constants a contraction reads, and embedding tables) first and then time;
@@ -43,6 +63,9 @@
 #include "passes/partition/tp_search.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -257,8 +280,12 @@ class Search {
       live = std::move(next);
     }
     finalLive_ = live;
+    for (size_t i = 0; i < nodes_.size(); ++i) position_[nodes_[i]] = static_cast<int>(i);
+    if (!forced) findRuns();
     return Status::OK();
   }
+
+  void setFold(bool fold) { fold_ = fold; }
 
   /// `bound`: the cost of a known assignment; states that cannot finish
   /// better are dropped (admissible: the rest of the graph costs at least
@@ -283,7 +310,29 @@ class Search {
     };
     std::vector<State> states = {State{}};
     std::vector<std::vector<std::pair<int, int>>> back(nodes_.size());  // (parent, option) per kept state
+    // Step 6: the frontier at the last block boundary of a run.
+    std::vector<State> snapshot;
+    size_t snapshotAt = SIZE_MAX;
+    for (const Run& r : runs_) result.repeats = std::max(result.repeats, (r.end - r.start) / r.period);
+    if (!runs_.empty()) result.blockNodes = runs_.front().period;
     for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (fold_) {
+        if (const Run* r = boundaryOf(i)) {
+          const size_t period = static_cast<size_t>(r->period);
+          if (snapshotAt + period == i && steady(snapshot, states)) {
+            const size_t blocks = (static_cast<size_t>(r->end) - i) / period;
+            const size_t to = i + blocks * period;
+            if (blocks > 0 && skip(states, snapshot, back, i, to, period)) {
+              result.foldedBlocks += static_cast<int>(blocks);
+              snapshotAt = SIZE_MAX;
+              i = to - 1;  // the loop's ++i: node `to` is searched next
+              continue;
+            }
+          }
+          snapshot = states;
+          snapshotAt = i;
+        }
+      }
       const Step& st = steps_[i];
       if (st.options.empty()) return internalError("tp search: ", nodes_[i]->describe(), " has no valid choice");
       std::vector<State> next;
@@ -391,6 +440,167 @@ class Search {
   /// go on: the same layouts, at least the materialized ones of `b` (every
   /// later conversion costs `a` no more: convert takes the cheapest source),
   /// and no more of anything so far.
+  // Step 6.
+  struct Run {
+    int start = 0, period = 0, end = 0;  // blocks of `period` nodes from `start`; steps start+period .. end-1 repeat
+  };
+
+  static void mix(uint64_t& h, uint64_t x) {
+    h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  static void mixString(uint64_t& h, const std::string& s) { mix(h, std::hash<std::string>{}(s)); }
+
+  // What the transition of a step reads of value `vi`, but its identity.
+  void mixValue(uint64_t& h, int vi) const {
+    const Value* v = values_[vi];
+    mix(h, (v->isConstant() ? 1 : 0) | (persistent_.count(v) ? 2 : 0) | (stateOutputs_.count(v) ? 4 : 0) |
+               (matrices_.count(v) ? 8 : 0));
+    mix(h, static_cast<uint64_t>(v->type().dtype));
+    for (int64_t d : v->type().shape) mix(h, static_cast<uint64_t>(d));
+  }
+
+  // The signature of step i: equal signatures, equal transitions.
+  uint64_t signature(size_t i) const {
+    const Step& st = steps_[i];
+    uint64_t h = 0;
+    mix(h, st.options.size());
+    for (const Option& o : st.options) {
+      mix(h, static_cast<uint64_t>(o.choice.kind) * 1000003ULL + static_cast<uint64_t>(o.choice.index + 1));
+      uint64_t bits = 0;
+      std::memcpy(&bits, &o.seconds, sizeof bits);
+      mix(h, bits);
+      for (const Req& r : o.reqs) {
+        mix(h, static_cast<uint64_t>(r.slot));
+        mixValue(h, r.value);
+        mixString(h, layouts_[r.value][r.layout].str());
+      }
+      for (const Req& r : o.outs) {
+        mixValue(h, r.value);
+        mixString(h, layouts_[r.value][r.layout].str());
+      }
+    }
+    mix(h, st.fresh.size());
+    for (int vi : st.fresh) mixValue(h, vi);
+    mix(h, st.from.size());
+    for (int f : st.from) mix(h, static_cast<uint64_t>(static_cast<int64_t>(f)));
+    return h;
+  }
+
+  // Finds the runs of repeated steps: for the most frequent distances
+  // between equal signatures, the maximal stretches of steps equal to the
+  // step that distance before, three blocks long at least; the longest
+  // first, then the longest that do not overlap the ones kept.
+  void findRuns() {
+    const int n = static_cast<int>(nodes_.size());
+    std::vector<uint64_t> sig(nodes_.size());
+    for (int i = 0; i < n; ++i) sig[i] = signature(static_cast<size_t>(i));
+    std::unordered_map<uint64_t, int> lastAt;
+    std::map<int, int> gaps;
+    for (int i = 0; i < n; ++i) {
+      auto [it, fresh] = lastAt.emplace(sig[i], i);
+      if (!fresh) {
+        ++gaps[i - it->second];
+        it->second = i;
+      }
+    }
+    std::vector<std::pair<int, int>> byCount;  // (count, period)
+    for (const auto& [gap, count] : gaps)
+      if (gap >= 2 && count >= 2) byCount.emplace_back(count, gap);
+    std::sort(byCount.begin(), byCount.end(), std::greater<>());
+    std::vector<Run> found;
+    for (size_t c = 0; c < byCount.size() && c < 4; ++c) {
+      const int period = byCount[c].second;
+      for (int i = period; i < n;) {
+        if (sig[i] != sig[i - period]) {
+          ++i;
+          continue;
+        }
+        int e = i;
+        while (e < n && sig[e] == sig[e - period]) ++e;
+        // Steps [i, e) repeat the step a period before: blocks from i - period.
+        if (e - (i - period) >= 3 * period) found.push_back(Run{i - period, period, e});
+        i = e;
+      }
+    }
+    std::sort(found.begin(), found.end(),
+              [](const Run& a, const Run& b) { return a.end - a.start > b.end - b.start; });
+    for (const Run& r : found) {
+      const bool overlaps = std::any_of(runs_.begin(), runs_.end(),
+                                        [&](const Run& k) { return r.start < k.end && k.start < r.end; });
+      if (!overlaps) runs_.push_back(r);
+    }
+  }
+
+  // \returns the run whose block boundary (past its first block) step i is.
+  const Run* boundaryOf(size_t i) const {
+    for (const Run& r : runs_) {
+      const int k = static_cast<int>(i);
+      if (k >= r.start + r.period && k < r.end && (k - r.start) % r.period == 0) return &r;
+    }
+    return nullptr;
+  }
+
+  // Whether `now` is `before` with every cost grown by the same amount.
+  static bool steady(const std::vector<State>& before, const std::vector<State>& now) {
+    if (before.size() != now.size() || now.empty()) return false;
+    const double ds = now[0].seconds - before[0].seconds;
+    const int64_t db = now[0].bytes - before[0].bytes, dm = now[0].matrixBytes - before[0].matrixBytes;
+    for (size_t k = 0; k < now.size(); ++k) {
+      const State& a = before[k];
+      const State& b = now[k];
+      if (a.entries != b.entries || a.movesState != b.movesState || b.bytes - a.bytes != db ||
+          b.matrixBytes - a.matrixBytes != dm)
+        return false;
+      if (std::abs((b.seconds - a.seconds) - ds) > 1e-9 * std::max(std::abs(b.seconds), 1e-12)) return false;
+    }
+    return true;
+  }
+
+  // The live values before step i (after the last step at the end).
+  const std::vector<int>& liveAt(size_t i) const { return i < steps_.size() ? steps_[i].liveBefore : finalLive_; }
+
+  // Step 6's skip from boundary `from` to `to` (whole blocks of `period`):
+  // \returns false, changing nothing, when the live values there do not
+  // correspond.
+  bool skip(std::vector<State>& states, const std::vector<State>& before,
+            std::vector<std::vector<std::pair<int, int>>>& back, size_t from, size_t to, size_t period) {
+    const std::vector<int>& a = liveAt(from);
+    const std::vector<int>& b = liveAt(to);
+    if (a.size() != b.size()) return false;
+    const int shift = static_cast<int>(to - from);
+    for (size_t k = 0; k < a.size(); ++k) {
+      if (a[k] == b[k]) continue;
+      const Value* u = values_[a[k]];
+      const Value* w = values_[b[k]];
+      if (!u->producer() || !w->producer()) return false;
+      if (position_.at(w->producer()) != position_.at(u->producer()) + shift) return false;
+      const auto& uo = u->producer()->outputs();
+      const auto& wo = w->producer()->outputs();
+      if (std::find(uo.begin(), uo.end(), u) - uo.begin() != std::find(wo.begin(), wo.end(), w) - wo.begin())
+        return false;
+    }
+    const size_t blocks = (to - from) / period;
+    const double ds = states[0].seconds - before[0].seconds;
+    const int64_t db = states[0].bytes - before[0].bytes, dm = states[0].matrixBytes - before[0].matrixBytes;
+    for (size_t j = from; j < to; ++j) back[j] = back[j - period];
+    for (State& st : states) {
+      st.seconds += static_cast<double>(blocks) * ds;
+      st.bytes += static_cast<int64_t>(blocks) * db;
+      st.matrixBytes += static_cast<int64_t>(blocks) * dm;
+      for (size_t k = 0; k < a.size(); ++k)
+        if (a[k] != b[k]) st.entries[k] = translate(st.entries[k], a[k], b[k]);
+    }
+    return true;
+  }
+
+  // Entry `e` of value `u`, as the same layouts of value `w`.
+  uint64_t translate(uint64_t e, int u, int w) {
+    uint64_t out = static_cast<uint64_t>(layoutId(w, layouts_[u][layoutOf(e)]));
+    for (int k = 0; k < kMaxCached && k < static_cast<int>(layouts_[u].size()); ++k)
+      if (e & bit(k)) out |= bit(layoutId(w, layouts_[u][k]));
+    return out;
+  }
+
   static bool dominates(const State& a, const State& b) {
     if (a.movesState > b.movesState || a.seconds > b.seconds || a.bytes > b.bytes || a.matrixBytes > b.matrixBytes)
       return false;
@@ -593,6 +803,9 @@ class Search {
   std::set<const Value*> persistent_;    // session state inputs (TpSearchOptions::states)
   std::set<const Value*> stateOutputs_;  // their written values
   std::unordered_map<uint64_t, std::vector<Hop>> hops_;  // by value, from layout, to layout
+  std::unordered_map<const Node*, int> position_;         // node -> its index in nodes_
+  std::vector<Run> runs_;                                  // step 6
+  bool fold_ = true;
 };
 
 }  // namespace
@@ -621,6 +834,7 @@ StatusOr<TpSearchResult> searchTensorParallel(const Graph& g, const Partition& d
   if (g.numNodes() == 0) return TpSearchResult{};  // nothing to split (every node folded away)
   Search s(g, dpOnly, *opts.cost, opts.states);
   RETURN_IF_ERROR(s.prepare(nullptr, opts.pinned));
+  s.setFold(opts.fold);
   // A narrow pass first gives a bound that lets the exact pass drop every
   // state that cannot beat it.
   if (opts.beam > 64) {

@@ -33,6 +33,11 @@ struct TpSearchOptions {
   size_t beam = 8192;
   /// Nodes whose choice is given (PartitionOptions::pinnedTp), by partitionKey.
   const std::map<std::string, TpChoice>* pinned = nullptr;
+  /// Repeated blocks (a model's layers) are searched until the search
+  /// reaches a steady state, and the rest are given the same choices
+  /// without being searched (tp_search.cpp, step 6). Off: every node is
+  /// searched (tests compare the two).
+  bool fold = true;
 };
 
 /// The cost of a complete assignment, as the search counts it: the time of
@@ -57,6 +62,12 @@ struct TpSearchResult {
   /// Whether the frontier never exceeded the beam (the result is optimal).
   bool exact = true;
   size_t maxStates = 0;
+  /// Step 6: the blocks given their choices without being searched, and the
+  /// length in nodes of the repeated block (0: no repeats found).
+  int foldedBlocks = 0;
+  int blockNodes = 0;
+  /// The blocks of the longest repeated run (0: none).
+  int repeats = 0;
 };
 
 /// The choices node `n` may take on `mesh`, given the data-parallel layouts in

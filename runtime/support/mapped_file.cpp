@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace pcc {
@@ -46,6 +47,21 @@ void releaseMappedPages(const void* data, size_t n) {
   uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
   uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+size_t forbiddenReadBytes() {
+  static const size_t bytes = [] {
+    const char* e = std::getenv("PCC_FORBID_WEIGHT_READS");
+    return e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) : size_t{0};
+  }();
+  return bytes;
+}
+
+void forbidMappedReads(const void* data, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
+  if (end > begin) ::mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_NONE);
 }
 
 MappedFile::~MappedFile() {

@@ -48,4 +48,16 @@ class MappedFile {
 /// nothing; best effort (errors are ignored).
 void releaseMappedPages(const void* data, size_t n);
 
+/// A test hook: when the environment sets PCC_FORBID_WEIGHT_READS=BYTES,
+/// \returns BYTES (else 0). The importer then makes the whole pages inside
+/// every external-data tensor of at least BYTES bytes unreadable
+/// (forbidMappedReads), so that a compile which reads a weight's bytes while
+/// planning dies on the spot; tests/e2e/test_compile_scale.py uses it to show
+/// that planning reads no weight.
+size_t forbiddenReadBytes();
+
+/// Makes the whole pages inside [data, data + n) of a MappedFile unreadable
+/// (mprotect PROT_NONE); best effort. Only for forbiddenReadBytes().
+void forbidMappedReads(const void* data, size_t n);
+
 }  // namespace pcc
