@@ -17,6 +17,10 @@ but for its first 32 values, 1 to 32, so that none is a splat):
   gpt2xl    48 layers, width 1600, 25 heads, FFN 6400, vocabulary 50257:
             LayerNorm, a fused QKV projection split in three, Gelu (Erf),
             MLP; ~3 GiB of weights
+  llama65b_20, llama65b_40, llama65b_160
+            the llama65b layer repeated 20, 40 and 160 times
+  gpt3      GPT-3-175B-like: the gpt2 structure with 96 layers, width
+            12288, 96 heads, FFN 49152, sequence 2048; ~326 GiB
   gpt2xl32  the gpt2xl structure in float32 (~6 GiB), its fused QKV
             projection a Gemm with its bias over the flattened positions,
             reshaped back (as Hugging Face's Conv1D exports), which the
@@ -67,6 +71,13 @@ STRUCTURES = {
                      batch=1, gpu="h100"),
     "gpt2xl": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
                    batch=8, gpu="h100"),
+    # The LLaMA-65B layer repeated 20, 40 and 160 times (80 is llama65b):
+    # planning time should not grow with depth beyond reading the graph.
+    **{f"llama65b_{n}": dict(kind="llama", layers=n, width=8192, ffn=22016, heads=64, vocab=32000, seq=2048, batch=1,
+                             gpu="h100") for n in (20, 40, 160)},
+    # GPT-3 175B: 96 layers of width 12288 (96 heads, FFN 49152), ~326 GiB.
+    "gpt3": dict(kind="gpt2", layers=96, width=12288, ffn=49152, heads=96, vocab=50257, seq=2048, batch=1,
+                 gpu="h100"),
     "gpt2xl32": dict(kind="gpt2", layers=48, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024,
                      batch=8, gpu="h100", float32=True, conv1d=True),
     "gpt2xl16": dict(kind="gpt2", layers=16, width=1600, ffn=6400, heads=25, vocab=50257, seq=1024),
@@ -348,6 +359,8 @@ def main():
     ap.add_argument("--cases", default="llama65b:8,llama65b:64,gpt2xl:8,gpt2xl:64,write")
     ap.add_argument("--batch", type=int, help="batch of the --emit json cases (default: llama65b 1, gpt2xl 8)")
     ap.add_argument("--keep", action="store_true", help="keep the models and plans")
+    ap.add_argument("--compare-unfolded", action="store_true",
+                    help="run each --emit json case again with --no-fold-repeats (every repeated block searched)")
     a = ap.parse_args()
     pcc = os.path.join(a.bin, "pcc")
     rows, models = [], {}
@@ -379,14 +392,19 @@ def main():
         name, gpus = case.split(":")
         path, wb, _, inputs = model(name)
         c = STRUCTURES[name]
-        cmd = [pcc, path, "--gpus", gpus, "--gpus-per-node", "8", "--gpu", c["gpu"], "--emit", "json", "--quiet"]
-        cmd += shape_args(name, inputs, a.batch or c["batch"])
-        rc, rss, anon, filed, seconds, cpu, tail = measure(cmd)
-        label = f"{name} --emit json --gpus {gpus} --gpu {c['gpu']}, batch {a.batch or c['batch']}"
-        rows.append((label, rc, rss, anon, filed, seconds, cpu, f"{wb / GIB:.1f} GiB weights"))
-        print(f"{label}: exit {rc}, {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {rss / 2**20:.0f} MiB "
-              f"(anon {anon / 2**20:.0f}, file {filed / 2**20:.0f})" + (f"\n    {tail.strip()}" if rc else ""),
-              flush=True)
+        for extra in ([], ["--no-fold-repeats"]) if a.compare_unfolded else ([],):
+            cmd = [pcc, path, "--gpus", gpus, "--gpus-per-node", "8", "--gpu", c["gpu"], "--emit", "json", "--quiet"]
+            cmd += shape_args(name, inputs, a.batch or c["batch"]) + extra
+            # Planning must read no weight byte: the pages inside every weight
+            # of 64 KiB or more are made unreadable (a read kills pcc).
+            rc, rss, anon, filed, seconds, cpu, tail = measure(cmd, env=dict(os.environ,
+                                                                            PCC_FORBID_WEIGHT_READS="65536"))
+            label = f"{name} --emit json --gpus {gpus} --gpu {c['gpu']}, batch {a.batch or c['batch']}" + \
+                (" " + " ".join(extra) if extra else "")
+            rows.append((label, rc, rss, anon, filed, seconds, cpu, f"{wb / GIB:.1f} GiB weights"))
+            print(f"{label}: exit {rc}, {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {rss / 2**20:.0f} MiB "
+                  f"(anon {anon / 2**20:.0f}, file {filed / 2**20:.0f})" + (f"\n    {tail.strip()}" if rc else ""),
+                  flush=True)
     if not a.keep:
         shutil.rmtree(a.work, ignore_errors=True)
 

@@ -102,15 +102,16 @@ def _child(pid):
         return None
 
 
-def measure(cmd):
-    """Runs cmd under /usr/bin/time -v (stdout discarded); \\returns (exit code,
+def measure(cmd, env=None):
+    """Runs cmd under /usr/bin/time -v (stdout discarded; `env`: its
+    environment, default this one's); \\returns (exit code,
     peak RSS, peak RssAnon, peak RssFile, wall seconds, CPU seconds, stderr
     tail), sizes in bytes.
     time's figure is used because the kernel's maximum RSS of a child forked from
     this (large) Python process would include Python's own pages."""
     start = time.time()
     with tempfile.TemporaryFile(mode="w+") as err:
-        p = subprocess.Popen(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.DEVNULL, stderr=err)
+        p = subprocess.Popen(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
         anon = filed = 0
         while p.poll() is None:
             child = _child(p.pid)

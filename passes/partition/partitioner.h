@@ -162,16 +162,18 @@ struct RankGraph {
 
 /// How lowering gives each rank its piece of a constant.
 struct LowerOptions {
-  /// A piece of at most this many elements is copied at once (passes may
-  /// read it); a larger one stays a TensorBlock of the global constant
+  /// A piece of a constant of at most this many elements is copied at once
+  /// (passes may read it); a piece of a larger one, however small, stays a
+  /// TensorBlock of the global constant
   /// (Value::constantBlock), which the plan writer streams from the source: no
   /// weight byte is read or copied while planning.
   int64_t eagerSliceElements = 65536;
 };
 
 /// Adds to `g` a constant named `name` that is the block of constant `of`
-/// starting at `start` with extents `extent`: a copy when it has at most
-/// `eagerElements` elements (passes may read it), else a TensorBlock of the
+/// starting at `start` with extents `extent`: a copy when the tensor it is
+/// cut from has at most `eagerElements` elements (passes may read it), else a
+/// TensorBlock of the
 /// source `of` reads from (Value::constantBlock, composed when `of` is a
 /// block already), so that no weight byte is read or copied while planning.
 /// \returns it, or an invalid-input error when the block is not inside `of`.

@@ -75,12 +75,13 @@ class Tools:
         """\returns the tools of `needed` that are not built."""
         return [t for t in needed if not os.access(self.path(t), os.X_OK)]
 
-    def run(self, tool, args, timeout=300):
-        """Runs `tool args...`; \returns a Result (a timeout is a Result, not an exception)."""
+    def run(self, tool, args, timeout=300, env=None):
+        """Runs `tool args...` (`env`: variables added to this environment);
+        \returns a Result (a timeout is a Result, not an exception)."""
         cmd = [self.path(tool)] + [str(a) for a in args]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                               errors="replace")
+                               errors="replace", env=dict(os.environ, **env) if env else None)
             return Result(cmd, p.returncode, p.stdout, p.stderr)
         except subprocess.TimeoutExpired as e:
             def text(b):

@@ -499,3 +499,146 @@ TEST(TpSearch, PinnedChoicesAreTakenAndAnImpossibleOneIsRefused) {
 
 }  // namespace
 }  // namespace pcc
+
+namespace pcc {
+namespace {
+
+// `layers` small LLaMA-like layers (width 64, 4 heads, FFN 128, 16 positions,
+// batch 2), each also multiplying its queries by one table all layers share
+// (as a rotary table is), and a final norm and head.
+std::unique_ptr<Graph> stackedLayers(int layers) {
+  const int64_t b = 2, seq = 16, h = 64, heads = 4, d = 16, f = 128;
+  const DType t = DType::kF32;
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {t, {b, seq, h}});
+  Value* table = g->addConstant("table", Tensor::zeros(t, {seq, h}));
+  Value* heads4 = i64Const(*g, "heads", {b, seq, heads, d});
+  Value* merge = i64Const(*g, "merge", {b, seq, h});
+  AttrMap norm, toHeads, toHeadsT, back;
+  norm.set("axis", int64_t{-1});
+  toHeads.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+  toHeadsT.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  back.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "l" + std::to_string(l) + ".";
+    auto w = [&](const std::string& name, Dims shape) { return g->addConstant(p + name, Tensor::zeros(t, shape)); };
+    auto node = [&](OpKind op, std::vector<Value*> ins, const std::string& name, const AttrMap& a = {}) {
+      return addInferred(*g, op, std::move(ins), a, p + name)->output();
+    };
+    auto split = [&](Value* v, const AttrMap& perm, const std::string& name) {
+      return node(OpKind::Transpose, {node(OpKind::Reshape, {v, heads4}, name + ".r")}, name + ".t", perm);
+    };
+    Value* n1 = node(OpKind::RMSNormalization, {x, w("norm1", {h})}, "norm1", norm);
+    Value* q = node(OpKind::Mul, {node(OpKind::MatMul, {n1, w("wq", {h, h})}, "q"), table}, "q.rot");
+    Value* k = node(OpKind::MatMul, {n1, w("wk", {h, h})}, "k");
+    Value* v = node(OpKind::MatMul, {n1, w("wv", {h, h})}, "v");
+    Value* s = node(OpKind::MatMul, {split(q, toHeads, "q"), split(k, toHeadsT, "k")}, "scores");
+    Value* pr = node(OpKind::Softmax, {s}, "probs");
+    Value* o = node(OpKind::MatMul, {pr, split(v, toHeads, "v")}, "attn");
+    Value* merged = node(OpKind::Reshape, {node(OpKind::Transpose, {o}, "attn.t", back), merge}, "attn.r");
+    Value* r1 = node(OpKind::Add, {x, node(OpKind::MatMul, {merged, w("wo", {h, h})}, "o")}, "res1");
+    Value* n2 = node(OpKind::RMSNormalization, {r1, w("norm2", {h})}, "norm2", norm);
+    Value* up = node(OpKind::Relu, {node(OpKind::MatMul, {n2, w("wup", {h, f})}, "up")}, "act");
+    x = node(OpKind::Add, {r1, node(OpKind::MatMul, {up, w("wdown", {f, h})}, "down")}, "res2");
+  }
+  Value* out = addInferred(*g, OpKind::RMSNormalization, {x, g->addConstant("normf", Tensor::zeros(t, {h}))}, norm,
+                           "normf")->output();
+  g->addOutput(addInferred(*g, OpKind::MatMul, {out, g->addConstant("head", Tensor::zeros(t, {h, 96}))}, {}, "head")
+                   ->output());
+  return g;
+}
+
+// Folding the repeated layers gives the search's result: the same cost (to
+// the rounding of summed times) and weight bytes, and choices that cost what
+// the search says when evaluated on their own; and it skips layers (time
+// first).
+TEST(TpSearch, FoldedLayersCostWhatSearchingEveryLayerCosts) {
+  for (int tp : {2, 4}) {
+    for (bool weightsFirst : {false, true}) {
+      for (int dp : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << "tp=" << tp << " dp=" << dp << " weightsFirst=" << weightsFirst);
+        Problem pr = dataParallelOnly([] { return stackedLayers(6); }, dp, tp);
+        CostModel cm(h100());
+        TpSearchOptions so;
+        so.cost = &cm;
+        so.minimizeWeights = weightsFirst;
+        so.fold = false;
+        auto full = searchTensorParallel(*pr.g, pr.dp, so);
+        ASSERT_TRUE(full.ok()) << full.status().message();
+        so.fold = true;
+        auto folded = searchTensorParallel(*pr.g, pr.dp, so);
+        ASSERT_TRUE(folded.ok()) << folded.status().message();
+        EXPECT_EQ(full->foldedBlocks, 0);
+        // The first layer (which reads the input and the shared table first)
+        // and the last (which the final norm reads) differ from the others.
+        EXPECT_EQ(folded->repeats, 4);
+        // Time first, every state's cost grows by the same amount a layer once
+        // the layers are steady; weights first, states of equal weight bytes
+        // may grow by different times, and the search does not skip then.
+        if (!weightsFirst) {
+          EXPECT_GT(folded->foldedBlocks, 0);
+        }
+        EXPECT_EQ(folded->exact, full->exact);
+        if (!weightsFirst) {
+          EXPECT_TRUE(full->exact);
+        }
+        EXPECT_NEAR(folded->cost.seconds, full->cost.seconds, 1e-9 * full->cost.seconds);
+        EXPECT_EQ(folded->cost.weightBytes, full->cost.weightBytes);
+        EXPECT_EQ(folded->cost.matrixBytes, full->cost.matrixBytes);
+        auto replay = evaluateTpChoices(*pr.g, pr.dp, folded->choices, cm);
+        ASSERT_TRUE(replay.ok()) << replay.status().message();
+        EXPECT_NEAR(replay->seconds, folded->cost.seconds, 1e-9 * folded->cost.seconds);
+        EXPECT_EQ(replay->weightBytes, folded->cost.weightBytes);
+        // Every layer got the same choices (the steady state's).
+        std::vector<Node*> nodes = pr.g->nodes();
+        std::map<std::string, std::string> first;
+        for (size_t i = 0; i < nodes.size(); ++i) {
+          const std::string& name = nodes[i]->name();
+          if (name.size() < 3 || name[0] != 'l') continue;
+          const std::string role = name.substr(name.find('.') + 1);
+          const int layer = std::stoi(name.substr(1));
+          if (layer < 2) continue;  // the layers before the steady state may differ
+          auto [it, added] = first.emplace(role, tpChoiceName(folded->choices[i]));
+          if (!added) {
+            EXPECT_EQ(it->second, tpChoiceName(folded->choices[i])) << name;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A graph whose layers differ (every layer's width differs) has no repeats:
+// nothing is folded.
+TEST(TpSearch, LayersThatDifferAreNotFolded) {
+  const int64_t b = 2, seq = 8;
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {b, seq, 32}});
+  int64_t width = 32;
+  for (int l = 0; l < 6; ++l) {
+    const int64_t next = 32 + 16 * (l + 1);
+    Value* w = g->addConstant("w" + std::to_string(l), Tensor::zeros(DType::kF32, {width, next}));
+    Value* m = addInferred(*g, OpKind::MatMul, {x, w}, {}, "mm" + std::to_string(l))->output();
+    x = addInferred(*g, OpKind::Relu, {m}, {}, "relu" + std::to_string(l))->output();
+    width = next;
+  }
+  g->addOutput(x);
+  Problem pr;
+  pr.g = std::move(g);
+  PartitionOptions po;
+  po.gpus = 2;
+  po.tp = 2;
+  po.tensorParallelSearch = false;
+  auto p = partitionGraph(*pr.g, po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  CostModel cm(h100());
+  TpSearchOptions so;
+  so.cost = &cm;
+  auto r = searchTensorParallel(*pr.g, *p, so);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->foldedBlocks, 0);
+  EXPECT_EQ(r->repeats, 0);
+}
+
+}  // namespace
+}  // namespace pcc
