@@ -56,10 +56,12 @@ StatusOr<Value*> addConstantSlice(Graph& g, const std::string& name, const Value
   const Tensor& source = outer ? outer->source : of->constantData();
   ASSIGN_OR_RETURN(TensorBlock block, makeBlock(source, at, extent));
   if (outer) block.as = outer->as;  // a converted weight's pieces are converted too
-  // A small constant's piece is copied; a large one's stays a block however
-  // small the piece (at a large tp a weight's piece can be small, and
-  // copying it would read the weight while planning).
-  if (numElements(source.shape()) <= eagerElements) return g.addConstant(name, readBlock(block));
+  // A small constant's piece is copied; a large one's, or a weight's from an
+  // external-data file, stays a block however small the piece (at a large tp
+  // a weight's piece can be small, and copying it would read the weight
+  // while planning).
+  if (numElements(source.shape()) <= eagerElements && !source.isMapped())
+    return g.addConstant(name, readBlock(block));
   return g.addConstantBlock(name, std::move(block));
 }
 

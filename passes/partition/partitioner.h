@@ -172,8 +172,8 @@ struct LowerOptions {
 
 /// Adds to `g` a constant named `name` that is the block of constant `of`
 /// starting at `start` with extents `extent`: a copy when the tensor it is
-/// cut from has at most `eagerElements` elements (passes may read it), else a
-/// TensorBlock of the
+/// cut from has at most `eagerElements` elements and is not a weight mapped
+/// from a file (passes may read it), else a TensorBlock of the
 /// source `of` reads from (Value::constantBlock, composed when `of` is a
 /// block already), so that no weight byte is read or copied while planning.
 /// \returns it, or an invalid-input error when the block is not inside `of`.

@@ -15,7 +15,10 @@
 //     stages; a stage [a, k) costs its nodes' time plus sending what crosses
 //     k to the next stage (over the inter-node link when the two stages'
 //     ranks are on different nodes), and is allowed only when its weights
-//     plus its activation peak fit one device. O(pp · n²).
+//     plus its activation peak fit one device. O(pp · n²) at worst; a
+//     stage only grows as its start moves back, so the scan of starts stops
+//     once the stage alone is no faster than the best found or does not fit
+//     (about O(pp · n · n/pp) when the stages balance).
 //  4. If no cut fits, step 3 runs again without the memory bound (the search
 //     will report the plan infeasible, with the memory it needs).
 //  5. Every node gets its stage; Partition::stages records each stage.
@@ -139,9 +142,13 @@ Cut bestCut(const NodeCosts& c, const Partition& p, const CostModel& cm, bool bo
       int64_t peak = 0;
       for (size_t a = k; a-- > static_cast<size_t>(j - 1);) {
         peak = std::max(peak, c.activation[a]);
-        if (best[j - 1][a] == kInf) continue;
-        if (boundMemory && wprefix[k] - wprefix[a] + peak > cap) continue;
+        // A stage [a, k) only grows (in time, weights and peak) as a goes
+        // down: once it no longer fits, or alone takes as long as the best
+        // found for k, no earlier a can do better.
+        if (boundMemory && wprefix[k] - wprefix[a] + peak > cap) break;
         double stage = prefix[k] - prefix[a] + send;
+        if (stage >= best[j][k]) break;
+        if (best[j - 1][a] == kInf) continue;
         double worst = std::max(best[j - 1][a], stage);
         if (worst < best[j][k]) {
           best[j][k] = worst;

@@ -314,6 +314,18 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
     // are costed again for each rank (its groups and peers may cross nodes
     // where the lead's do not).
     const Mesh& mesh = part->mesh;
+    // Whether each group of `rank` (dp, tp, pp) and each peer of the sends
+    // of the program of `lead` crosses nodes, from `rank`.
+    auto crossings = [&](int rank, int lead, const std::vector<const Node*>& comm) {
+      std::vector<bool> out;
+      for (MeshAxis a : {MeshAxis::kDP, MeshAxis::kTP, MeshAxis::kPP}) out.push_back(cm.crossesNodes(mesh.groupOf(rank, a)));
+      for (const Node* n : comm)
+        if (n->op() == OpKind::Send) {
+          const int peer = static_cast<int>(n->attrs().getInt("peer", lead)) + (rank - lead);
+          out.push_back(cm.crossesNodes({rank, peer}));
+        }
+      return out;
+    };
     const bool evenDp = batch % (int64_t{mesh.dp} * part->microbatches) == 0;
     const bool evenTp = tpEven(*copy, *part);
     std::map<int, std::pair<RankEstimate, std::vector<const Node*>>> leads;
@@ -337,8 +349,12 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
       RankEstimate est = it->second.first;
       if (r != lead) {
         est.rank = r;
-        est.commSeconds = 0;
-        for (const Node* n : it->second.second) est.commSeconds += rankNodeSeconds(*n, r, mesh, cm, lead);
+        // Its collectives cost what the lead's do unless one of its groups
+        // or peers crosses nodes where the lead's do not (or the reverse).
+        if (crossings(r, lead, it->second.second) != crossings(lead, lead, it->second.second)) {
+          est.commSeconds = 0;
+          for (const Node* n : it->second.second) est.commSeconds += rankNodeSeconds(*n, r, mesh, cm, lead);
+        }
       }
       all.push_back(est);
     }

@@ -157,8 +157,13 @@ std::optional<double> splatValue(const Value* v) {
   // Patterns look for scalars and small broadcast constants; a weight (larger
   // than what folding would compute) is never a splat worth matching, and is
   // not read.
-  constexpr int64_t kMaxSplatElements = 65536;
+  // Nor is a weight read from an external-data file beyond a few elements
+  // (planning reads no weight; a block of one is such a weight too).
+  constexpr int64_t kMaxSplatElements = 65536, kMaxMappedSplatElements = 1024;
   if (!v || !v->isConstant() || v->type().numel() > kMaxSplatElements) return std::nullopt;
+  if (v->type().numel() > kMaxMappedSplatElements &&
+      (v->constantBlock() ? v->constantBlock()->source.isMapped() : v->constantData().isMapped()))
+    return std::nullopt;
   const Tensor& t = v->constantData();
   if (t.numel() == 0 || (!isFloat(t.dtype()) && !isInteger(t.dtype()))) return std::nullopt;
   double first = t.getDouble(0);
