@@ -157,6 +157,12 @@ void recordSearch(const SearchResult& r, const ClusterSpec& cluster, plan::Searc
   out.set_device_memory_bytes(cluster.device.usableMemory());
   out.set_search_time_ms(r.searchSeconds * 1e3);
   out.set_pruned_pipelines(r.pruned);
+  for (const auto& [phase, seconds] : r.phaseSeconds) (*out.mutable_phase_ms())[phase] = seconds * 1e3;
+  if (!r.candidates.empty()) {
+    out.set_folded_blocks(r.candidates.front().foldedBlocks);
+    out.set_block_nodes(r.candidates.front().blockNodes);
+    out.set_block_repeats(r.candidates.front().repeats);
+  }
   for (const PlanEstimate& e : r.candidates) {
     plan::MeshEstimate* m = out.add_candidates();
     m->mutable_mesh()->set_pp(e.mesh.pp);

@@ -162,6 +162,13 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   }
   doc["search_time_ms"] = r.search_time_ms();
   doc["pruned_pipelines"] = r.pruned_pipelines();
+  if (!r.phase_ms().empty()) {
+    Json phases = Json::object();
+    for (const auto& [phase, ms] : r.phase_ms()) phases[phase] = ms;
+    doc["search_phases_ms"] = phases;
+  }
+  doc["repeated_blocks"] = {{"folded", r.folded_blocks()}, {"block_nodes", r.block_nodes()},
+                            {"repeats", r.block_repeats()}};
   Json alternatives = Json::array();
   for (const plan::MeshEstimate& e : r.candidates()) {
     Json a{{"mesh", {{"pp", e.mesh().pp()}, {"dp", e.mesh().dp()}, {"tp", e.mesh().tp()}}},
@@ -430,6 +437,21 @@ std::string planReportText(const plan::Plan& p) {
       << sig3(r.search_time_ms()) << " ms";
     if (r.pruned_pipelines() > 0) o << " (" << r.pruned_pipelines() << " pipelines bounded out)";
     o << "; estimated " << sig3(r.candidates(0).estimated_time_ms()) << " ms per batch\n";
+    if (!r.phase_ms().empty()) {
+      // std::map order would be alphabetical; the phases in the order they run.
+      o << "search phases:";
+      const char* sep = " ";
+      for (const char* phase : {"propagate", "tp_search", "stage_cut", "lower", "cost"}) {
+        auto it = r.phase_ms().find(phase);
+        if (it == r.phase_ms().end()) continue;
+        o << sep << phase << " " << sig3(it->second) << " ms";
+        sep = ", ";
+      }
+      o << "\n";
+    }
+    if (r.folded_blocks() > 0)
+      o << "repeats: the tp search took " << r.folded_blocks() << " of " << r.block_repeats() << " repeated blocks of "
+        << r.block_nodes() << " nodes from the block before, unsearched\n";
     const plan::MeshEstimate& best = r.candidates(0);
     if (best.mesh().pp() > 1) {
       o << "pipeline: " << best.mesh().pp() << " stages, " << std::max(1, best.microbatches())

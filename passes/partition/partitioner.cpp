@@ -34,6 +34,7 @@
 #include "passes/partition/partitioner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <queue>
 #include <set>
@@ -318,10 +319,17 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
     p.notes.push_back(strCat(count, " ", opName(op), count == 1 ? " node runs" : " nodes run",
                              " replicated (Ops.def marks ", opName(op), " Replicate): ",
                              count == 1 ? "its" : "their", " split inputs are gathered first"));
+  auto seconds = [](std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  };
+  auto start = std::chrono::steady_clock::now();
   if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, cm, p));
+  p.tpSearchSeconds = seconds(start);
   RETURN_IF_ERROR(placeStates(g, opts, p));
+  start = std::chrono::steady_clock::now();
   if (p.mesh.pp > 1)
     RETURN_IF_ERROR(opts.pinnedStages ? followStages(g, p, *cm, *opts.pinnedStages) : cutStages(g, p, *cm));
+  p.stageCutSeconds = seconds(start);
   return p;
 }
 

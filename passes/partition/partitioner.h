@@ -111,6 +111,8 @@ struct Partition {
   /// The tp search's repeated blocks (TpSearchResult): those given their
   /// choices without being searched, the block's nodes, the blocks of the run.
   int tpFoldedBlocks = 0, tpBlockNodes = 0, tpRepeats = 0;
+  /// Seconds spent in the tp search and in cutting the stages.
+  double tpSearchSeconds = 0, stageCutSeconds = 0;
   /// Decisions worth telling the user (fewer ranks, fallbacks).
   std::vector<std::string> notes;
   /// PartitionOptions::states, as partitioned.

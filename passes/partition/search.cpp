@@ -292,10 +292,19 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
   }
   Status firstError = Status::OK();
   // Partitions, lowers and costs one candidate.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  std::map<std::string, double>& phases = r.phaseSeconds;
   auto costOnce = [&](PartitionOptions po) {
     po.cost = &cm;
+    Clock::time_point phase = Clock::now();
     std::unique_ptr<Graph> copy = g.clone();
     StatusOr<Partition> part = partitionGraph(*copy, po);
+    if (part.ok()) {
+      phases["tp_search"] += part->tpSearchSeconds;
+      phases["stage_cut"] += part->stageCutSeconds;
+      phases["propagate"] += since(phase) - part->tpSearchSeconds - part->stageCutSeconds;
+    }
     PlanEstimate e;
     e.mesh = Mesh{po.pp > 0 ? po.pp : 1, po.dp, po.tp > 0 ? po.tp : 1};
     e.microbatches = std::max(1, po.microbatches);
@@ -335,7 +344,9 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
       const int lead = leadOf(mesh, r, evenDp, evenTp);
       auto it = leads.find(lead);
       if (it == leads.end()) {
+        phase = Clock::now();
         StatusOr<RankGraph> rg = lowerRank(*copy, *part, lead);
+        phases["lower"] += since(phase);
         if (!rg.ok()) {
           e.error = rg.status().message();
           if (first && firstError.ok()) firstError = rg.status();
@@ -343,7 +354,9 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
         }
         lowered.push_back(std::move(rg).value());
         std::vector<const Node*> comm;
+        phase = Clock::now();
         RankEstimate est = estimateRank(lowered.back(), mesh, cm, &comm);
+        phases["cost"] += since(phase);
         it = leads.emplace(lead, std::make_pair(est, std::move(comm))).first;
       }
       RankEstimate est = it->second.first;
@@ -360,6 +373,12 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
     }
     e = summarize(std::move(all), mesh, cm, batch, part->microbatches);
     e.minimizeWeights = po.minimizeWeights;
+    e.foldedBlocks = part->tpFoldedBlocks;
+    e.blockNodes = part->tpBlockNodes;
+    e.repeats = part->tpRepeats;
+    phase = Clock::now();
+    lowered.clear();
+    phases["lower"] += since(phase);  // freeing the programs
     return e;
   };
   // With pipeline stages and no forced count, micro-batches 1, 2, 4, ... up

@@ -2,6 +2,7 @@
 // the cost model says is fastest for the objective, within each device's memory.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,8 @@ struct PlanEstimate {
   std::string error;
   /// The tp search saved weight memory first (the time-first plan did not fit).
   bool minimizeWeights = false;
+  /// Its tp search's repeated blocks (Partition::tpFoldedBlocks and so on).
+  int foldedBlocks = 0, blockNodes = 0, repeats = 0;
 };
 
 /// Costs the rank programs `ranks` of `mesh`, each run `microbatches` times
@@ -87,6 +90,9 @@ struct SearchResult {
   /// Meshes not listed: their dp, capped by the batch, makes them a mesh
   /// already listed (search.cpp step 1).
   int folded = 0;
+  /// Seconds by phase, summed over the candidates: "propagate", "tp_search",
+  /// "stage_cut", "lower", "cost".
+  std::map<std::string, double> phaseSeconds;
 };
 
 /// Partitions a copy of `g` for every mesh pp × dp × tp = d, for d = --gpus
