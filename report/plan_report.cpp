@@ -163,8 +163,10 @@ void addSearchJson(const plan::SearchReport& r, Json& doc, Json& ranks) {
   doc["search_time_ms"] = r.search_time_ms();
   doc["pruned_pipelines"] = r.pruned_pipelines();
   if (!r.phase_ms().empty()) {
+    // In the order the phases run (a protobuf map iterates in no fixed order).
     Json phases = Json::object();
-    for (const auto& [phase, ms] : r.phase_ms()) phases[phase] = ms;
+    for (const char* phase : {"propagate", "tp_search", "stage_cut", "lower", "cost"})
+      if (auto it = r.phase_ms().find(phase); it != r.phase_ms().end()) phases[phase] = it->second;
     doc["search_phases_ms"] = phases;
   }
   doc["repeated_blocks"] = {{"folded", r.folded_blocks()}, {"block_nodes", r.block_nodes()},
