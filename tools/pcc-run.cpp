@@ -1051,7 +1051,7 @@ int toolMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  pcc::cpu::preferSleepingOpenMpThreads(argv);  // may execute pcc-run again, with OMP_WAIT_POLICY set
+  pcc::cpu::chooseOpenMpWaitPolicy(argv);  // may execute pcc-run again, with OMP_WAIT_POLICY or GOMP_SPINCOUNT set
 #ifdef PCC_HAVE_CUDA_RUNTIME
   pcc::cuda::registerCudaBackend();  // loads nothing until a rank asks for it
 #endif

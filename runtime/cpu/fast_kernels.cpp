@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -214,11 +215,32 @@ void setKernelThreads(int n) { omp_set_num_threads(std::max(1, n)); }
 
 int kernelThreads() { return omp_get_max_threads(); }
 
-void preferSleepingOpenMpThreads(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+int otherRunnableTasks() {
+  int least = -1;
+  for (int sample = 0; sample < 5; ++sample) {
+    if (sample) usleep(2000);
+    std::FILE* f = std::fopen("/proc/loadavg", "r");
+    if (!f) return -1;
+    double a = 0, b = 0, c = 0;
+    int running = 0, total = 0;
+    const int got = std::fscanf(f, "%lf %lf %lf %d/%d", &a, &b, &c, &running, &total);
+    std::fclose(f);
+    if (got != 5) return -1;
+    const int others = std::max(0, running - 1);  // this process is running
+    least = least < 0 ? others : std::min(least, others);
+  }
+  return least;
+}
+
+const char* chooseOpenMpWaitPolicy(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return "set by the environment";
+  const int others = otherRunnableTasks();
+  const bool quiet = others >= 0 && others * 4 <= availableCores();
+  const char* name = quiet ? "GOMP_SPINCOUNT" : "OMP_WAIT_POLICY";
+  if (setenv(name, quiet ? kQuietSpinCount : "passive", 1) != 0) return "OpenMP's default";
   execv("/proc/self/exe", argv);
-  unsetenv("OMP_WAIT_POLICY");  // exec failed: run on, with OpenMP's default
+  unsetenv(name);  // exec failed: run on, with OpenMP's default
+  return "OpenMP's default";
 }
 
 }  // namespace pcc::cpu

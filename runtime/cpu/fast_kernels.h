@@ -72,16 +72,32 @@ void setKernelThreads(int n);
 /// \returns the OpenMP threads the kernels would use if called from this thread.
 int kernelThreads();
 
-/// Makes OpenMP's idle threads sleep instead of spinning (OMP_WAIT_POLICY=
-/// passive) for this process, unless the environment already chooses
-/// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). The OpenMP runtime reads its
-/// settings once, when it is loaded, so this sets the variable and executes
-/// the program again (/proc/self/exe with `argv`); call it first thing in
-/// main. When that fails, it returns and the process runs with the default.
-/// Why: a thread team that spins at every kernel's barrier starves its own
-/// members of the cores when other work shares the machine (measured on the
-/// ResNet export, 2 threads on 2 busy cores: 17 to 190 ms per run spinning,
-/// 3 to 4 ms sleeping; docs/runtime.md "Threads").
-void preferSleepingOpenMpThreads(char** argv);
+/// The spin count of OpenMP's idle threads on a quiet machine (GNU OpenMP's
+/// GOMP_SPINCOUNT): tens of microseconds, long enough to span the gap
+/// between two kernels of a run, short against a time slice.
+inline constexpr const char* kQuietSpinCount = "30000";
+
+/// \returns the tasks running or ready to run on this machine besides this
+/// process: the least of five samples, 2 ms apart, of /proc/loadavg's count
+/// of runnable tasks (this process among them); -1 when it cannot be read.
+int otherRunnableTasks();
+
+/// Chooses how OpenMP's idle threads wait, for this process, unless the
+/// environment already chooses (OMP_WAIT_POLICY or GOMP_SPINCOUNT set): on
+/// a quiet machine (other runnable tasks at most a quarter of this process's
+/// cores) they spin kQuietSpinCount times before they sleep, else they sleep
+/// at once (OMP_WAIT_POLICY=passive). The OpenMP runtime reads its settings
+/// once, when it is loaded, so this sets the variable and executes the
+/// program again (/proc/self/exe with `argv`); call it first thing in main.
+/// \returns what the process runs with, when it does not execute again
+/// ("set by the environment", or "OpenMP's default" when that failed).
+/// Why (docs/runtime.md "Threads"): a team that sleeps pays a wake-up at
+/// every kernel, which on a quiet machine made a second thread slower than
+/// one (the MobileNetV2 export, batch 4: 0.95 ms at one thread, 3.23 ms at
+/// two sleeping, 0.79 ms at two spinning); a team that spins long starves
+/// its own members when other work shares the cores (the ResNet export, 2
+/// threads on 2 busy cores: 17 to 190 ms per run spinning 300,000 times, 3
+/// to 4 ms sleeping).
+const char* chooseOpenMpWaitPolicy(char** argv);
 
 }  // namespace pcc::cpu
