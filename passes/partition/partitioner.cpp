@@ -178,7 +178,20 @@ Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostMode
   so.states = opts.states;
   so.pinned = opts.pinnedTp;
   so.fold = opts.foldRepeats;
-  ASSIGN_OR_RETURN(TpSearchResult r, searchTensorParallel(g, p, so));
+  const std::tuple<int, int, bool> key{p.shapeMesh().dp, p.mesh.tp, opts.minimizeWeights};
+  const TpSearchResult* cached = nullptr;
+  if (opts.tpCache) {
+    auto it = opts.tpCache->results.find(key);
+    if (it != opts.tpCache->results.end() && it->second.choices.size() == g.numNodes()) cached = &it->second;
+  }
+  TpSearchResult r;
+  if (cached) {
+    r = *cached;
+    ++opts.tpCache->hits;
+  } else {
+    ASSIGN_OR_RETURN(r, searchTensorParallel(g, p, so));
+    if (opts.tpCache) opts.tpCache->results[key] = r;
+  }
   applyTpChoices(g, p, r.choices);
   {
     std::vector<Node*> all = g.nodes();
@@ -328,7 +341,9 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
   RETURN_IF_ERROR(placeStates(g, opts, p));
   start = std::chrono::steady_clock::now();
   if (p.mesh.pp > 1)
-    RETURN_IF_ERROR(opts.pinnedStages ? followStages(g, p, *cm, *opts.pinnedStages) : cutStages(g, p, *cm));
+    RETURN_IF_ERROR(opts.pinnedStages ? followStages(g, p, *cm, *opts.pinnedStages)
+                                      : cutStages(g, p, *cm, opts.stageCache,
+                                                  {p.shapeMesh().dp, p.mesh.tp, opts.minimizeWeights}));
   p.stageCutSeconds = seconds(start);
   return p;
 }

@@ -15,6 +15,8 @@ namespace pcc {
 
 /// What the user asked for (CompileOptions carries it here).
 class CostModel;
+struct TpSearchCache;
+struct StageCostCache;
 
 /// What a node does over the tp axis (tp_search.h).
 struct TpChoice {
@@ -66,6 +68,13 @@ struct PartitionOptions {
   /// stages out of order, is an error.
   const std::map<std::string, TpChoice>* pinnedTp = nullptr;
   const std::map<std::string, int>* pinnedStages = nullptr;
+  /// Tp search results kept across partitions of copies of one graph with
+  /// the same options but the mesh (tp_search.h): the mesh search's
+  /// candidates of one dp · micro-batches × tp differ only in their stages,
+  /// which the tp search does not see. nullptr: none kept.
+  TpSearchCache* tpCache = nullptr;
+  /// Likewise the costs stage cutting measures (pipeline.h).
+  StageCostCache* stageCache = nullptr;
 };
 
 /// The result of sharding propagation over a global graph. Value shardings

@@ -36,12 +36,7 @@ namespace pcc {
 
 namespace {
 
-struct NodeCosts {
-  std::vector<double> seconds;      // per global node
-  std::vector<int64_t> weights;     // per global node: constants it reads first
-  std::vector<int64_t> activation;  // per global node: live bytes peak while it runs
-  std::vector<int64_t> crossing;    // per cut position 0..n: bytes crossing it
-};
+using NodeCosts = StageCosts;
 
 int64_t bytesOf(const Value* v) { return static_cast<int64_t>(v->type().bytes()); }
 
@@ -208,13 +203,27 @@ void applyCut(Graph& g, Partition& p, const CostModel& cm, const NodeCosts& c, c
 
 }  // namespace
 
-Status cutStages(Graph& g, Partition& p, const CostModel& cm) {
+Status cutStages(Graph& g, Partition& p, const CostModel& cm, StageCostCache* cache, std::tuple<int, int, bool> key) {
   const size_t n = g.numNodes();
   const int pp = p.mesh.pp;
   if (n < static_cast<size_t>(pp))
     return invalidInput("pp=", pp, " needs at least ", pp, " nodes; the graph has ", n);
   for (Node* node : g.nodes()) node->setStage(0);
-  ASSIGN_OR_RETURN(NodeCosts c, measure(g, p, cm));
+  // Measured with every node in stage 0 on rank 0, whose groups are the same
+  // whatever pp: the same for every pp of one key.
+  const NodeCosts* cached = nullptr;
+  if (cache) {
+    auto it = cache->costs.find(key);
+    if (it != cache->costs.end() && it->second.seconds.size() == n) cached = &it->second;
+  }
+  NodeCosts c;
+  if (cached) {
+    c = *cached;
+    ++cache->hits;
+  } else {
+    ASSIGN_OR_RETURN(c, measure(g, p, cm));
+    if (cache) cache->costs[key] = c;
+  }
   Cut cut = bestCut(c, p, cm, /*boundMemory=*/true);
   if (cut.begin.empty()) {
     cut = bestCut(c, p, cm, /*boundMemory=*/false);

@@ -3,11 +3,32 @@
 
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "passes/partition/cost_model.h"
 #include "passes/partition/partitioner.h"
 
 namespace pcc {
+
+/// What stage cutting measures of a partitioned graph, per global node:
+/// its time, the weight bytes it reads first, the peak of live activation
+/// bytes while it runs, and per cut position the bytes crossing it.
+struct StageCosts {
+  std::vector<double> seconds;
+  std::vector<int64_t> weights;
+  std::vector<int64_t> activation;
+  std::vector<int64_t> crossing;
+};
+
+/// Stage costs kept across partitions of copies of one graph whose tp
+/// search agrees (PartitionOptions::stageCache): the mesh search's
+/// candidates of one dp · micro-batches × tp measure the same costs whatever
+/// their pp, by (data-parallel ranks of the shape mesh, tp, weights first).
+struct StageCostCache {
+  std::map<std::tuple<int, int, bool>, StageCosts> costs;
+  int hits = 0;
+};
 
 /// Cuts the nodes of `g` (sharded for `p`, whose mesh has pp > 1) into
 /// p.mesh.pp contiguous ranges of its topological order, sets every node's
@@ -19,7 +40,9 @@ namespace pcc {
 /// says so (the mesh search then finds the plan infeasible).
 /// \returns OK, or an error when the graph has fewer nodes than stages or
 /// cannot be lowered.
-Status cutStages(Graph& g, Partition& p, const CostModel& cm);
+/// `cache` (may be null) keeps the measured costs under `key`.
+Status cutStages(Graph& g, Partition& p, const CostModel& cm, StageCostCache* cache = nullptr,
+                 std::tuple<int, int, bool> key = {});
 
 /// Sets each node's stage from `stages` (by partitionKey; a node not named
 /// takes the stage of the node before it) and p.stages from the ranges.

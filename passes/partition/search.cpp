@@ -44,6 +44,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "passes/partition/pipeline.h"
+#include "passes/partition/tp_search.h"
+
 namespace pcc {
 
 namespace {
@@ -295,8 +298,15 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   std::map<std::string, double>& phases = r.phaseSeconds;
+  // Candidates of one dp · micro-batches × tp share their tp search.
+  TpSearchCache tpCache;
+  StageCostCache stageCache;
   auto costOnce = [&](PartitionOptions po) {
     po.cost = &cm;
+    if (!po.pinnedTp) {
+      po.tpCache = &tpCache;
+      po.stageCache = &stageCache;
+    }
     Clock::time_point phase = Clock::now();
     std::unique_ptr<Graph> copy = g.clone();
     StatusOr<Partition> part = partitionGraph(*copy, po);

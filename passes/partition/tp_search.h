@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "passes/partition/cost_model.h"
@@ -68,6 +69,13 @@ struct TpSearchResult {
   int blockNodes = 0;
   /// The blocks of the longest repeated run (0: none).
   int repeats = 0;
+};
+
+/// Tp search results by (data-parallel ranks of the shape mesh, tp, weights
+/// first), for PartitionOptions::tpCache.
+struct TpSearchCache {
+  std::map<std::tuple<int, int, bool>, TpSearchResult> results;
+  int hits = 0;
 };
 
 /// The choices node `n` may take on `mesh`, given the data-parallel layouts in
