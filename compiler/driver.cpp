@@ -657,7 +657,8 @@ void recordGenerationEstimate(const SearchResult& r, const ClusterSpec& cluster,
 }
 
 /// Lowers `partitioned` to rank programs, then fuses (kRankPipeline) and
-/// schedules each (passes/schedule.h), verifying after each step; the overlap
+/// schedules each (passes/schedule.h), verifying each at the end (and after
+/// each step with --verify-each); the overlap
 /// scheduling's note goes to partition.notes. `before` (optional) is told the
 /// rank programs as lowered, before fusion (the mesh search costs those).
 /// With `stats`, the passes' counts over the ranks at dp = tp = 0 (one per
@@ -673,8 +674,12 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
   LowerOptions lo;
   lo.eagerSliceElements = opts.eagerSliceElements;
   ASSIGN_OR_RETURN(std::vector<RankGraph> ranks, lowerToRanks(partitioned, partition, lo));
-  for (const RankGraph& rg : ranks)
-    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
+  // Lowering re-infers and checks every local type; the verifier runs on
+  // each rank program once it is scheduled, and after each step with
+  // --verify-each (a 64-rank plan spent a fifth of its compile verifying).
+  if (opts.verifyEach)
+    for (const RankGraph& rg : ranks)
+      RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
   if (stats) say(strCat("partitioned: mesh ", partition.mesh.str(), ", ", ranks.size(), " rank programs"));
   if (before) before(ranks);
 
@@ -683,7 +688,8 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
     bool count = stats && partition.mesh.coord(rg.rank, MeshAxis::kDP) == 0 &&
                  partition.mesh.coord(rg.rank, MeshAxis::kTP) == 0;
     if (opts.fuse) RETURN_IF_ERROR(optimizeRank(rg, opts, log, count, count ? *stats : ignored));
-    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after fusion")));
+    if (opts.verifyEach)
+      RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after fusion")));
     if (count) *kernelsAfter += countKernels(*rg.graph);
   }
 
@@ -695,12 +701,12 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
       StatusOr<OverlapScheduleStats> r = scheduleOverlap(*rg.graph);
       if (!r.ok()) return r.status().withContext(strCat("rank ", rg.rank, " program"));
       s = r.value();
-      RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program after scheduling")));
     } else {
       overlapOrder(*rg.graph, {}, &s);
       s.moved = 0;
       s.overlapAfter = s.overlapBefore;
     }
+    RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
     sched.collectives += s.collectives;
     sched.moved += s.moved;
     sched.overlapBefore += s.overlapBefore;
