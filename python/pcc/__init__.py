@@ -17,13 +17,46 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ._errors import (BadInputError, CheckError, Error, InternalError, OutOfMemoryError, PeerError,
                       UnsupportedError)
-from . import _pcc
+
+
+def _choose_openmp_wait_policy():
+    """How OpenMP's idle threads wait in this process, chosen as pcc-run
+    chooses it (runtime/cpu/fast_kernels.h, chooseOpenMpWaitPolicy): unless
+    OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, they spin 30,000 times before
+    sleeping when the tasks running beside this process are at most a quarter
+    of its cores, and sleep at once otherwise. It must be set before the
+    extension loads the OpenMP runtime, which reads it once; an OpenMP
+    runtime another module loaded first keeps its own setting."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    try:
+        cores = len(os.sched_getaffinity(0))
+        least = None
+        for sample in range(5):
+            if sample:
+                time.sleep(0.002)
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+            others = max(0, running - 1)  # this process is running
+            least = others if least is None else min(least, others)
+    except (OSError, ValueError, IndexError):
+        return
+    if least * 4 <= cores:
+        os.environ["GOMP_SPINCOUNT"] = "30000"
+    else:
+        os.environ["OMP_WAIT_POLICY"] = "passive"
+
+
+_choose_openmp_wait_policy()
+
+from . import _pcc  # noqa: E402  (after the wait policy is chosen)
 
 __all__ = [
     "compile", "load", "Plan", "Session", "TensorInfo", "options",

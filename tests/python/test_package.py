@@ -382,3 +382,20 @@ def test_ctrl_c_stops_a_run_and_the_interpreter_lives(tmp_path, bin_dir):
     # Later runs raise the kind of error that stopped it.
     assert "then: PeerError: the session stopped at an earlier error: rank" in r.stdout and "interrupted" in r.stdout
     assert r.stdout.rstrip().endswith("alive")
+
+
+def test_importing_pcc_chooses_the_openmp_wait_policy_unless_the_environment_did():
+    """import pcc sets GOMP_SPINCOUNT (a quiet machine) or OMP_WAIT_POLICY=passive
+    (a busy one) before the OpenMP runtime loads, and leaves either alone when
+    the environment set it (docs/runtime.md, Threads)."""
+    script = "import os, pcc; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() in (["None", "30000"], ["passive", "None"]), out.stdout
+    for name, value in (("OMP_WAIT_POLICY", "active"), ("GOMP_SPINCOUNT", "5")):
+        out = subprocess.run([sys.executable, "-c", script], env=dict(env, **{name: value}), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        want = ["active", "None"] if name == "OMP_WAIT_POLICY" else ["None", "5"]
+        assert out.stdout.split() == want, out.stdout
