@@ -171,23 +171,20 @@ StatusOr<Mesh> chooseMesh(const Graph& g, const PartitionOptions& opts, Partitio
 }
 
 // Step 4.
-Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostModel* cm, Partition& p) {
+// `key`: what the tp search's result depends on besides the graph
+// (PartitionOptions::tpCache).
+Status planTensorParallel(Graph& g, const PartitionOptions& opts, const CostModel* cm, Partition& p,
+                          const std::tuple<int, int, bool>& key) {
   TpSearchOptions so;
   so.cost = cm;
   so.minimizeWeights = opts.minimizeWeights;
   so.states = opts.states;
   so.pinned = opts.pinnedTp;
   so.fold = opts.foldRepeats;
-  const std::tuple<int, int, bool> key{p.shapeMesh().dp, p.mesh.tp, opts.minimizeWeights};
-  const TpSearchResult* cached = nullptr;
-  if (opts.tpCache) {
-    auto it = opts.tpCache->results.find(key);
-    if (it != opts.tpCache->results.end() && it->second.choices.size() == g.numNodes()) cached = &it->second;
-  }
   TpSearchResult r;
-  if (cached) {
-    r = *cached;
-    ++opts.tpCache->hits;
+  if (auto it = opts.tpCache ? opts.tpCache->results.find(key) : decltype(opts.tpCache->results)::iterator{};
+      opts.tpCache && it != opts.tpCache->results.end() && it->second.choices.size() == g.numNodes()) {
+    r = it->second;
   } else {
     ASSIGN_OR_RETURN(r, searchTensorParallel(g, p, so));
     if (opts.tpCache) opts.tpCache->results[key] = r;
@@ -335,15 +332,17 @@ StatusOr<Partition> partitionGraph(Graph& g, const PartitionOptions& opts) {
   auto seconds = [](std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
   };
+  // What the tp search and the stage costs depend on besides the graph (the
+  // candidates of one dp · micro-batches × tp share them).
+  const std::tuple<int, int, bool> shared{p.shapeMesh().dp, p.mesh.tp, opts.minimizeWeights};
   auto start = std::chrono::steady_clock::now();
-  if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, cm, p));
+  if (p.mesh.tp > 1 && opts.tensorParallelSearch) RETURN_IF_ERROR(planTensorParallel(g, opts, cm, p, shared));
   p.tpSearchSeconds = seconds(start);
   RETURN_IF_ERROR(placeStates(g, opts, p));
   start = std::chrono::steady_clock::now();
   if (p.mesh.pp > 1)
     RETURN_IF_ERROR(opts.pinnedStages ? followStages(g, p, *cm, *opts.pinnedStages)
-                                      : cutStages(g, p, *cm, opts.stageCache,
-                                                  {p.shapeMesh().dp, p.mesh.tp, opts.minimizeWeights}));
+                                      : cutStages(g, p, *cm, opts.stageCache, shared));
   p.stageCutSeconds = seconds(start);
   return p;
 }

@@ -211,15 +211,10 @@ Status cutStages(Graph& g, Partition& p, const CostModel& cm, StageCostCache* ca
   for (Node* node : g.nodes()) node->setStage(0);
   // Measured with every node in stage 0 on rank 0, whose groups are the same
   // whatever pp: the same for every pp of one key.
-  const NodeCosts* cached = nullptr;
-  if (cache) {
-    auto it = cache->costs.find(key);
-    if (it != cache->costs.end() && it->second.seconds.size() == n) cached = &it->second;
-  }
   NodeCosts c;
-  if (cached) {
-    c = *cached;
-    ++cache->hits;
+  if (auto it = cache ? cache->costs.find(key) : decltype(cache->costs)::iterator{};
+      cache && it != cache->costs.end() && it->second.seconds.size() == n) {
+    c = it->second;
   } else {
     ASSIGN_OR_RETURN(c, measure(g, p, cm));
     if (cache) cache->costs[key] = c;

@@ -27,7 +27,6 @@ struct StageCosts {
 /// their pp, by (data-parallel ranks of the shape mesh, tp, weights first).
 struct StageCostCache {
   std::map<std::tuple<int, int, bool>, StageCosts> costs;
-  int hits = 0;
 };
 
 /// Cuts the nodes of `g` (sharded for `p`, whose mesh has pp > 1) into

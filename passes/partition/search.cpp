@@ -158,13 +158,22 @@ bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
 
 const char* objectiveName(Objective o) { return o == Objective::kLatency ? "latency" : "throughput"; }
 
+namespace {
+
+// The peer of Send `send` of the program of `programRank` (-1: `rank`'s own),
+// seen from `rank` of the same stage: peers are stages apart at the same
+// replica and tp coordinates, so as far from `rank` as from `programRank`.
+int peerOf(const Node& send, int rank, int programRank) {
+  const int from = programRank < 0 ? rank : programRank;
+  return static_cast<int>(send.attrs().getInt("peer", from)) + (rank - from);
+}
+
+}  // namespace
+
 double rankNodeSeconds(const Node& n, int rank, const Mesh& mesh, const CostModel& cm, int programRank) {
   if (n.op() == OpKind::Recv) return 0;
   if (n.op() == OpKind::Send) {
-    // Peers are a stage apart at the same replica and tp coordinates: the
-    // program of `programRank` sends to its peer that far from `rank`.
-    const int from = programRank < 0 ? rank : programRank;
-    std::vector<int> pair = {rank, static_cast<int>(n.attrs().getInt("peer", from)) + (rank - from)};
+    std::vector<int> pair = {rank, peerOf(n, rank, programRank)};
     return cm.collectiveTime(CollectiveKind::kSendRecv, bytesOf(n.input(0)), 2, cm.crossesNodes(pair));
   }
   if (auto kind = collectiveKind(n.op())) {
@@ -339,15 +348,17 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
       std::vector<bool> out;
       for (MeshAxis a : {MeshAxis::kDP, MeshAxis::kTP, MeshAxis::kPP}) out.push_back(cm.crossesNodes(mesh.groupOf(rank, a)));
       for (const Node* n : comm)
-        if (n->op() == OpKind::Send) {
-          const int peer = static_cast<int>(n->attrs().getInt("peer", lead)) + (rank - lead);
-          out.push_back(cm.crossesNodes({rank, peer}));
-        }
+        if (n->op() == OpKind::Send) out.push_back(cm.crossesNodes({rank, peerOf(*n, rank, lead)}));
       return out;
     };
     const bool evenDp = batch % (int64_t{mesh.dp} * part->microbatches) == 0;
     const bool evenTp = tpEven(*copy, *part);
-    std::map<int, std::pair<RankEstimate, std::vector<const Node*>>> leads;
+    struct Lead {
+      RankEstimate estimate;
+      std::vector<const Node*> comm;  // its collectives and sends
+      std::vector<bool> crossings;    // crossings(lead, lead, comm)
+    };
+    std::map<int, Lead> leads;
     std::vector<RankGraph> lowered;  // kept alive while the comm nodes are read
     std::vector<RankEstimate> all;
     for (int r = 0; r < mesh.size(); ++r) {
@@ -363,20 +374,22 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
           return e;
         }
         lowered.push_back(std::move(rg).value());
-        std::vector<const Node*> comm;
+        Lead l;
         phase = Clock::now();
-        RankEstimate est = estimateRank(lowered.back(), mesh, cm, &comm);
+        l.estimate = estimateRank(lowered.back(), mesh, cm, &l.comm);
+        l.crossings = crossings(lead, lead, l.comm);
         phases["cost"] += since(phase);
-        it = leads.emplace(lead, std::make_pair(est, std::move(comm))).first;
+        it = leads.emplace(lead, std::move(l)).first;
       }
-      RankEstimate est = it->second.first;
+      const Lead& l = it->second;
+      RankEstimate est = l.estimate;
       if (r != lead) {
         est.rank = r;
         // Its collectives cost what the lead's do unless one of its groups
         // or peers crosses nodes where the lead's do not (or the reverse).
-        if (crossings(r, lead, it->second.second) != crossings(lead, lead, it->second.second)) {
+        if (crossings(r, lead, l.comm) != l.crossings) {
           est.commSeconds = 0;
-          for (const Node* n : it->second.second) est.commSeconds += rankNodeSeconds(*n, r, mesh, cm, lead);
+          for (const Node* n : l.comm) est.commSeconds += rankNodeSeconds(*n, r, mesh, cm, lead);
         }
       }
       all.push_back(est);

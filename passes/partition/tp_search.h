@@ -75,7 +75,6 @@ struct TpSearchResult {
 /// first), for PartitionOptions::tpCache.
 struct TpSearchCache {
   std::map<std::tuple<int, int, bool>, TpSearchResult> results;
-  int hits = 0;
 };
 
 /// The choices node `n` may take on `mesh`, given the data-parallel layouts in
