@@ -1,6 +1,7 @@
 #include "codegen/plan_emitter.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -395,24 +396,72 @@ void describeIo(const Graph& partitioned, const Partition& partition,
   add(partitioned.outputs(), stateOuts, outs);
 }
 
+/// Points the collectives of `instructions` (bodies too) at the groups of
+/// `rank` along their groups' axes, and their sends and receives `shift`
+/// ranks further: a replica's copy of its lead's program.
+Status retarget(google::protobuf::RepeatedPtrField<plan::Instruction>& instructions, int shift, int rank,
+                const Mesh& mesh, plan::Plan& p) {
+  for (plan::Instruction& ins : instructions) {
+    switch (ins.kind()) {
+      case plan::Instruction::SEND:
+      case plan::Instruction::RECV: ins.set_peer(ins.peer() + shift); break;
+      case plan::Instruction::ALL_REDUCE:
+      case plan::Instruction::ALL_GATHER:
+      case plan::Instruction::REDUCE_SCATTER:
+      case plan::Instruction::ALL_TO_ALL: {
+        if (ins.group() < 0 || ins.group() >= p.groups_size()) return internalError("instruction ", ins.node(), ": no group");
+        auto axis = meshAxisFromName(p.groups(ins.group()).axis());
+        if (!axis || *axis == MeshAxis::kNone) return internalError("instruction ", ins.node(), ": group without a mesh axis");
+        ins.set_group(groupIndex(p, mesh, rank, *axis));
+        break;
+      }
+      default: break;
+    }
+    for (plan::Body& body : *ins.mutable_bodies()) RETURN_IF_ERROR(retarget(*body.mutable_instructions(), shift, rank, mesh, p));
+  }
+  return Status::OK();
+}
+
 /// Emits one program per rank of `ranks` into `progs`, each rank's weights
 /// into writers["rankR.bin"] (made when missing); collectives' groups go to
-/// `p`.
+/// `p`. A replica (RankGraph::replicaOf) copies its lead's instructions and
+/// weight file, retargeted, and binds its own inputs, outputs and states.
 Status emitRanks(const Partition& partition, const std::vector<RankGraph>& ranks, plan::Plan& p,
                  google::protobuf::RepeatedPtrField<plan::RankProgram>* progs,
                  std::map<std::string, std::unique_ptr<WeightFileWriter>>& writers, KernelTable* kernels) {
+  // The programs replicas copy (RankGraph::replicaOf), as emitted, before
+  // their bindings and memory plans.
+  std::set<int> leads;
+  for (const RankGraph& rg : ranks)
+    if (rg.replicaOf >= 0) leads.insert(rg.replicaOf);
+  std::map<int, plan::RankProgram> emitted;
   for (const RankGraph& rg : ranks) {
-    std::string file = strCat("rank", rg.rank, ".bin");
-    std::unique_ptr<WeightFileWriter>& writer = writers[file];
-    if (!writer) writer = std::make_unique<WeightFileWriter>();
     plan::RankProgram* prog = progs->Add();
-    prog->set_rank(rg.rank);
-    prog->set_stage(rg.stage);
-    if (partition.microbatches > 1) prog->set_microbatches(partition.microbatches);
-    for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
-    prog->set_weight_file(file);
-    RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog, kernels).withContext(strCat("rank ", rg.rank)));
-    auto ids = idsByName(*rg.graph, *prog);
+    auto lead = emitted.find(rg.replicaOf);
+    if (rg.replicaOf >= 0 && lead == emitted.end())
+      return internalError("rank ", rg.rank, " replicates rank ", rg.replicaOf, ", which is not emitted before it");
+    if (rg.replicaOf >= 0) {
+      // The lead's instructions and weights (its file too: the same pieces),
+      // with this rank's groups and peers.
+      *prog = lead->second;
+      prog->set_rank(rg.rank);
+      prog->clear_mesh_coord();
+      for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
+      RETURN_IF_ERROR(retarget(*prog->mutable_instructions(), rg.rank - rg.replicaOf, rg.rank, partition.mesh, p)
+                          .withContext(strCat("rank ", rg.rank)));
+    } else {
+      std::string file = strCat("rank", rg.rank, ".bin");
+      std::unique_ptr<WeightFileWriter>& writer = writers[file];
+      if (!writer) writer = std::make_unique<WeightFileWriter>();
+      prog->set_rank(rg.rank);
+      prog->set_stage(rg.stage);
+      if (partition.microbatches > 1) prog->set_microbatches(partition.microbatches);
+      for (MeshAxis a : {MeshAxis::kPP, MeshAxis::kDP, MeshAxis::kTP}) prog->add_mesh_coord(partition.mesh.coord(rg.rank, a));
+      prog->set_weight_file(file);
+      RETURN_IF_ERROR(emitProgram(*rg.graph, rg.rank, partition.mesh, p, *writer, prog, kernels).withContext(strCat("rank ", rg.rank)));
+      if (leads.count(rg.rank)) emitted[rg.rank] = *prog;
+    }
+    auto ids = idsByName(programOf(ranks, rg), *prog);
     addBindings(rg.inputs, ids, prog->mutable_inputs());
     addBindings(rg.outputs, ids, prog->mutable_outputs());
     for (const StateBind& sb : rg.states) {

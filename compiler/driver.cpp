@@ -682,9 +682,13 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
       RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
   if (stats) say(strCat("partitioned: mesh ", partition.mesh.str(), ", ", ranks.size(), " rank programs"));
   if (before) before(ranks);
+  // A replica's program is its lead's (findReplicas): rewritten, scheduled
+  // and verified once, then copied with its peers shifted.
+  const int replicas = findReplicas(ranks, partition.mesh);
 
   std::map<std::string, int64_t> ignored;
   for (RankGraph& rg : ranks) {
+    if (rg.replicaOf >= 0) continue;
     bool count = stats && partition.mesh.coord(rg.rank, MeshAxis::kDP) == 0 &&
                  partition.mesh.coord(rg.rank, MeshAxis::kTP) == 0;
     if (opts.fuse) RETURN_IF_ERROR(optimizeRank(rg, opts, log, count, count ? *stats : ignored));
@@ -695,8 +699,10 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
 
   // Overlap scheduling (passes/schedule.h): collectives first, independent nodes before their readers.
   OverlapScheduleStats sched;
+  std::vector<OverlapScheduleStats> scheduled(ranks.size());
   for (RankGraph& rg : ranks) {
-    OverlapScheduleStats s;
+    if (rg.replicaOf >= 0) continue;
+    OverlapScheduleStats& s = scheduled[rg.rank];
     if (opts.scheduleOverlap) {
       StatusOr<OverlapScheduleStats> r = scheduleOverlap(*rg.graph);
       if (!r.ok()) return r.status().withContext(strCat("rank ", rg.rank, " program"));
@@ -707,6 +713,13 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
       s.overlapAfter = s.overlapBefore;
     }
     RETURN_IF_ERROR(verifyGraph(*rg.graph).withContext(strCat("rank ", rg.rank, " program")));
+  }
+  for (RankGraph& rg : ranks) {
+    if (rg.replicaOf >= 0) {
+      RETURN_IF_ERROR(makeReplica(rg, ranks[rg.replicaOf]));
+      scheduled[rg.rank] = scheduled[rg.replicaOf];
+    }
+    const OverlapScheduleStats& s = scheduled[rg.rank];
     sched.collectives += s.collectives;
     sched.moved += s.moved;
     sched.overlapBefore += s.overlapBefore;
@@ -718,6 +731,10 @@ StatusOr<std::vector<RankGraph>> lowerAndOptimize(Graph& partitioned, Partition&
                                      sched.moved, " nodes moved, ", sched.overlapAfter,
                                      " nodes between the collectives and their first readers (", sched.overlapBefore,
                                      " in graph order)"));
+  if (replicas > 0)
+    partition.notes.push_back(strCat(replicas, " of ", ranks.size(), " rank programs are data-parallel replicas of ",
+                                     "another's, node for node (peers aside): each was rewritten and checked once ",
+                                     "and shares its weight file"));
   return ranks;
 }
 
@@ -1226,7 +1243,9 @@ std::vector<std::string> pipelinePasses() {
 
 std::string emitIr(const Compilation& c) {
   std::string s = "// global graph, mesh " + c.partition.mesh.str() + "\n" + printGraph(*c.partitioned);
-  for (const RankGraph& rg : c.ranks) s += strCat("\n// rank ", rg.rank, " program\n") + printGraph(*rg.graph);
+  for (const RankGraph& rg : c.ranks)
+    s += strCat("\n// rank ", rg.rank, " program\n") +
+         printGraph(rg.graph ? *rg.graph : *replicaProgram(programOf(c.ranks, rg), rg.rank - rg.replicaOf));
   return s;
 }
 

@@ -19,6 +19,7 @@
 #include "codegen/kernel_desc.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include "passes/partition/search.h"
@@ -29,8 +30,9 @@ namespace {
 
 class Annotator {
  public:
-  Annotator(int rank, const Mesh& mesh, const CostModel& cm, plan::RankProgram& prog)
-      : rank_(rank), mesh_(mesh), cm_(cm), prog_(prog) {}
+  /// `programRank`: the rank whose program `rank` runs (RankGraph::replicaOf), or -1.
+  Annotator(int rank, int programRank, const Mesh& mesh, const CostModel& cm, plan::RankProgram& prog)
+      : rank_(rank), programRank_(programRank), mesh_(mesh), cm_(cm), prog_(prog) {}
 
   Status walk(const Graph& g) {
     std::vector<Node*> nodes = g.nodes();
@@ -66,13 +68,14 @@ class Annotator {
       if (ins.op() != n->opName())
         return internalError("rank ", rank_, ": instruction ", next_ - 1, " runs ", ins.op(), " but node ",
                              n->describe(), " comes next");
-      ins.set_estimated_seconds(rankNodeSeconds(*n, rank_, mesh_, cm_));
+      ins.set_estimated_seconds(rankNodeSeconds(*n, rank_, mesh_, cm_, programRank_));
     }
     return Status::OK();
   }
 
  private:
   int rank_;
+  int programRank_;
   const Mesh& mesh_;
   const CostModel& cm_;
   plan::RankProgram& prog_;
@@ -83,12 +86,12 @@ class Annotator {
 
 Status recordInstructionEstimates(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
                                   plan::Plan& plan) {
+  std::map<int, plan::RankProgram*> byRank;
+  for (plan::RankProgram& p : *plan.mutable_ranks()) byRank[p.rank()] = &p;
   for (const RankGraph& rg : ranks) {
-    plan::RankProgram* prog = nullptr;
-    for (plan::RankProgram& p : *plan.mutable_ranks())
-      if (p.rank() == rg.rank) prog = &p;
-    if (!prog) return internalError("rank ", rg.rank, " has no program in the plan");
-    RETURN_IF_ERROR(Annotator(rg.rank, mesh, cm, *prog).walk(*rg.graph));
+    auto it = byRank.find(rg.rank);
+    if (it == byRank.end()) return internalError("rank ", rg.rank, " has no program in the plan");
+    RETURN_IF_ERROR(Annotator(rg.rank, rg.graph ? -1 : rg.replicaOf, mesh, cm, *it->second).walk(programOf(ranks, rg)));
   }
   return Status::OK();
 }

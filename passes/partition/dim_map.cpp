@@ -162,11 +162,11 @@ void reduceMap(const Node& n, OpDimMap& m) {
   const AttrMap& at = n.attrs();
   size_t r = shapeOf(n, 0).size();
   std::vector<int64_t> axes;
-  if (n.input(1) && n.input(1)->isConstant()) {
+  if (n.input(1) && !n.input(1)->isConstant()) return;  // axes known at run time: nothing links
+  if (n.input(1))
     for (int64_t a : n.input(1)->constantData().toInts()) axes.push_back(normAxis(a, r));
-  } else if (!n.input(1) && !at.getInt("noop_with_empty_axes", 0)) {
+  if (axes.empty() && !at.getInt("noop_with_empty_axes", 0))  // no axes: every one
     for (size_t d = 0; d < r; ++d) axes.push_back(static_cast<int64_t>(d));
-  }
   bool keep = at.getInt("keepdims", 1) != 0;
   int o = 0;
   for (size_t d = 0; d < r; ++d) {
@@ -308,7 +308,9 @@ DimMapRule dimMapRule(OpKind op) {
     case OpKind::BatchNormalization: return &batchNormMap;
     case OpKind::Softmax: return &softmaxMap;
     case OpKind::LayerNormalization: case OpKind::RMSNormalization: return &layerNormMap;
-    case OpKind::ReduceMean: return &reduceMap;
+    case OpKind::ReduceMean: case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin:
+    case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
+    case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare: return &reduceMap;
     case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: return &reshapeMap;
     case OpKind::Transpose: return &transposeMap;
     case OpKind::Concat: return &concatMap;

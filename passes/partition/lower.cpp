@@ -40,6 +40,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/ir/graph_equal.h"
 #include "compiler/ir/regions.h"
 #include "passes/partition/partitioner.h"
 #include "passes/partition/reshard.h"
@@ -422,6 +423,73 @@ class RankLowering {
 StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank, const LowerOptions& opts) {
   if (rank < 0 || rank >= p.mesh.size()) return internalError("rank ", rank, " is not in mesh ", p.mesh.str());
   return RankLowering(g, p, rank, opts).run();
+}
+
+namespace {
+
+// Whether `a`'s attributes are `b`'s, a Send's or Recv's peer `shift` further.
+AttrsMatch peersShiftedBy(int64_t shift) {
+  return [shift](const Node& a, const Node& b) {
+    if (a.op() != OpKind::Send && a.op() != OpKind::Recv) return attrsEqual(a.attrs(), b.attrs());
+    return attrsEqual(a.attrs(), b.attrs(), "peer") && a.attrs().has("peer") == b.attrs().has("peer") &&
+           a.attrs().getInt("peer", 0) == b.attrs().getInt("peer", 0) + shift;
+  };
+}
+
+void shiftPeers(Graph& g, int64_t shift) {
+  for (Node* n : g.nodes()) {
+    if ((n->op() == OpKind::Send || n->op() == OpKind::Recv) && n->attrs().has("peer"))
+      n->attrs().set("peer", n->attrs().getInt("peer", 0) + shift);
+    for (const auto& body : n->bodies()) shiftPeers(*body, shift);
+  }
+}
+
+}  // namespace
+
+int findReplicas(std::vector<RankGraph>& ranks, const Mesh& mesh) {
+  int found = 0;
+  for (RankGraph& rg : ranks) {
+    rg.replicaOf = -1;
+    if (mesh.coord(rg.rank, MeshAxis::kDP) == 0) continue;
+    const int lead = mesh.rankOf(mesh.coord(rg.rank, MeshAxis::kPP), 0, mesh.coord(rg.rank, MeshAxis::kTP));
+    if (lead < 0 || static_cast<size_t>(lead) >= ranks.size() || ranks[lead].rank != lead) continue;
+    if (graphsIdentical(*rg.graph, *ranks[lead].graph, peersShiftedBy(rg.rank - lead))) {
+      rg.replicaOf = lead;
+      ++found;
+    }
+  }
+  return found;
+}
+
+Status makeReplica(RankGraph& replica, const RankGraph& lead) {
+  if (!lead.graph) return internalError("rank ", replica.rank, ": its lead, rank ", lead.rank, ", has no program");
+  auto rebind = [&](Value*& v) -> Status {
+    if (!v) return Status::OK();
+    Value* to = lead.graph->findValue(v->name());
+    if (!to) return internalError("rank ", replica.rank, ": value '", v->name(), "' is not in the program of rank ",
+                                  lead.rank, " it runs");
+    v = to;
+    return Status::OK();
+  };
+  for (IoBind& b : replica.inputs) RETURN_IF_ERROR(rebind(b.value));
+  for (IoBind& b : replica.outputs) RETURN_IF_ERROR(rebind(b.value));
+  for (StateBind& sb : replica.states) {
+    RETURN_IF_ERROR(rebind(sb.in));
+    RETURN_IF_ERROR(rebind(sb.out));
+  }
+  replica.graph.reset();
+  replica.replicaOf = lead.rank;
+  return Status::OK();
+}
+
+const Graph& programOf(const std::vector<RankGraph>& ranks, const RankGraph& rg) {
+  return rg.graph ? *rg.graph : *ranks.at(static_cast<size_t>(rg.replicaOf)).graph;
+}
+
+std::unique_ptr<Graph> replicaProgram(const Graph& lead, int shift) {
+  std::unique_ptr<Graph> copy = lead.clone();
+  shiftPeers(*copy, shift);
+  return copy;
 }
 
 StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p, const LowerOptions& opts) {

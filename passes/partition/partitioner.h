@@ -161,7 +161,10 @@ struct StateBind {
 struct RankGraph {
   int rank = 0;
   int stage = 0;  ///< the pipeline stage whose nodes it holds
-  std::unique_ptr<Graph> graph;  ///< local shapes; collectives carry axis/dim/group_size
+  /// Local shapes; collectives carry axis/dim/group_size. Null for a replica
+  /// once the driver has rewritten its lead (makeReplica): programOf gives
+  /// the program it runs.
+  std::unique_ptr<Graph> graph;
   std::vector<IoBind> inputs, outputs;
   /// The state pieces this rank holds (those its stage reads).
   std::vector<StateBind> states;
@@ -169,6 +172,9 @@ struct RankGraph {
   /// lowered to (its input conversions, then the node); the last entry is
   /// the total. Nodes of other stages lower to none.
   std::vector<size_t> nodeStarts;
+  /// The rank whose program this one is, with every Send and Recv peer
+  /// (rank − replicaOf) further (findReplicas); -1: a program of its own.
+  int replicaOf = -1;
 };
 
 /// How lowering gives each rank its piece of a constant.
@@ -197,5 +203,30 @@ StatusOr<std::vector<RankGraph>> lowerToRanks(const Graph& g, const Partition& p
 
 /// Lowers the program of rank `rank` alone (as lowerToRanks does for each).
 StatusOr<RankGraph> lowerRank(const Graph& g, const Partition& p, int rank, const LowerOptions& opts = {});
+
+/// Sets RankGraph::replicaOf of each of `ranks` (lowered, not yet rewritten;
+/// ranks[i].rank == i) whose program is, node for node (graphsIdentical), the
+/// program of the rank of its stage and tp coordinate at dp = 0 with its
+/// Send and Recv peers shifted: the data-parallel replicas of a stage when
+/// the batch splits evenly, which differ only in the samples they read and
+/// the outputs they write (their bindings). Such a program needs no rewrite
+/// of its own: makeReplica copies the lead's. \returns how many it found.
+int findReplicas(std::vector<RankGraph>& ranks, const Mesh& mesh);
+
+/// Makes `replica` (RankGraph::replicaOf) run `lead`'s program, rewritten
+/// as it may be since: its bindings move onto the lead's values of the same
+/// names and its own graph is dropped (no copy is made; programOf finds the
+/// program, replicaProgram copies it with the replica's peers). \returns an
+/// internal error when a bound value is missing.
+Status makeReplica(RankGraph& replica, const RankGraph& lead);
+
+/// \returns the program `rg` runs: its graph, or its lead's when it is a
+/// replica whose graph was dropped (its Send and Recv peers are then
+/// rg.rank − rg.replicaOf further than the graph says). `ranks[i].rank == i`.
+const Graph& programOf(const std::vector<RankGraph>& ranks, const RankGraph& rg);
+
+/// \returns a copy of `lead`'s program with every Send and Recv peer `shift`
+/// ranks further: a replica's program as it would be written out.
+std::unique_ptr<Graph> replicaProgram(const Graph& lead, int shift);
 
 }  // namespace pcc

@@ -26,8 +26,9 @@
 //     link when the group spans nodes); weights plus the peak of live
 //     activations against the device's memory.
 //     One-stage meshes are costed first; a pipeline over dp × tp is costed
-//     only if its lower bound, the one-stage time of that dp × tp divided by
-//     pp (by 1 when each replica has one sample), beats the best plan so far.
+//     only if its lower bound, the one-stage time T of that dp × tp times
+//     (pp + m − 1) / (m · pp) for the most micro-batches m it may use (T
+//     itself when each replica has one sample), beats the best plan so far.
 //  4. The plan's time: per stage the slowest rank's time for one micro-batch
 //     t_s; fill-drain over m micro-batches takes Σ t_s + (m − 1) · max t_s.
 //     Candidates are ranked by the objective, feasible ones first; among those
@@ -258,6 +259,16 @@ bool tpEven(const Graph& g, const Partition& p) {
   return true;
 }
 
+// The most micro-batches searchMesh's cost loop tries for a pipeline of
+// `pp` stages over `dp` replicas: 1, 2, 4, ... up to 4 · pp, while each
+// replica's batch divides.
+int mostMicrobatches(int64_t batch, int dp, int pp) {
+  const int64_t replica = batch / dp;
+  int m = 1;
+  while (2 * m <= 4 * pp && replica % (2 * m) == 0 && batch % (int64_t{dp} * 2 * m) == 0) m *= 2;
+  return m;
+}
+
 }  // namespace
 
 PlanEstimate estimatePlan(const std::vector<RankGraph>& ranks, const Mesh& mesh, const CostModel& cm,
@@ -434,17 +445,20 @@ StatusOr<SearchResult> searchMesh(const Graph& g, const PartitionOptions& opts, 
   double bestSoFar = std::numeric_limits<double>::infinity();
   const bool forcedMesh = tries.size() == 1;
   for (const PartitionOptions& po : tries) {
-    // A pipeline of pp stages over the mesh dp × tp does at best 1/pp of the
-    // one-stage plan's work a stage with no bubble (a micro-batch costs at
-    // least its share of the batch), and with one micro-batch per replica
-    // all of it: when that bound is no better than a plan already costed,
-    // the pipeline cannot win and is not costed.
+    // A pipeline of pp stages over the mesh dp × tp, with m micro-batches,
+    // takes at least (pp + m − 1) / (m · pp) of the one-stage plan's time
+    // T: a micro-batch costs at least its share T / m of the batch through
+    // all stages together (no term of the cost model shrinks faster than
+    // the batch), and fill-drain adds m − 1 times the slowest stage, at
+    // least 1/pp of that. The bound falls with m, so the most micro-batches
+    // the cost loop may try stand for all; when it is no better than a plan
+    // already costed, the pipeline cannot win and is not costed.
     if (po.pp > 1 && !forcedMesh) {
       const int dp = static_cast<int>(std::min<int64_t>(po.dp, batch));  // the batch caps dp (partitioner.cpp)
       auto one = oneStage.find({dp, po.tp});
       if (one != oneStage.end()) {
-        const bool microBatched = po.microbatches > 1 || (po.microbatches == 0 && batch / dp >= 2);
-        const double bound = microBatched ? one->second / po.pp : one->second;
+        const int m = po.microbatches > 0 ? po.microbatches : mostMicrobatches(batch, dp, po.pp);
+        const double bound = one->second * (po.pp + m - 1) / (static_cast<double>(m) * po.pp);
         if (bound >= bestSoFar) {
           ++r.pruned;
           continue;

@@ -4,7 +4,9 @@
 
 #include <set>
 
+#include "compiler/ir/graph_equal.h"
 #include "ir_test_util.h"
+#include "runtime/support/tensor_block.h"
 
 namespace pcc {
 namespace {
@@ -185,6 +187,84 @@ TEST(IrGraph, CloneIsDeepAndKeepsAnnotations) {
   copy->eraseNodes({copy->nodes()[1]});
   EXPECT_EQ(g.numNodes(), 2u);
   EXPECT_EQ(add->name(), "add");
+}
+
+
+// Two programs built alike: x -> MatMul(w) -> Relu, w a block of `source`.
+std::unique_ptr<Graph> blockProgram(const Tensor& source, int64_t row) {
+  auto g = std::make_unique<Graph>();
+  Value* x = g->addInput("x", {DType::kF32, {2, 4}});
+  auto block = makeBlock(source, {row, 0}, {4, 3});
+  EXPECT_TRUE(block.ok());
+  Value* w = g->addConstantBlock("w", *block);
+  Value* b = g->addConstant("b", f32({3}, {1, 2, 3}));
+  Node* mm = addInferred(*g, OpKind::MatMul, {x, w}, {}, "mm");
+  Node* add = addInferred(*g, OpKind::Add, {mm->output(), b}, {}, "add");
+  Node* relu = addInferred(*g, OpKind::LeakyRelu, {add->output()}, [] {
+    AttrMap a;
+    a.set("alpha", 0.5f);
+    return a;
+  }(), "relu");
+  g->addOutput(relu->output());
+  return g;
+}
+
+TEST(IrGraph, IdenticalGraphsAreTheSameProgramNodeForNode) {
+  Tensor source = f32({8, 3}, std::vector<float>(24, 1.0f));
+  auto a = blockProgram(source, 0), b = blockProgram(source, 0);
+  EXPECT_TRUE(graphsIdentical(*a, *b));
+  EXPECT_TRUE(graphsIdentical(*a, *a->clone()));
+  // Another block of the same source: another weight.
+  EXPECT_FALSE(graphsIdentical(*a, *blockProgram(source, 4)));
+  // Another source with the same bytes: compared by where it lies, not read.
+  Tensor copy = source.clone();
+  EXPECT_FALSE(graphsIdentical(*a, *blockProgram(copy, 0)));
+  // An attribute.
+  auto c = blockProgram(source, 0);
+  c->nodes()[2]->attrs().set("alpha", 0.25f);
+  EXPECT_FALSE(graphsIdentical(*a, *c));
+  // ... unless the comparison is told to let it differ.
+  EXPECT_TRUE(graphsIdentical(*a, *c, [](const Node& x, const Node& y) {
+    return attrsEqual(x.attrs(), y.attrs(), "alpha");
+  }));
+  // A copied constant's bytes.
+  auto d = blockProgram(source, 0);
+  d->findValue("b")->setConstantData(f32({3}, {1, 2, 4}));
+  EXPECT_FALSE(graphsIdentical(*a, *d));
+  d->findValue("b")->setConstantData(f32({3}, {1, 2, 3}));
+  EXPECT_TRUE(graphsIdentical(*a, *d));
+  // What a node reads.
+  auto e = blockProgram(source, 0);
+  e->nodes()[1]->setInput(1, e->nodes()[0]->output());  // Add(mm, mm)
+  EXPECT_FALSE(graphsIdentical(*a, *e));
+  // A name, a stage, a sharding.
+  auto f = blockProgram(source, 0);
+  f->nodes()[0]->setName("mm2");
+  EXPECT_FALSE(graphsIdentical(*a, *f));
+  auto h = blockProgram(source, 0);
+  h->nodes()[0]->setStage(1);
+  EXPECT_FALSE(graphsIdentical(*a, *h));
+  auto k = blockProgram(source, 0);
+  k->findValue("x")->setSharding(Sharding{{MeshAxis::kDP, MeshAxis::kNone}});
+  EXPECT_FALSE(graphsIdentical(*a, *k));
+}
+
+TEST(IrGraph, AttributeEqualityComparesValuesAndSkipsTheNamedOne) {
+  AttrMap a, b;
+  a.set("perm", std::vector<int64_t>{0, 2, 1});
+  b.set("perm", std::vector<int64_t>{0, 2, 1});
+  a.set("t", f32({2}, {1, 2}));
+  b.set("t", f32({2}, {1, 2}));
+  EXPECT_TRUE(attrsEqual(a, b));
+  b.set("t", f32({2}, {1, 3}));
+  EXPECT_FALSE(attrsEqual(a, b));
+  EXPECT_TRUE(attrsEqual(a, b, "t"));
+  b.set("t", f32({2}, {1, 2}));
+  b.set("peer", int64_t{3});
+  EXPECT_FALSE(attrsEqual(a, b));
+  EXPECT_TRUE(attrsEqual(a, b, "peer"));
+  a.set("peer", 3.0f);  // another kind of attribute
+  EXPECT_FALSE(attrsEqual(a, b));
 }
 
 }  // namespace
