@@ -442,6 +442,11 @@ def launcher_envs(suite, tools):
                                        "launchers")
     if not plan:
         return
+    # The dp = 1 ranks run the dp = 0 ranks' programs and map their weight
+    # files (docs/partitioning.md, step 8); each process below maps its own.
+    files = [r["weight_file"] for r in e2e.PlanInfo(plan).ranks]
+    suite.check("launchers: the replicas share their leads' weight files",
+                files == ["rank0.bin", "rank1.bin", "rank0.bin", "rank1.bin"], str(files))
     world = 4
     for name in ("torchrun", "srun"):
         out = os.path.join(d, name)
