@@ -3,7 +3,7 @@
 
     build/venv/bin/python tools/bench_cpu.py [--bin build] [--threads N] [--iters N]
         [--warmup N] [--gpus 1] [--reference] [--no-fuse] [--no-kernels-too] [--no-fold-too]
-        [--cpu-time] [--full]
+        [--cpu-time] [--full] [--exports] [--rounds R]
         [MODEL.onnx ...]
 
 For each model: compiles it with pcc (--gpus, --batch from its test data), runs
@@ -34,6 +34,10 @@ time (rusage's clock is coarse), and onnxruntime runs N times as well.
 On a machine that other work keeps busy, wall time measures the scheduler
 more than the kernels (a run waits for a core); processor time does not
 (caches and memory bandwidth shared with the other work still count).
+--rounds R (default 5) repeats the pair, pcc then onnxruntime, R times and
+reports the median of each and the median of the R ratios: a burst of other
+work on the machine falls on one round of both rather than on one side.
+--exports adds every committed export (models/exported/*.onnx).
 This is a measurement, not a test: it never fails on a slow ratio.
 """
 
@@ -136,15 +140,23 @@ def main():
     p.add_argument("--cpu-time", action="store_true",
                    help="compare processor time per run instead of wall time (--threads 1 only)")
     p.add_argument("--full", action="store_true", help="add the full-size exports of --cache")
+    p.add_argument("--exports", action="store_true", help="add every committed export (models/exported/*.onnx)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="paired rounds (pcc, then onnxruntime) per model; the medians are reported")
     p.add_argument("--cache", default=os.path.join(ROOT, "build", "parity-cache"))
     args = p.parse_args()
     if args.cpu_time and args.threads != 1:
         p.error("--cpu-time needs --threads 1 (with more threads it counts waiting threads too)")
     models = args.models or [os.path.join(ROOT, m) for m in DEFAULT_MODELS]
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    if args.exports:
+        models += [f for f in sorted(glob.glob(os.path.join(ROOT, "models", "exported", "*.onnx"))) if f not in models]
     if args.full:
         models += [f for f in (os.path.join(args.cache, n + ".onnx") for n in FULL_MODELS) if os.path.exists(f)]
     tools = e2e.Tools(args.bin)
-    print(f"threads {args.threads}, gpus {args.gpus}, {args.warmup} warmup + {args.iters} timed runs"
+    print(f"threads {args.threads}, gpus {args.gpus}, {args.warmup} warmup + {args.iters} timed runs, "
+          f"median of {args.rounds} paired round{'s' if args.rounds > 1 else ''}"
           + (", processor time" if args.cpu_time else ""))
     head = "| model | batch | pcc ms | onnxruntime ms | pcc / onnxruntime |"
     if args.reference:
@@ -172,19 +184,27 @@ def main():
             if r.returncode != 0:
                 print(f"| {name} | {batch} | compile failed: {(r.stderr or r.stdout).strip()[-120:]} | | |")
                 continue
-            t_pcc = pcc_time(tools, plan, data, args)
             iters = args.iters
-            if args.cpu_time and not isinstance(t_pcc, str):
-                # Enough runs for about a second (the rusage clock ticks coarsely), at least --iters.
-                iters = max(args.iters, min(100000, int(1.0 / max(t_pcc, 1e-6))))
-                t_pcc = pcc_cpu_time(tools, plan, data, args, iters)
-            t_ort = ort_time(m, arrays, args, iters)
+            pccs, orts = [], []
+            for _ in range(args.rounds):
+                t_pcc = pcc_time(tools, plan, data, args)
+                if args.cpu_time and not isinstance(t_pcc, str):
+                    # Enough runs for about a second (the rusage clock ticks coarsely), at least --iters.
+                    iters = max(args.iters, min(100000, int(1.0 / max(t_pcc, 1e-6))))
+                    t_pcc = pcc_cpu_time(tools, plan, data, args, iters)
+                t_ort = ort_time(m, arrays, args, iters)
+                if isinstance(t_pcc, str):
+                    break
+                pccs.append(t_pcc)
+                orts.append(t_ort)
             cells = [name, str(batch)]
             if isinstance(t_pcc, str):
                 cells += [t_pcc, f"{t_ort * 1e3:.3f}", "-"]
             else:
-                cells += [f"{t_pcc * 1e3:.3f}", f"{t_ort * 1e3:.3f}", f"{t_pcc / t_ort:.2f}"]
-                ratios.append((t_pcc / t_ort, name))
+                ratio = float(np.median([a / b for a, b in zip(pccs, orts)]))
+                t_pcc, t_ort = float(np.median(pccs)), float(np.median(orts))
+                cells += [f"{t_pcc * 1e3:.3f}", f"{t_ort * 1e3:.3f}", f"{ratio:.2f}"]
+                ratios.append((ratio, name))
             if args.reference:
                 t_ref = pcc_time(tools, plan, data, args, ["--reference-kernels"])
                 cells.append(t_ref if isinstance(t_ref, str) else f"{t_ref * 1e3:.1f}")
