@@ -437,12 +437,12 @@ Status emitRanks(const Partition& partition, const std::vector<RankGraph>& ranks
   std::map<int, plan::RankProgram> emitted;
   for (const RankGraph& rg : ranks) {
     plan::RankProgram* prog = progs->Add();
-    auto lead = emitted.find(rg.replicaOf);
-    if (rg.replicaOf >= 0 && lead == emitted.end())
-      return internalError("rank ", rg.rank, " replicates rank ", rg.replicaOf, ", which is not emitted before it");
     if (rg.replicaOf >= 0) {
       // The lead's instructions and weights (its file too: the same pieces),
       // with this rank's groups and peers.
+      auto lead = emitted.find(rg.replicaOf);
+      if (lead == emitted.end())
+        return internalError("rank ", rg.rank, " replicates rank ", rg.replicaOf, ", which is not emitted before it");
       *prog = lead->second;
       prog->set_rank(rg.rank);
       prog->clear_mesh_coord();
